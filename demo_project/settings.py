@@ -1,0 +1,110 @@
+"""Settings of the uistream demo: runs offline on SQLite out of the box.
+
+Environment switches: ``DATABASE_URL`` (postgres://user@host:port/name),
+``REDIS_URL`` (the Redis live-run broker), ``OPENAI_BASE_URL`` /
+``OPENAI_API_KEY`` / ``OPENAI_MODEL`` (a real OpenAI-compatible model),
+``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY``, ``DJANGO_ALLOWED_HOSTS``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "uistream-demo-insecure-key-change-me")
+DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
+
+INSTALLED_APPS = [
+    # daphne first: `runserver` then serves ASGI, which streaming needs.
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "uistream_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "demo_project.urls"
+ASGI_APPLICATION = "demo_project.asgi.application"
+WSGI_APPLICATION = "demo_project.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database_from_url(url: str) -> dict[str, object]:
+    parts = urlsplit(url)
+    engines = {
+        "postgres": "django.db.backends.postgresql",
+        "postgresql": "django.db.backends.postgresql",
+        "sqlite": "django.db.backends.sqlite3",
+    }
+    if parts.scheme not in engines:
+        raise ValueError(f"DATABASE_URL scheme {parts.scheme!r} is not one of {sorted(engines)}")
+    if parts.scheme == "sqlite":
+        return {"ENGINE": engines["sqlite"], "NAME": unquote(parts.path.lstrip("/")) or ":memory:"}
+    return {
+        "ENGINE": engines[parts.scheme],
+        "NAME": unquote(parts.path.lstrip("/")),
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": parts.hostname or "",
+        "PORT": str(parts.port or ""),
+    }
+
+
+if os.environ.get("DATABASE_URL"):
+    DATABASES = {"default": _database_from_url(os.environ["DATABASE_URL"])}
+else:
+    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "db.sqlite3"}}
+
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+UISTREAM: dict[str, object] = {
+    # The demo page works without a login: visitors own chats by session.
+    "ALLOW_ANONYMOUS": True,
+}
+if os.environ.get("REDIS_URL"):
+    UISTREAM["BROKER"] = {"BACKEND": "redis", "URL": os.environ["REDIS_URL"]}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"uistream_app": {"handlers": ["console"], "level": "INFO"}},
+}

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+JS_DIR = ROOT / "tests" / "js"
+
+
+def node_binary() -> str | None:
+    """The Node.js the JS tests use: $UISTREAM_NODE, else ``node``."""
+    return os.environ.get("UISTREAM_NODE") or shutil.which("node")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="session")
+def node() -> str:
+    """Node.js with the pinned `ai` packages installed; skipped outside CI
+    when missing, a failure in CI."""
+    binary = node_binary()
+    ready = binary is not None and (JS_DIR / "node_modules" / "ai7").is_dir()
+    if not ready:
+        message = "Node.js with tests/js/node_modules is needed (run `npm ci` in tests/js)"
+        if in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    assert binary is not None
+    return binary

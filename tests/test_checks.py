@@ -1,0 +1,80 @@
+"""Each system check id, and the whole ``check`` command."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+from uistream_app.checks import check_middleware, check_settings
+from uistream_app.conf import settings
+
+
+def ids(messages: list) -> list[str]:
+    return [m.id for m in messages]
+
+
+def test_defaults_pass() -> None:
+    with override_settings(UISTREAM={}):
+        assert check_settings() == []
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ([], ["uistream_app.E001"]),
+        ({"MAX_STEP": 3}, ["uistream_app.E001"]),
+        ({"MODEL": "no.such.module.Model"}, ["uistream_app.E002"]),
+        ({"TOOLS": ["no.such.tool"]}, ["uistream_app.E002"]),
+        ({"SDK_VERSION": 4}, ["uistream_app.E003"]),
+        ({"ON_DISCONNECT": "ignore"}, ["uistream_app.E004"]),
+        ({"MAX_STEPS": 0}, ["uistream_app.E005"]),
+        ({"KEEPALIVE_SECONDS": "15"}, ["uistream_app.E005"]),
+        ({"FLUSH_EVERY_MS": True}, ["uistream_app.E005"]),
+    ],
+)
+def test_each_error_id(value: object, expected: list[str]) -> None:
+    with override_settings(UISTREAM=value):
+        messages = check_settings()
+    assert ids(messages) == expected
+    assert all(m.hint for m in messages)
+
+
+def test_unknown_key_names_the_key() -> None:
+    with override_settings(UISTREAM={"MAX_STEP": 3}):
+        (message,) = check_settings()
+    assert "'MAX_STEP'" in message.msg
+
+
+def test_gzip_middleware_warns() -> None:
+    from django.conf import settings as dj
+
+    with override_settings(MIDDLEWARE=["django.middleware.gzip.GZipMiddleware", *dj.MIDDLEWARE]):
+        assert ids(check_middleware()) == ["uistream_app.W001"]
+    assert check_middleware() == []
+
+
+def test_check_command_fails_on_a_bad_model() -> None:
+    call_command("check")
+    with override_settings(UISTREAM={"MODEL": "no.such.Model"}), pytest.raises(SystemCheckError, match="E002"):
+        call_command("check")
+
+
+def test_settings_read_defaults_and_reset_on_change() -> None:
+    assert settings.MAX_STEPS == 8
+    with override_settings(UISTREAM={"MAX_STEPS": 3}):
+        assert settings.MAX_STEPS == 3
+    assert settings.MAX_STEPS == 8
+    with pytest.raises(AttributeError, match="Invalid uistream setting"):
+        _ = settings.NOPE
+
+
+def test_import_setting_names_the_key() -> None:
+    with override_settings(UISTREAM={"MODEL": "no.such.Model"}), pytest.raises(ImproperlyConfigured, match="'MODEL'"):
+        settings.import_setting("MODEL")
+    with override_settings(UISTREAM={"MODEL": "collections.OrderedDict"}):
+        import collections
+
+        assert settings.import_setting("MODEL") is collections.OrderedDict

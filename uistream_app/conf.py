@@ -1,0 +1,86 @@
+"""The ``UISTREAM`` settings dict, read in one place.
+
+``uistream_app.conf.settings.MAX_STEPS`` and friends return the project's
+value or the default below. Values are cached and the cache is reset on
+Django's ``setting_changed`` signal, so ``override_settings`` works in
+tests. Dotted paths (``MODEL``, ``TOOLS``) are imported lazily by
+``import_setting``, with errors that name the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.utils.module_loading import import_string
+
+__all__ = ["DEFAULTS", "UIStreamSettings", "settings"]
+
+DEFAULTS: Final[dict[str, Any]] = {
+    # Dotted path or callable returning the chat model; None: the app's
+    # scripted echo model, which needs no network and no key.
+    "MODEL": None,
+    "TOOLS": [],
+    "MAX_STEPS": 8,
+    "SDK_VERSION": 7,
+    "ERROR_TEXT": "An error occurred.",
+    "EXPOSE_ERRORS": False,
+    "KEEPALIVE_SECONDS": 15,
+    "ON_DISCONNECT": "cancel",
+    "ALLOW_ANONYMOUS": False,
+    "MAX_REQUEST_BYTES": 1024 * 1024,
+    "BROKER": {"BACKEND": "memory"},
+    "FLUSH_EVERY_MS": 250,
+}
+
+ON_DISCONNECT_CHOICES: Final = ("cancel", "finish")
+SDK_VERSIONS: Final = (5, 6, 7)
+
+
+class UIStreamSettings:
+    """Attribute access to ``settings.UISTREAM`` with defaults."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        value = getattr(django_settings, "UISTREAM", {})
+        if not isinstance(value, dict):
+            raise ImproperlyConfigured("The UISTREAM setting must be a dict.")
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"Invalid uistream setting: {name!r}")
+        if name not in self._cache:
+            self._cache[name] = self.user_settings.get(name, DEFAULTS[name])
+        return self._cache[name]
+
+    def import_setting(self, name: str) -> Any:
+        """The object a dotted-path setting names (or the value itself when
+        it is not a string); ``ImproperlyConfigured`` naming the key when
+        the import fails."""
+        value = getattr(self, name)
+        if isinstance(value, str):
+            try:
+                return import_string(value)
+            except ImportError as exc:
+                raise ImproperlyConfigured(f"UISTREAM[{name!r}] = {value!r} cannot be imported: {exc}") from exc
+        return value
+
+    def reload(self) -> None:
+        self._cache.clear()
+
+
+settings = UIStreamSettings()
+
+
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting == "UISTREAM":
+        settings.reload()
+
+
+setting_changed.connect(_reload)

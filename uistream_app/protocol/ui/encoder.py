@@ -1,0 +1,513 @@
+"""``UIMessageEncoder``: source events in, well-formed ai@7 UI chunks out.
+
+The encoder is a state machine over one assistant message. It never does
+I/O and never raises on odd input: whatever order events arrive in, the
+chunks it returns form a stream the AI SDK accepts. Its rules:
+
+1. The first output of the message emits ``start`` (with the message id and
+   metadata the encoder was given) and ``start-step``.
+2. Part ids are counted per kind, ``text-0``, ``reasoning-0``, ``text-1``…,
+   so the same events always encode to the same bytes.
+3. Text and reasoning alternate through parts: opening one closes the other.
+   ``TextEnd``/``ReasoningEnd`` close the open part of their kind.
+4. Every open part is closed before ``finish-step``, ``error`` or ``finish``
+   (ai@5/6 drop parts still open at ``finish-step``).
+5. Content (text, reasoning, tool calls, sources, files) lands inside a step:
+   after a ``finish-step`` the next content opens a new ``start-step``.
+   Data parts, metadata and tool results do not open a step.
+6. A tool call is ``tool-input-start`` → ``tool-input-delta``… →
+   ``tool-input-available`` (or ``tool-input-error`` when its argument text
+   is not JSON), then an output, error or denial. A fragment for a call
+   that never started is dropped, not invented; a complete call that never
+   started announces itself with ``tool-input-start`` first. A tool output,
+   approval or denial for a call the message never announced is dropped
+   (the SDK would throw on it).
+7. A tool output that is a string is JSON where it parses, a JSON string
+   where it does not; any other value is sent as it is.
+8. ``Finish`` (one model call ended) closes the open parts and remembers
+   its reason; ``StepFinished`` closes the step; ``Done`` ends the message.
+   The ``finish`` chunk carries the last reason (``Done``'s own reason wins).
+9. ``finish()``, ``error()`` and ``abort()`` end the message; a source that
+   stops without any of them still gets its ``finish`` from the stream
+   adapter. After the end nothing more is emitted: every call returns
+   ``[]``.
+10. Usage is not on the UI wire; the encoder totals it in ``usage`` for the
+    recorder.
+
+Unknown finish reasons become ``other`` (the SDK rejects anything else).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+import orjson
+
+from .. import events as ev
+from ..events import FINISH_REASONS, Event
+from .chunks import Chunk
+
+__all__ = ["MASKED_ERROR_TEXT", "UIMessageEncoder", "normalize_finish_reason", "output_value"]
+
+#: What the wire says when the real error is only logged: provider and
+#: transport text can quote a user's prompt back.
+MASKED_ERROR_TEXT: Final = "An error occurred."
+
+_FINISH_ALIASES: Final = {
+    "tool_calls": "tool-calls",
+    "tool_use": "tool-calls",
+    "function_call": "tool-calls",
+    "content_filter": "content-filter",
+    "end_turn": "stop",
+    "max_tokens": "length",
+}
+
+
+def normalize_finish_reason(reason: str | None) -> str | None:
+    """A provider's finish reason in the ai@7 vocabulary; ``other`` for a
+    word it does not know."""
+    if reason is None or reason in FINISH_REASONS:
+        return reason
+    return _FINISH_ALIASES.get(reason, "other")
+
+
+def output_value(content: Any) -> Any:
+    """Rule 7: a tool's output as the JSON value the chunk carries."""
+    if isinstance(content, str):
+        try:
+            return orjson.loads(content)
+        except orjson.JSONDecodeError:
+            return content
+    return content
+
+
+def _with(chunk: Chunk, **optional: Any) -> Chunk:
+    """Add the optional fields that are set (rule: absent, never null)."""
+    for key, value in optional.items():
+        if value is not None:
+            chunk[key] = value
+    return chunk
+
+
+class UIMessageEncoder:
+    """Folds source events into UI message chunks for one message.
+
+    ``feed(event)`` returns the chunks that event produces (often one,
+    sometimes none); ``finish()``, ``error(text)`` and ``abort()`` end the
+    message. ``done`` tells whether it has ended.
+    """
+
+    __slots__ = (
+        "_dispatch",
+        "_next_reasoning",
+        "_next_text",
+        "_open_reasoning",
+        "_open_text",
+        "_started",
+        "_step_open",
+        "_tool_calls",
+        "done",
+        "finish_reason",
+        "message_id",
+        "message_metadata",
+        "usage",
+    )
+
+    def __init__(self, message_id: str | None = None, message_metadata: Any = None) -> None:
+        self.message_id = message_id
+        self.message_metadata = message_metadata
+        self.done = False
+        self.finish_reason: str | None = None
+        self.usage: dict[str, int] = {}
+        self._started = False
+        self._step_open = False
+        self._open_text: str | None = None
+        self._open_reasoning: str | None = None
+        self._next_text = 0
+        self._next_reasoning = 0
+        # toolCallId -> whether its input is complete (available/error sent)
+        self._tool_calls: dict[str, bool] = {}
+        self._dispatch: dict[type, Callable[[Any], list[Chunk]]] = {
+            ev.TextDelta: self._text_delta,
+            ev.ReasoningDelta: self._reasoning_delta,
+            ev.ToolCallDelta: self._tool_call_delta,
+            ev.TextEnd: self._text_end,
+            ev.ReasoningEnd: self._reasoning_end,
+            ev.ToolCallStart: self._tool_call_start,
+            ev.ToolCall: self._tool_call,
+            ev.ToolResult: self._tool_result,
+            ev.ToolInputError: self._tool_input_error,
+            ev.ToolApprovalRequest: self._tool_approval_request,
+            ev.ToolDenied: self._tool_denied,
+            ev.Usage: self._usage,
+            ev.Finish: self._finish_event,
+            ev.StepFinished: self._step_finished,
+            ev.Done: self._done,
+            ev.SourceUrl: self._source_url,
+            ev.SourceDocument: self._source_document,
+            ev.File: self._file,
+            ev.Data: self._data,
+            ev.MessageMetadata: self._message_metadata,
+        }
+
+    # -- public ---------------------------------------------------------------
+
+    def feed(self, event: Event) -> list[Chunk]:
+        """The chunks ``event`` produces; ``[]`` once the message is over."""
+        if self.done:
+            return []
+        handler = self._dispatch.get(type(event))
+        if handler is None:
+            raise TypeError(f"not a source event: {event!r}")
+        return handler(event)
+
+    def finish(self, reason: str | None = None) -> list[Chunk]:
+        """End the message normally (rules 4, 8, 9)."""
+        if self.done:
+            return []
+        if reason is not None:
+            self.finish_reason = normalize_finish_reason(reason)
+        out: list[Chunk] = []
+        self._ensure_started(out)
+        self._close_parts(out)
+        self._close_step(out)
+        chunk: Chunk = {"type": "finish"}
+        if self.finish_reason is not None:
+            chunk["finishReason"] = self.finish_reason
+        out.append(chunk)
+        self.done = True
+        return out
+
+    def error(self, error_text: str = MASKED_ERROR_TEXT) -> list[Chunk]:
+        """End the message with an ``error`` chunk carrying ``error_text``
+        as given: pass the masked text for provider or transport errors."""
+        if self.done:
+            return []
+        out: list[Chunk] = []
+        self._ensure_started(out)
+        self._close_parts(out)
+        out.append({"type": "error", "errorText": error_text})
+        self.done = True
+        return out
+
+    def abort(self, reason: str | None = None) -> list[Chunk]:
+        """End the message as stopped on purpose (``abort``): open parts
+        close so what was sent stays readable."""
+        if self.done:
+            return []
+        out: list[Chunk] = []
+        if self._started:
+            self._close_parts(out)
+        else:
+            self._ensure_started(out)
+        out.append(_with({"type": "abort"}, reason=reason))
+        self.done = True
+        return out
+
+    # -- state helpers ------------------------------------------------------------
+
+    def _ensure_started(self, out: list[Chunk]) -> None:
+        if not self._started:
+            self._started = True
+            self._step_open = True
+            start: Chunk = {"type": "start"}
+            if self.message_id is not None:
+                start["messageId"] = self.message_id
+            if self.message_metadata is not None:
+                start["messageMetadata"] = self.message_metadata
+            out.append(start)
+            out.append({"type": "start-step"})
+
+    def _open_step(self, out: list[Chunk]) -> None:
+        if not self._started:
+            self._ensure_started(out)
+        elif not self._step_open:
+            self._step_open = True
+            out.append({"type": "start-step"})
+
+    def _close_text(self, out: list[Chunk]) -> None:
+        if self._open_text is not None:
+            out.append({"type": "text-end", "id": self._open_text})
+            self._open_text = None
+
+    def _close_reasoning(self, out: list[Chunk], provider_metadata: Any = None) -> None:
+        if self._open_reasoning is not None:
+            chunk: Chunk = {"type": "reasoning-end", "id": self._open_reasoning}
+            if provider_metadata is not None:
+                chunk["providerMetadata"] = provider_metadata
+            out.append(chunk)
+            self._open_reasoning = None
+
+    def _close_parts(self, out: list[Chunk]) -> None:
+        # Rule 3 means at most one of them is open.
+        self._close_text(out)
+        self._close_reasoning(out)
+
+    def _close_step(self, out: list[Chunk]) -> None:
+        if self._step_open:
+            self._step_open = False
+            out.append({"type": "finish-step"})
+
+    # -- handlers -------------------------------------------------------------------
+
+    def _text_delta(self, event: ev.TextDelta) -> list[Chunk]:
+        part = self._open_text
+        if part is not None:  # an open part implies an open step (rule 4)
+            return [{"type": "text-delta", "id": part, "delta": event.text}]
+        out: list[Chunk] = []
+        self._open_step(out)
+        self._close_reasoning(out)
+        part = self._open_text
+        if part is None:
+            part = self._open_text = f"text-{self._next_text}"
+            self._next_text += 1
+            out.append({"type": "text-start", "id": part})
+        out.append({"type": "text-delta", "id": part, "delta": event.text})
+        return out
+
+    def _reasoning_delta(self, event: ev.ReasoningDelta) -> list[Chunk]:
+        part = self._open_reasoning
+        if part is not None:
+            return [{"type": "reasoning-delta", "id": part, "delta": event.text}]
+        out: list[Chunk] = []
+        self._open_step(out)
+        self._close_text(out)
+        part = self._open_reasoning
+        if part is None:
+            part = self._open_reasoning = f"reasoning-{self._next_reasoning}"
+            self._next_reasoning += 1
+            out.append({"type": "reasoning-start", "id": part})
+        out.append({"type": "reasoning-delta", "id": part, "delta": event.text})
+        return out
+
+    def _text_end(self, event: ev.TextEnd) -> list[Chunk]:
+        out: list[Chunk] = []
+        self._close_text(out)
+        return out
+
+    def _reasoning_end(self, event: ev.ReasoningEnd) -> list[Chunk]:
+        out: list[Chunk] = []
+        self._close_reasoning(out, event.provider_metadata)
+        return out
+
+    def _tool_call_start(self, event: ev.ToolCallStart) -> list[Chunk]:
+        if event.tool_call_id in self._tool_calls:
+            return []  # a duplicate start would be a second part for one call
+        out: list[Chunk] = []
+        self._open_step(out)
+        self._close_parts(out)
+        self._tool_calls[event.tool_call_id] = False
+        out.append(
+            _with(
+                {"type": "tool-input-start", "toolCallId": event.tool_call_id, "toolName": event.tool_name},
+                providerExecuted=event.provider_executed,
+                dynamic=event.dynamic,
+                title=event.title,
+            )
+        )
+        return out
+
+    def _tool_call_delta(self, event: ev.ToolCallDelta) -> list[Chunk]:
+        # Rule 6: only a started, still-streaming call grows.
+        if self._tool_calls.get(event.tool_call_id) is not False:
+            return []
+        out: list[Chunk] = []
+        if not self._step_open:
+            self._open_step(out)
+        out.append({"type": "tool-input-delta", "toolCallId": event.tool_call_id, "inputTextDelta": event.delta})
+        return out
+
+    def _tool_call(self, event: ev.ToolCall) -> list[Chunk]:
+        call_id = event.tool_call_id
+        state = self._tool_calls.get(call_id)
+        if state:
+            return []  # the call's input is already complete
+        out: list[Chunk] = []
+        self._open_step(out)
+        if state is None:
+            self._close_parts(out)
+            out.append(
+                _with(
+                    {"type": "tool-input-start", "toolCallId": call_id, "toolName": event.tool_name},
+                    providerExecuted=event.provider_executed,
+                    dynamic=event.dynamic,
+                    title=event.title,
+                )
+            )
+        self._tool_calls[call_id] = True
+        try:
+            value = orjson.loads(event.input) if event.input.strip() else {}
+        except orjson.JSONDecodeError as exc:
+            out.append(
+                _with(
+                    {
+                        "type": "tool-input-error",
+                        "toolCallId": call_id,
+                        "toolName": event.tool_name,
+                        "input": event.input,
+                        "errorText": f"Invalid JSON in the tool call's arguments: {exc}",
+                    },
+                    providerExecuted=event.provider_executed,
+                    dynamic=event.dynamic,
+                    title=event.title,
+                )
+            )
+            return out
+        out.append(
+            _with(
+                {"type": "tool-input-available", "toolCallId": call_id, "toolName": event.tool_name, "input": value},
+                providerExecuted=event.provider_executed,
+                dynamic=event.dynamic,
+                title=event.title,
+            )
+        )
+        return out
+
+    def _tool_input_error(self, event: ev.ToolInputError) -> list[Chunk]:
+        call_id = event.tool_call_id
+        out: list[Chunk] = []
+        self._open_step(out)
+        if call_id not in self._tool_calls:
+            self._close_parts(out)
+            out.append({"type": "tool-input-start", "toolCallId": call_id, "toolName": event.tool_name})
+        self._tool_calls[call_id] = True
+        out.append(
+            _with(
+                {
+                    "type": "tool-input-error",
+                    "toolCallId": call_id,
+                    "toolName": event.tool_name,
+                    "input": event.input,
+                    "errorText": event.error_text,
+                },
+                dynamic=event.dynamic,
+            )
+        )
+        return out
+
+    def _tool_result(self, event: ev.ToolResult) -> list[Chunk]:
+        if event.tool_call_id not in self._tool_calls:
+            return []  # rule 6: the SDK throws on an output for an unknown call
+        out: list[Chunk] = []
+        self._ensure_started(out)
+        if event.is_error:
+            text = event.content if isinstance(event.content, str) else orjson.dumps(event.content).decode()
+            out.append(
+                _with(
+                    {"type": "tool-output-error", "toolCallId": event.tool_call_id, "errorText": text},
+                    providerExecuted=event.provider_executed,
+                    dynamic=event.dynamic,
+                )
+            )
+        else:
+            out.append(
+                _with(
+                    {
+                        "type": "tool-output-available",
+                        "toolCallId": event.tool_call_id,
+                        "output": output_value(event.content),
+                    },
+                    providerExecuted=event.provider_executed,
+                    dynamic=event.dynamic,
+                    preliminary=event.preliminary,
+                )
+            )
+        return out
+
+    def _tool_approval_request(self, event: ev.ToolApprovalRequest) -> list[Chunk]:
+        if event.tool_call_id not in self._tool_calls:
+            return []
+        return [
+            _with(
+                {"type": "tool-approval-request", "approvalId": event.approval_id, "toolCallId": event.tool_call_id},
+                reason=event.reason,
+            )
+        ]
+
+    def _tool_denied(self, event: ev.ToolDenied) -> list[Chunk]:
+        if event.tool_call_id not in self._tool_calls:
+            return []
+        return [{"type": "tool-output-denied", "toolCallId": event.tool_call_id}]
+
+    def _usage(self, event: ev.Usage) -> list[Chunk]:
+        usage = self.usage
+        for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_input_tokens"):
+            value = getattr(event, name)
+            if value is not None:
+                usage[name] = usage.get(name, 0) + value
+        return []
+
+    def _finish_event(self, event: ev.Finish) -> list[Chunk]:
+        out: list[Chunk] = []
+        self._ensure_started(out)
+        self._close_parts(out)
+        self.finish_reason = normalize_finish_reason(event.reason)
+        return out
+
+    def _step_finished(self, event: ev.StepFinished) -> list[Chunk]:
+        out: list[Chunk] = []
+        self._ensure_started(out)
+        self._close_parts(out)
+        self._close_step(out)
+        return out
+
+    def _done(self, event: ev.Done) -> list[Chunk]:
+        return self.finish(event.reason)
+
+    def _source_url(self, event: ev.SourceUrl) -> list[Chunk]:
+        out: list[Chunk] = []
+        self._open_step(out)
+        out.append(
+            _with(
+                {"type": "source-url", "sourceId": event.source_id, "url": event.url},
+                title=event.title,
+                providerMetadata=event.provider_metadata,
+            )
+        )
+        return out
+
+    def _source_document(self, event: ev.SourceDocument) -> list[Chunk]:
+        out: list[Chunk] = []
+        self._open_step(out)
+        out.append(
+            _with(
+                {
+                    "type": "source-document",
+                    "sourceId": event.source_id,
+                    "mediaType": event.media_type,
+                    "title": event.title,
+                },
+                filename=event.filename,
+                providerMetadata=event.provider_metadata,
+            )
+        )
+        return out
+
+    def _file(self, event: ev.File) -> list[Chunk]:
+        out: list[Chunk] = []
+        self._open_step(out)
+        out.append(
+            _with(
+                {"type": "file", "url": event.url, "mediaType": event.media_type},
+                providerMetadata=event.provider_metadata,
+            )
+        )
+        return out
+
+    def _data(self, event: ev.Data) -> list[Chunk]:
+        out: list[Chunk] = []
+        self._ensure_started(out)
+        chunk: Chunk = {"type": "data-" + event.name, "data": event.data}
+        if event.id is not None:
+            chunk["id"] = event.id
+        if event.transient:
+            chunk["transient"] = True
+        out.append(chunk)
+        return out
+
+    def _message_metadata(self, event: ev.MessageMetadata) -> list[Chunk]:
+        out: list[Chunk] = []
+        self._ensure_started(out)
+        out.append({"type": "message-metadata", "messageMetadata": event.metadata})
+        return out

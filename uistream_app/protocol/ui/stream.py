@@ -1,0 +1,103 @@
+"""Stream adapters: a source of events becomes a stream of chunks.
+
+Both twins keep the same contract (DESIGN.md "Invariants"):
+
+* one source item is pulled per chunk demanded, never more: nothing is read
+  ahead, so closing the chunk stream closes the source (and the model call
+  behind it) at once;
+* an exception from the source ends the message with an ``error`` chunk
+  whose text is masked (``error_text``, "An error occurred." by default);
+  the exception itself goes to the log and to ``on_error`` for the
+  recorder, never to the wire unless ``expose_errors`` is set;
+* a source that stops without ``Done`` still gets its ``finish``, so the
+  client's stream always ends framed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+
+from ..events import Event
+from .chunks import Chunk
+from .encoder import MASKED_ERROR_TEXT, UIMessageEncoder
+
+__all__ = ["aencode_events", "encode_events"]
+
+logger = logging.getLogger("uistream_app.protocol")
+
+ErrorHook = Callable[[BaseException], None]
+
+
+def _error_chunks(
+    encoder: UIMessageEncoder,
+    exc: Exception,
+    error_text: str,
+    expose_errors: bool,
+    on_error: ErrorHook | None,
+) -> list[Chunk]:
+    logger.warning("ui message source failed; the wire carries the masked text", exc_info=exc)
+    if on_error is not None:
+        on_error(exc)
+    return encoder.error(str(exc) if expose_errors else error_text)
+
+
+async def aencode_events(
+    source: AsyncIterable[Event],
+    encoder: UIMessageEncoder | None = None,
+    *,
+    error_text: str = MASKED_ERROR_TEXT,
+    expose_errors: bool = False,
+    on_error: ErrorHook | None = None,
+) -> AsyncIterator[Chunk]:
+    """Encode an async event source chunk by chunk (see module rules)."""
+    encoder = encoder if encoder is not None else UIMessageEncoder()
+    iterator = aiter(source)
+    feed = encoder.feed
+    try:
+        while not encoder.done:
+            try:
+                event = await anext(iterator)
+            except StopAsyncIteration:
+                break
+            except Exception as exc:  # noqa: BLE001 - any source failure ends the message masked
+                for chunk in _error_chunks(encoder, exc, error_text, expose_errors, on_error):
+                    yield chunk
+                return
+            for chunk in feed(event):
+                yield chunk
+        for chunk in encoder.finish():
+            yield chunk
+    finally:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def encode_events(
+    source: Iterable[Event],
+    encoder: UIMessageEncoder | None = None,
+    *,
+    error_text: str = MASKED_ERROR_TEXT,
+    expose_errors: bool = False,
+    on_error: ErrorHook | None = None,
+) -> Iterator[Chunk]:
+    """The synchronous twin of ``aencode_events`` (WSGI, scripts, tests)."""
+    encoder = encoder if encoder is not None else UIMessageEncoder()
+    iterator = iter(source)
+    feed = encoder.feed
+    try:
+        while not encoder.done:
+            try:
+                event = next(iterator)
+            except StopIteration:
+                break
+            except Exception as exc:  # noqa: BLE001
+                yield from _error_chunks(encoder, exc, error_text, expose_errors, on_error)
+                return
+            yield from feed(event)
+        yield from encoder.finish()
+    finally:
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            close()
