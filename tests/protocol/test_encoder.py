@@ -315,3 +315,17 @@ def test_async_twin_masks_errors_and_stops_pulling_after_done() -> None:
     chunks = asyncio.run(collect())
     assert chunks[-1] == {"type": "finish"}
     assert pulled == ["TextDelta", "Done"]
+
+
+def test_every_chunk_of_a_dynamic_call_says_so() -> None:
+    enc = UIMessageEncoder()
+    chunks = feed_all(
+        enc,
+        [
+            ev.ToolCallStart("c1", "mcp_search", dynamic=True),
+            ev.ToolCall("c1", "mcp_search", "{}"),
+            ev.ToolResult("c1", "ok"),
+        ],
+    )
+    tool_chunks = [c for c in chunks if c["type"].startswith("tool-")]
+    assert [c.get("dynamic") for c in tool_chunks] == [True, True, True]

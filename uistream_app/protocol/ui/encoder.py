@@ -100,6 +100,7 @@ class UIMessageEncoder:
 
     __slots__ = (
         "_dispatch",
+        "_dynamic_calls",
         "_next_reasoning",
         "_next_text",
         "_open_reasoning",
@@ -128,6 +129,10 @@ class UIMessageEncoder:
         self._next_reasoning = 0
         # toolCallId -> whether its input is complete (available/error sent)
         self._tool_calls: dict[str, bool] = {}
+        # Calls opened as dynamic: every later chunk of the call says so, or
+        # the SDK looks for a static part and creates a duplicate (ai@6/7)
+        # or throws (ai@5).
+        self._dynamic_calls: set[str] = set()
         self._dispatch: dict[type, Callable[[Any], list[Chunk]]] = {
             ev.TextDelta: self._text_delta,
             ev.ReasoningDelta: self._reasoning_delta,
@@ -244,6 +249,13 @@ class UIMessageEncoder:
         self._close_text(out)
         self._close_reasoning(out)
 
+    def _dynamic(self, call_id: str, flag: bool | None) -> bool | None:
+        """``True`` for a call opened (or now said to be) dynamic, else None."""
+        if flag:
+            self._dynamic_calls.add(call_id)
+            return True
+        return True if call_id in self._dynamic_calls else None
+
     def _close_step(self, out: list[Chunk]) -> None:
         if self._step_open:
             self._step_open = False
@@ -298,6 +310,8 @@ class UIMessageEncoder:
         self._open_step(out)
         self._close_parts(out)
         self._tool_calls[event.tool_call_id] = False
+        if event.dynamic:
+            self._dynamic_calls.add(event.tool_call_id)
         out.append(
             _with(
                 {"type": "tool-input-start", "toolCallId": event.tool_call_id, "toolName": event.tool_name},
@@ -325,13 +339,14 @@ class UIMessageEncoder:
             return []  # the call's input is already complete
         out: list[Chunk] = []
         self._open_step(out)
+        dynamic = self._dynamic(call_id, event.dynamic)
         if state is None:
             self._close_parts(out)
             out.append(
                 _with(
                     {"type": "tool-input-start", "toolCallId": call_id, "toolName": event.tool_name},
                     providerExecuted=event.provider_executed,
-                    dynamic=event.dynamic,
+                    dynamic=dynamic,
                     title=event.title,
                 )
             )
@@ -349,7 +364,7 @@ class UIMessageEncoder:
                         "errorText": f"Invalid JSON in the tool call's arguments: {exc}",
                     },
                     providerExecuted=event.provider_executed,
-                    dynamic=event.dynamic,
+                    dynamic=dynamic,
                     title=event.title,
                 )
             )
@@ -358,7 +373,7 @@ class UIMessageEncoder:
             _with(
                 {"type": "tool-input-available", "toolCallId": call_id, "toolName": event.tool_name, "input": value},
                 providerExecuted=event.provider_executed,
-                dynamic=event.dynamic,
+                dynamic=dynamic,
                 title=event.title,
             )
         )
@@ -368,9 +383,15 @@ class UIMessageEncoder:
         call_id = event.tool_call_id
         out: list[Chunk] = []
         self._open_step(out)
+        dynamic = self._dynamic(call_id, event.dynamic)
         if call_id not in self._tool_calls:
             self._close_parts(out)
-            out.append({"type": "tool-input-start", "toolCallId": call_id, "toolName": event.tool_name})
+            out.append(
+                _with(
+                    {"type": "tool-input-start", "toolCallId": call_id, "toolName": event.tool_name},
+                    dynamic=dynamic,
+                )
+            )
         self._tool_calls[call_id] = True
         out.append(
             _with(
@@ -381,7 +402,7 @@ class UIMessageEncoder:
                     "input": event.input,
                     "errorText": event.error_text,
                 },
-                dynamic=event.dynamic,
+                dynamic=dynamic,
             )
         )
         return out
@@ -391,13 +412,14 @@ class UIMessageEncoder:
             return []  # rule 6: the SDK throws on an output for an unknown call
         out: list[Chunk] = []
         self._ensure_started(out)
+        dynamic = self._dynamic(event.tool_call_id, event.dynamic)
         if event.is_error:
             text = event.content if isinstance(event.content, str) else orjson.dumps(event.content).decode()
             out.append(
                 _with(
                     {"type": "tool-output-error", "toolCallId": event.tool_call_id, "errorText": text},
                     providerExecuted=event.provider_executed,
-                    dynamic=event.dynamic,
+                    dynamic=dynamic,
                 )
             )
         else:
@@ -409,7 +431,7 @@ class UIMessageEncoder:
                         "output": output_value(event.content),
                     },
                     providerExecuted=event.provider_executed,
-                    dynamic=event.dynamic,
+                    dynamic=dynamic,
                     preliminary=event.preliminary,
                 )
             )

@@ -1,0 +1,339 @@
+"""``replay_message``: a stored assistant ``UIMessage`` back into ai@7 chunks.
+
+The inverse of ``UIMessageReader``: feeding the chunks to the reader (or to
+the SDK's ``processUIMessageStream``) from a fresh state rebuilds a message
+equal to the stored one, for every part the reader produces. The output is
+deterministic and valid under ``chunks.validate_chunk``. The rules:
+
+1. ``start`` first, with ``messageId`` and, when the message has metadata,
+   ``messageMetadata``. ``finish`` last (with ``finish_reason`` when given).
+2. Each ``step-start`` part becomes ``start-step``, preceded by
+   ``finish-step`` when a step is open; the last step is closed before
+   ``finish``. Parts before the first ``step-start`` are replayed outside
+   any step, where they were.
+3. Text parts get the ids ``text-0``, ``text-1``… counted per kind, as the
+   encoder counts them: ``text-start``, one ``text-delta`` with the whole
+   text (none when it is empty), and ``text-end`` unless the part is still
+   ``streaming``. ``providerMetadata`` rides on ``text-end`` (on
+   ``text-start`` for a streaming part), ``citations`` on ``text-end``.
+4. Reasoning parts likewise, but a part's own ``id`` is its chunk id (ai@7
+   stores the chunk id on the part, so only that id rebuilds it); a part
+   without one gets ``reasoning-N``, N counted over all reasoning parts.
+5. A tool part (``tool-NAME``, or ``dynamic-tool`` with ``dynamic: true``)
+   opens with ``tool-input-start`` carrying its ``title``,
+   ``providerExecuted``, ``toolMetadata``, ``callProviderMetadata`` (as
+   ``providerMetadata``) and, outside the output states, ``inputEncoding``;
+   then, by state:
+
+   - ``input-streaming``: ``tool-input-delta`` with ``rawInput`` when the
+     part has one;
+   - ``input-available``: ``tool-input-available``;
+   - ``approval-requested``, ``approval-responded``, ``output-denied``: the
+     input, then ``tool-approval-request`` when the part has an
+     ``approval``, ``tool-approval-response`` when that approval has
+     ``approved`` (not for ``approval-requested``), and
+     ``tool-output-denied`` for the last state. "The input" is
+     ``tool-input-available``; or ``tool-input-error`` for a part that
+     carries an ``errorText`` (its fields survive the approval chunks); or
+     ``tool-input-delta`` with ``rawInput`` for a part approved or denied
+     while streaming; or nothing for a part without ``input``;
+   - ``output-available``: one ``tool-input-delta`` with the input as
+     compact JSON (none without ``input``), the approval chunks,
+     ``tool-output-available`` (``output``, ``preliminary``,
+     ``resultProviderMetadata`` as ``providerMetadata``);
+   - ``output-error``: the approval chunks, then ``tool-input-error``
+     (``input``, ``errorText``, ``resultProviderMetadata``). A static part
+     that kept a ``rawInput`` gets ``tool-input-delta`` with it first and
+     ``tool-output-error`` (which keeps ``rawInput``) instead; a part with
+     no ``input`` gets ``tool-output-error``.
+
+   A part that already has its result is never replayed through
+   ``tool-input-available``: ``useChat`` calls ``onToolCall`` on that chunk,
+   and a client that runs tools there would run them again (the delta
+   leaves no trace: the output chunk clears ``rawInput``). An input that
+   the SDK's JSON parser would not return unchanged (an object with a
+   ``__proto__`` key) falls back to ``tool-input-available``.
+6. Data parts are sent as they are stored (every key), ``source-url``,
+   ``source-document``, ``file``, ``reasoning-file``, ``custom`` and
+   ``steering-message`` parts as the chunk of the same fields.
+7. An optional field that is ``None`` is left out (the wire takes no
+   ``null`` there); a required one that is absent is sent as ``None``.
+   An unknown part type, or a message that is not an assistant message,
+   raises ``MessageReplayError``.
+
+What cannot round-trip exactly, and why (no chunk can say it):
+
+- top-level keys other than ``id``, ``role``, ``metadata`` and ``parts``;
+  ``metadata: null`` (a null ``messageMetadata`` is ignored) comes back
+  absent;
+- a text or reasoning part without ``state`` comes back ``done``; a
+  reasoning part without ``id`` gets one; ``citations`` on a part that is
+  still ``streaming`` are lost (only ``text-end`` carries them);
+- a tool part's ``rawInput`` that does not parse to its ``input``, an
+  ``input-streaming`` part's ``input`` without ``rawInput``, ``dynamic:
+  false`` on a ``dynamic-tool`` part, an ``approval`` on a state that has
+  none in the SDK (``input-streaming``, ``input-available``), a false
+  ``approval.isAutomatic`` or a null ``approval.descriptor``, an approval
+  response on an ``approval-requested`` part, and ``null`` where the SDK
+  leaves a field out;
+- ``filename`` and ``providerReference`` on ``file`` parts;
+- two parts that the SDK would merge: tool parts sharing a ``toolCallId``
+  within one step, data parts sharing type and ``id``, tool parts sharing an
+  approval id; and a data part with ``transient: true`` (sent without it,
+  or the SDK would not store it);
+- ``rawInput`` on a ``dynamic-tool`` part in ``output-error`` (the SDK
+  clears it there);
+- what an odd history leaves on a tool part that its state does not
+  explain: a part taken back to an earlier state (a second
+  ``tool-input-start`` or ``tool-input-available``, an approval request
+  after an output) keeps ``output``, ``preliminary``,
+  ``resultProviderMetadata`` or ``approval`` from its later state. The
+  encoder never sends such a history.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from .chunks import Chunk
+from .reader import parse_partial_json
+
+__all__ = ["MessageReplayError", "replay_message"]
+
+
+class MessageReplayError(ValueError):
+    """A message that cannot be replayed: not an assistant message, or a part
+    the chunk vocabulary has no words for."""
+
+
+_SIMPLE_PARTS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    # part type -> (required keys, optional keys), read off the chunk schema
+    "source-url": (("sourceId", "url"), ("title", "providerMetadata")),
+    "source-document": (("sourceId", "mediaType", "title"), ("filename", "providerMetadata")),
+    "file": (("url", "mediaType"), ("providerMetadata",)),
+    "reasoning-file": (("url", "mediaType"), ("providerMetadata",)),
+    "custom": (("kind",), ("providerMetadata",)),
+    "steering-message": (("id", "parts"), ()),
+}
+
+
+def _put(chunk: Chunk, key: str, value: Any) -> None:
+    # Rule 7: optional fields are left out rather than null.
+    if value is not None:
+        chunk[key] = value
+
+
+def _json_text(value: Any) -> str | None:
+    """``value`` as compact JSON text the SDK's parser returns unchanged, or
+    ``None`` when there is no such text."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    parsed, state = parse_partial_json(text)
+    return text if state == "successful-parse" and parsed == value else None
+
+
+def _tool_chunks(part: dict[str, Any]) -> list[Chunk]:
+    """Rule 5."""
+    dynamic = part["type"] == "dynamic-tool"
+    name = part.get("toolName") if dynamic else part["type"][len("tool-") :]
+    call_id = part.get("toolCallId")
+    state = part.get("state")
+    has_input = "input" in part
+    out: list[Chunk] = []
+
+    start: Chunk = {"type": "tool-input-start", "toolCallId": call_id, "toolName": name}
+    if state not in ("output-available", "output-error"):
+        # Those states always drop it; elsewhere a later update drops it too.
+        _put(start, "inputEncoding", part.get("inputEncoding"))
+    _put(start, "providerExecuted", part.get("providerExecuted"))
+    _put(start, "providerMetadata", part.get("callProviderMetadata"))
+    _put(start, "toolMetadata", part.get("toolMetadata"))
+    if dynamic:
+        start["dynamic"] = True
+    _put(start, "title", part.get("title"))
+    out.append(start)
+
+    def delta(text: str) -> None:
+        out.append({"type": "tool-input-delta", "toolCallId": call_id, "inputTextDelta": text})
+
+    def available(*, then_settled: bool = False) -> None:
+        """The input. ``then_settled``: a later approval or denial chunk sets
+        the state, so the input may arrive by whichever chunk also rebuilds
+        what an odd history left on the part."""
+        raw = part.get("rawInput")
+        if then_settled:
+            if "errorText" in part and has_input:
+                # Reached through tool-input-error; approvals and denials
+                # leave its fields in place.
+                failed: Chunk = {"type": "tool-input-error", "toolCallId": call_id, "toolName": name}
+                failed["input"] = part["input"]
+                failed["errorText"] = part["errorText"]
+                _put(failed, "providerMetadata", part.get("resultProviderMetadata"))
+                out.append(failed)
+                return
+            if isinstance(raw, str) and _parses_to(raw, part):
+                delta(raw)  # approved or denied while still streaming
+                return
+            if not has_input:
+                return
+        chunk: Chunk = {"type": "tool-input-available", "toolCallId": call_id, "toolName": name}
+        chunk["input"] = part.get("input")
+        if dynamic:
+            chunk["dynamic"] = True
+        out.append(chunk)
+
+    def approval_chunks(with_response: bool) -> None:
+        approval = part.get("approval")
+        if not isinstance(approval, dict) or "id" not in approval:
+            return
+        request: Chunk = {"type": "tool-approval-request", "approvalId": approval["id"], "toolCallId": call_id}
+        _put(request, "approvalDescriptor", approval.get("descriptor"))
+        if "inputSchemaInput" in approval:
+            request["inputSchemaInput"] = approval["inputSchemaInput"]
+        _put(request, "reason", approval.get("requestReason"))
+        if approval.get("isAutomatic") is True:
+            request["isAutomatic"] = True
+        _put(request, "signature", approval.get("signature"))
+        out.append(request)
+        if with_response and "approved" in approval:
+            response: Chunk = {
+                "type": "tool-approval-response",
+                "approvalId": approval["id"],
+                "approved": approval["approved"],
+            }
+            _put(response, "reason", approval.get("reason"))
+            out.append(response)
+
+    def result_chunk(chunk_type: str) -> Chunk:
+        chunk: Chunk = {"type": chunk_type, "toolCallId": call_id}
+        if dynamic and chunk_type != "tool-output-denied":  # denial has no such field
+            chunk["dynamic"] = True
+        return chunk
+
+    if state == "input-streaming":
+        raw = part.get("rawInput")
+        if isinstance(raw, str):
+            delta(raw)
+    elif state == "input-available":
+        available()
+    elif state in ("approval-requested", "approval-responded"):
+        available(then_settled=True)
+        approval_chunks(with_response=state == "approval-responded")
+    elif state == "output-denied":
+        available(then_settled=True)
+        approval_chunks(with_response=True)
+        out.append(result_chunk("tool-output-denied"))
+    elif state == "output-available":
+        text = _json_text(part["input"]) if has_input else None
+        if text is not None:
+            delta(text)
+        elif has_input:
+            available()
+        approval_chunks(with_response=True)
+        chunk = result_chunk("tool-output-available")
+        chunk["output"] = part.get("output")
+        _put(chunk, "preliminary", part.get("preliminary"))
+        _put(chunk, "providerMetadata", part.get("resultProviderMetadata"))
+        out.append(chunk)
+    elif state == "output-error":
+        raw = part.get("rawInput")
+        keeps_raw = not dynamic and isinstance(raw, str) and _parses_to(raw, part)
+        if keeps_raw and isinstance(raw, str):
+            delta(raw)
+        approval_chunks(with_response=True)
+        if keeps_raw or not has_input:
+            chunk = result_chunk("tool-output-error")
+        else:
+            chunk = {"type": "tool-input-error", "toolCallId": call_id, "toolName": name, "input": part["input"]}
+            if dynamic:
+                chunk["dynamic"] = True
+        chunk["errorText"] = part.get("errorText")
+        _put(chunk, "providerMetadata", part.get("resultProviderMetadata"))
+        out.append(chunk)
+    else:
+        raise MessageReplayError(f"tool part {call_id!r} has an unknown state {state!r}")
+    return out
+
+
+def _parses_to(raw: str, part: dict[str, Any]) -> bool:
+    """Whether streaming ``raw`` rebuilds the part's ``input`` (or its lack of
+    one)."""
+    value, state = parse_partial_json(raw)
+    if state == "failed-parse":
+        return "input" not in part
+    return "input" in part and value == part["input"]
+
+
+def replay_message(message: dict[str, Any], *, finish_reason: str | None = None) -> list[Chunk]:
+    """The chunks that rebuild ``message``, from ``start`` to ``finish``.
+    Raises ``MessageReplayError`` for a part it cannot express."""
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        raise MessageReplayError("only an assistant message can be replayed")
+    start: Chunk = {"type": "start", "messageId": message.get("id")}
+    _put(start, "messageMetadata", message.get("metadata"))
+    out: list[Chunk] = [start]
+    counts = {"text": 0, "reasoning": 0}
+    in_step = False
+    for index, part in enumerate(message.get("parts") or ()):
+        part_type = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(part_type, str):
+            raise MessageReplayError(f"part {index} has no string 'type'")
+        if part_type == "step-start":
+            if in_step:
+                out.append({"type": "finish-step"})
+            out.append({"type": "start-step"})
+            in_step = True
+        elif part_type in ("text", "reasoning"):
+            out.extend(_text_chunks(part_type, part, counts))
+        elif part_type == "dynamic-tool" or part_type.startswith("tool-"):
+            out.extend(_tool_chunks(part))
+        elif part_type.startswith("data-"):
+            chunk = dict(part)
+            if chunk.get("transient") is True:
+                del chunk["transient"]
+            chunk.setdefault("data", None)
+            out.append(chunk)
+        elif part_type in _SIMPLE_PARTS:
+            required, optional = _SIMPLE_PARTS[part_type]
+            chunk = {"type": part_type}
+            for key in required:
+                chunk[key] = part.get(key)
+            for key in optional:
+                _put(chunk, key, part.get(key))
+            out.append(chunk)
+        else:
+            raise MessageReplayError(f"part {index} has a type no chunk can rebuild: {part_type!r}")
+    if in_step:
+        out.append({"type": "finish-step"})
+    finish: Chunk = {"type": "finish"}
+    _put(finish, "finishReason", finish_reason)
+    out.append(finish)
+    return out
+
+
+def _text_chunks(kind: str, part: dict[str, Any], counts: dict[str, int]) -> list[Chunk]:
+    """Rules 3 and 4."""
+    number = counts[kind]
+    counts[kind] = number + 1
+    own_id = part.get("id") if kind == "reasoning" else None
+    part_id = own_id if isinstance(own_id, str) else f"{kind}-{number}"
+    text = part.get("text")
+    if not isinstance(text, str):
+        raise MessageReplayError(f"{kind} part {part_id!r} has no string 'text'")
+    done = part.get("state") != "streaming"
+    start: Chunk = {"type": f"{kind}-start", "id": part_id}
+    if not done:
+        _put(start, "providerMetadata", part.get("providerMetadata"))
+    out = [start]
+    if text:
+        out.append({"type": f"{kind}-delta", "id": part_id, "delta": text})
+    if done:
+        end: Chunk = {"type": f"{kind}-end", "id": part_id}
+        if kind == "text":
+            _put(end, "citations", part.get("citations"))
+        _put(end, "providerMetadata", part.get("providerMetadata"))
+        out.append(end)
+    return out
