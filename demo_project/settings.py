@@ -96,6 +96,14 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 UISTREAM: dict[str, object] = {
+    # The offline demo model, or a real OpenAI-compatible server when
+    # OPENAI_MODEL (with OPENAI_BASE_URL / OPENAI_API_KEY) is set.
+    "MODEL": "demo_project.demo_model.make_model",
+    "TOOLS": [
+        "demo_project.demo_model.get_weather",
+        "demo_project.demo_model.calculate",
+        "demo_project.demo_model.send_email",
+    ],
     # The demo page works without a login: visitors own chats by session.
     "ALLOW_ANONYMOUS": True,
 }

@@ -329,3 +329,32 @@ def test_every_chunk_of_a_dynamic_call_says_so() -> None:
     )
     tool_chunks = [c for c in chunks if c["type"].startswith("tool-")]
     assert [c.get("dynamic") for c in tool_chunks] == [True, True, True]
+
+
+def test_a_continuation_can_send_outputs_for_calls_the_message_already_holds() -> None:
+    assert UIMessageEncoder().feed(ev.ToolResult("call_1", "sent")) == []
+    enc = UIMessageEncoder("msg-1", known_tool_calls=["call_1", "call_2"])
+    chunks = feed_all(enc, [ev.ToolResult("call_1", "sent"), ev.ToolDenied("call_2")])
+    assert chunks[-2:] == [
+        {"type": "tool-output-available", "toolCallId": "call_1", "output": "sent"},
+        {"type": "tool-output-denied", "toolCallId": "call_2"},
+    ]
+    # The held calls' input is complete: no second input for them.
+    assert enc.feed(ev.ToolCallDelta("call_1", "{")) == []
+
+
+def test_an_input_error_is_reported_once() -> None:
+    enc = UIMessageEncoder()
+    first = enc.feed(ev.ToolCall("c1", "calc", "{oops"))
+    assert [c["type"] for c in first][-1] == "tool-input-error"
+    assert enc.feed(ev.ToolInputError("c1", "calc", "{oops", "not JSON")) == []
+    # JSON that parsed but did not fit the schema still gets its error.
+    enc.feed(ev.ToolCall("c2", "calc", '{"x": "a"}'))
+    (error,) = enc.feed(ev.ToolInputError("c2", "calc", {"x": "a"}, "x: expected number"))
+    assert error == {
+        "type": "tool-input-error",
+        "toolCallId": "c2",
+        "toolName": "calc",
+        "input": {"x": "a"},
+        "errorText": "x: expected number",
+    }

@@ -21,7 +21,10 @@ chunks it returns form a stream the AI SDK accepts. Its rules:
    that never started is dropped, not invented; a complete call that never
    started announces itself with ``tool-input-start`` first. A tool output,
    approval or denial for a call the message never announced is dropped
-   (the SDK would throw on it).
+   (the SDK would throw on it). A continuation names the calls the
+   continued message already holds (``known_tool_calls``), so their outputs
+   or denials go out. A call whose input already failed reports no second
+   ``tool-input-error``.
 7. A tool output that is a string is JSON where it parses, a JSON string
    where it does not; any other value is sent as it is.
 8. ``Finish`` (one model call ended) closes the open parts and remembers
@@ -39,7 +42,7 @@ Unknown finish reasons become ``other`` (the SDK rejects anything else).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 import orjson
@@ -48,7 +51,13 @@ from .. import events as ev
 from ..events import FINISH_REASONS, Event
 from .chunks import Chunk
 
-__all__ = ["MASKED_ERROR_TEXT", "UIMessageEncoder", "normalize_finish_reason", "output_value"]
+__all__ = [
+    "MASKED_ERROR_TEXT",
+    "UIMessageEncoder",
+    "normalize_finish_reason",
+    "output_value",
+    "parse_tool_input",
+]
 
 #: What the wire says when the real error is only logged: provider and
 #: transport text can quote a user's prompt back.
@@ -64,12 +73,31 @@ _FINISH_ALIASES: Final = {
 }
 
 
+_STREAMING: Final = 0
+_AVAILABLE: Final = 1
+_INPUT_ERROR: Final = 2
+
+
 def normalize_finish_reason(reason: str | None) -> str | None:
     """A provider's finish reason in the ai@7 vocabulary; ``other`` for a
     word it does not know."""
     if reason is None or reason in FINISH_REASONS:
         return reason
     return _FINISH_ALIASES.get(reason, "other")
+
+
+def parse_tool_input(tool_name: str, text: str) -> Any:
+    """A tool call's argument text as JSON (an empty text is ``{}``).
+
+    Raises ``ValueError`` with the text the client and the model are shown;
+    the tool loop parses with this too, so both report the same words.
+    """
+    if not text.strip():
+        return {}
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"Invalid JSON in arguments of {tool_name}: {exc}") from None
 
 
 def output_value(content: Any) -> Any:
@@ -115,7 +143,13 @@ class UIMessageEncoder:
         "usage",
     )
 
-    def __init__(self, message_id: str | None = None, message_metadata: Any = None) -> None:
+    def __init__(
+        self,
+        message_id: str | None = None,
+        message_metadata: Any = None,
+        *,
+        known_tool_calls: Iterable[str] = (),
+    ) -> None:
         self.message_id = message_id
         self.message_metadata = message_metadata
         self.done = False
@@ -127,8 +161,9 @@ class UIMessageEncoder:
         self._open_reasoning: str | None = None
         self._next_text = 0
         self._next_reasoning = 0
-        # toolCallId -> whether its input is complete (available/error sent)
-        self._tool_calls: dict[str, bool] = {}
+        # toolCallId -> _STREAMING, _AVAILABLE or _INPUT_ERROR. Calls the
+        # continued message already holds count as available.
+        self._tool_calls: dict[str, int] = dict.fromkeys(known_tool_calls, _AVAILABLE)
         # Calls opened as dynamic: every later chunk of the call says so, or
         # the SDK looks for a static part and creates a duplicate (ai@6/7)
         # or throws (ai@5).
@@ -309,7 +344,7 @@ class UIMessageEncoder:
         out: list[Chunk] = []
         self._open_step(out)
         self._close_parts(out)
-        self._tool_calls[event.tool_call_id] = False
+        self._tool_calls[event.tool_call_id] = _STREAMING
         if event.dynamic:
             self._dynamic_calls.add(event.tool_call_id)
         out.append(
@@ -324,7 +359,7 @@ class UIMessageEncoder:
 
     def _tool_call_delta(self, event: ev.ToolCallDelta) -> list[Chunk]:
         # Rule 6: only a started, still-streaming call grows.
-        if self._tool_calls.get(event.tool_call_id) is not False:
+        if self._tool_calls.get(event.tool_call_id) != _STREAMING:
             return []
         out: list[Chunk] = []
         if not self._step_open:
@@ -335,7 +370,7 @@ class UIMessageEncoder:
     def _tool_call(self, event: ev.ToolCall) -> list[Chunk]:
         call_id = event.tool_call_id
         state = self._tool_calls.get(call_id)
-        if state:
+        if state is not None and state != _STREAMING:
             return []  # the call's input is already complete
         out: list[Chunk] = []
         self._open_step(out)
@@ -350,10 +385,11 @@ class UIMessageEncoder:
                     title=event.title,
                 )
             )
-        self._tool_calls[call_id] = True
+        self._tool_calls[call_id] = _AVAILABLE
         try:
-            value = orjson.loads(event.input) if event.input.strip() else {}
-        except orjson.JSONDecodeError as exc:
+            value = parse_tool_input(event.tool_name, event.input)
+        except ValueError as exc:
+            self._tool_calls[call_id] = _INPUT_ERROR
             out.append(
                 _with(
                     {
@@ -361,7 +397,7 @@ class UIMessageEncoder:
                         "toolCallId": call_id,
                         "toolName": event.tool_name,
                         "input": event.input,
-                        "errorText": f"Invalid JSON in the tool call's arguments: {exc}",
+                        "errorText": str(exc),
                     },
                     providerExecuted=event.provider_executed,
                     dynamic=dynamic,
@@ -381,6 +417,8 @@ class UIMessageEncoder:
 
     def _tool_input_error(self, event: ev.ToolInputError) -> list[Chunk]:
         call_id = event.tool_call_id
+        if self._tool_calls.get(call_id) == _INPUT_ERROR:
+            return []  # already reported (its argument text was not JSON)
         out: list[Chunk] = []
         self._open_step(out)
         dynamic = self._dynamic(call_id, event.dynamic)
@@ -392,7 +430,7 @@ class UIMessageEncoder:
                     dynamic=dynamic,
                 )
             )
-        self._tool_calls[call_id] = True
+        self._tool_calls[call_id] = _INPUT_ERROR
         out.append(
             _with(
                 {

@@ -1,0 +1,75 @@
+"""Live runs: the model port, tools, the tool loop, and providers.
+
+No Django here (a test enforces it): a run is usable from any Python
+program. The pieces:
+
+* ``model``: the ``ChatModel`` port (``stream(messages, tools, options)`` →
+  async iterator of source events) and its contract;
+* ``messages``: the conversation as a model reads it;
+* ``tools``: ``@tool`` / ``Tool`` over plain functions, schema from hints;
+* ``loop``: ``ToolLoop``, model ⇄ tools until done, as source events;
+* ``scripted``: ``ScriptedModel`` for tests and benchmarks;
+* ``openai``: ``OpenAIChatModel``, chat-completions over httpx;
+* ``history``: stored UI messages ⇄ model messages;
+* ``errors``: the typed failures.
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    ModelConnectionError,
+    ModelError,
+    ModelHTTPError,
+    ModelResponseError,
+    ModelTimeoutError,
+    ScriptExhaustedError,
+    ToolError,
+)
+from .history import approvals_from_ui, model_to_ui_messages, ui_to_model_messages
+from .loop import DEFAULT_MAX_STEPS, MASKED_TOOL_ERROR, ToolApproval, ToolLoop
+from .messages import (
+    AssistantMessage,
+    ModelMessage,
+    ModelOptions,
+    SystemMessage,
+    ToolCallRequest,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
+from .model import ChatModel, ModelEvent, model_name
+from .scripted import ScriptedModel
+from .tools import Tool, ToolArgumentsError, ToolContext, tool
+
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "MASKED_TOOL_ERROR",
+    "AssistantMessage",
+    "ChatModel",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelEvent",
+    "ModelHTTPError",
+    "ModelMessage",
+    "ModelOptions",
+    "ModelResponseError",
+    "ModelTimeoutError",
+    "ScriptExhaustedError",
+    "ScriptedModel",
+    "SystemMessage",
+    "Tool",
+    "ToolApproval",
+    "ToolArgumentsError",
+    "ToolCallRequest",
+    "ToolContext",
+    "ToolError",
+    "ToolLoop",
+    "ToolMessage",
+    "ToolSpec",
+    "UserMessage",
+    "approvals_from_ui",
+    "model_name",
+    "model_to_ui_messages",
+    "tool",
+    "ui_to_model_messages",
+]

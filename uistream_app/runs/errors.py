@@ -1,0 +1,68 @@
+"""The exceptions a run raises, typed so callers can tell them apart.
+
+Two families:
+
+* ``ModelError`` and its subclasses: a model call failed (the provider
+  answered with an error status, timed out, dropped the connection, or sent
+  something that is not a chat-completion stream). They escape the loop:
+  the stream adapter turns them into a masked ``error`` chunk and the
+  recorder stores the detail. ``retryable`` says whether a caller may try
+  the same call again.
+* ``ToolError``: raised *by a tool* to tell the model (and the person)
+  what went wrong. Its message is shown; any other exception from a tool is
+  masked (``ToolLoop(error_text=...)``) because it may quote secrets.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ModelConnectionError",
+    "ModelError",
+    "ModelHTTPError",
+    "ModelResponseError",
+    "ModelTimeoutError",
+    "ScriptExhaustedError",
+    "ToolError",
+]
+
+
+class ModelError(Exception):
+    """A model call failed."""
+
+    retryable: bool = False
+
+
+class ModelHTTPError(ModelError):
+    """The provider answered with a non-2xx status before streaming.
+    ``body`` is the start of its response text (for the log, not the
+    wire)."""
+
+    def __init__(self, status_code: int, body: str = "") -> None:
+        super().__init__(f"model provider answered HTTP {status_code}: {body[:500]}")
+        self.status_code = status_code
+        self.body = body
+        self.retryable = status_code == 429 or status_code >= 500
+
+
+class ModelTimeoutError(ModelError):
+    """Connecting to the provider, or waiting for its next bytes, took
+    longer than the configured timeout."""
+
+
+class ModelConnectionError(ModelError):
+    """The connection failed or dropped (including a stream cut off before
+    the model finished)."""
+
+
+class ModelResponseError(ModelError):
+    """The provider sent something that is not a valid chat-completion
+    stream (a line that is not JSON, an in-band error object)."""
+
+
+class ScriptExhaustedError(ModelError):
+    """A ``ScriptedModel`` was called with no step left in its queue."""
+
+
+class ToolError(Exception):
+    """Raised by a tool: the message is shown to the model and the user,
+    unlike any other exception, whose text is masked."""

@@ -1,0 +1,205 @@
+"""Stored ``UIMessage``\\ s ⇄ model messages.
+
+The browser (and the database, which stores what the browser built) keeps
+a conversation as UI messages: one assistant message per response, its
+parts split into steps by ``step-start``, each tool call a ``tool-NAME`` /
+``dynamic-tool`` part that carries its input and its outcome. A model reads
+the same conversation as model messages (``runs.messages``): one
+``AssistantMessage`` per step with its tool calls, each answered by a
+``ToolMessage``.
+
+``ui_to_model_messages`` rules:
+
+1. ``system`` and ``user`` messages become one message of their text parts
+   joined (other parts, files and data, are not sent to the model here).
+2. An assistant message becomes, per step, an ``AssistantMessage`` (text
+   and reasoning joined, tool calls in part order) followed by one
+   ``ToolMessage`` per call that has an outcome: ``output-available`` (its
+   output as text: a string as it is, else JSON), ``output-error`` (its
+   ``errorText``, ``is_error``), ``output-denied`` (a denial, ``is_error``).
+3. A call with no outcome yet (``input-available``, ``approval-requested``,
+   ``approval-responded``) is kept only in the last step of the last
+   message, where ``ToolLoop.run`` settles it (with ``approvals_from_ui``);
+   anywhere else it is dropped, so every call the model sees is answered.
+   ``input-streaming`` calls (cut off mid-arguments) are always dropped.
+
+``model_to_ui_messages`` goes back: consecutive assistant and tool messages
+fold into one assistant UI message with a ``step-start`` per step, tool
+outputs parsed as JSON where they parse (as the encoder sends them).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from .loop import ToolApproval
+from .messages import AssistantMessage, ModelMessage, SystemMessage, ToolCallRequest, ToolMessage, UserMessage
+from .tools import tool_output_text
+
+__all__ = ["approvals_from_ui", "model_to_ui_messages", "ui_to_model_messages"]
+
+UIMessage = dict[str, Any]
+
+_UNSETTLED = frozenset(("input-available", "approval-requested", "approval-responded"))
+
+
+def _is_tool_part(part: Mapping[str, Any]) -> bool:
+    kind = part.get("type", "")
+    return isinstance(kind, str) and (kind.startswith("tool-") or kind == "dynamic-tool")
+
+
+def _tool_name(part: Mapping[str, Any]) -> str:
+    kind: str = part["type"]
+    return str(part.get("toolName", "")) if kind == "dynamic-tool" else kind[len("tool-") :]
+
+
+def _arguments(part: Mapping[str, Any]) -> str:
+    value = part.get("input")
+    if isinstance(value, str):
+        # Arguments are a JSON object; a string is the raw text of arguments
+        # that did not parse (``tool-input-error`` sends it as ``input``).
+        return value
+    if value is not None:
+        return json.dumps(value, ensure_ascii=False)
+    raw = part.get("rawInput")
+    if raw is None:
+        return "{}"
+    return raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+
+
+def _text(parts: Iterable[Mapping[str, Any]], kind: str = "text") -> str:
+    return "".join(str(p.get("text", "")) for p in parts if p.get("type") == kind)
+
+
+def _steps(parts: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    steps: list[list[Mapping[str, Any]]] = [[]]
+    for part in parts:
+        if part.get("type") == "step-start":
+            if steps[-1]:
+                steps.append([])
+            continue
+        steps[-1].append(part)
+    return [s for s in steps if s]
+
+
+def _denial(part: Mapping[str, Any]) -> str:
+    approval = part.get("approval") or {}
+    reason = approval.get("reason") if isinstance(approval, Mapping) else None
+    return "The user denied this tool call." + (f" Reason: {reason}" if reason else "")
+
+
+def ui_to_model_messages(messages: Iterable[Mapping[str, Any]]) -> list[ModelMessage]:
+    """The conversation as a model reads it (see the module rules)."""
+    ui = list(messages)
+    out: list[ModelMessage] = []
+    for position, message in enumerate(ui):
+        role = message.get("role")
+        parts: Sequence[Mapping[str, Any]] = message.get("parts") or ()
+        if role == "system":
+            out.append(SystemMessage(_text(parts)))
+        elif role == "user":
+            out.append(UserMessage(_text(parts)))
+        elif role == "assistant":
+            steps = _steps(parts)
+            for number, step in enumerate(steps):
+                last = position == len(ui) - 1 and number == len(steps) - 1
+                calls: list[ToolCallRequest] = []
+                results: list[ToolMessage] = []
+                for part in step:
+                    if not _is_tool_part(part):
+                        continue
+                    state = part.get("state")
+                    call_id = str(part.get("toolCallId", ""))
+                    name = _tool_name(part)
+                    if state == "output-available":
+                        result = ToolMessage(call_id, tool_output_text(part.get("output")), False, name)
+                    elif state == "output-error":
+                        result = ToolMessage(call_id, str(part.get("errorText", "")), True, name)
+                    elif state == "output-denied":
+                        result = ToolMessage(call_id, _denial(part), True, name)
+                    elif state in _UNSETTLED and last:
+                        calls.append(ToolCallRequest(call_id, name, _arguments(part)))
+                        continue
+                    else:
+                        continue
+                    calls.append(ToolCallRequest(call_id, name, _arguments(part)))
+                    results.append(result)
+                content, reasoning = _text(step), _text(step, "reasoning")
+                if content or reasoning or calls:
+                    out.append(AssistantMessage(content, tuple(calls), reasoning))
+                    out.extend(results)
+    return out
+
+
+def approvals_from_ui(messages: Sequence[Mapping[str, Any]]) -> dict[str, ToolApproval]:
+    """The approval decisions (``approval-responded`` parts) of the last
+    message, when it is an assistant message, by tool call id: what
+    ``ToolLoop.run(approvals=...)`` takes on a continuation."""
+    if not messages or messages[-1].get("role") != "assistant":
+        return {}
+    out: dict[str, ToolApproval] = {}
+    for part in messages[-1].get("parts") or ():
+        approval = part.get("approval")
+        if _is_tool_part(part) and part.get("state") == "approval-responded" and isinstance(approval, Mapping):
+            out[str(part["toolCallId"])] = ToolApproval(
+                str(approval.get("id", "")), bool(approval.get("approved")), approval.get("reason")
+            )
+    return out
+
+
+def _output_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def model_to_ui_messages(
+    messages: Iterable[ModelMessage],
+    *,
+    id_factory: Callable[[], str] = lambda: uuid.uuid4().hex,
+) -> list[UIMessage]:
+    """Model messages as UI messages (the inverse of ``ui_to_model_messages``
+    for conversations that follow its rules)."""
+    out: list[UIMessage] = []
+    current: UIMessage | None = None
+    calls: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        if isinstance(message, SystemMessage | UserMessage):
+            current = None
+            role = "system" if isinstance(message, SystemMessage) else "user"
+            out.append({"id": id_factory(), "role": role, "parts": [{"type": "text", "text": message.content}]})
+        elif isinstance(message, AssistantMessage):
+            if current is None:
+                current = {"id": id_factory(), "role": "assistant", "parts": []}
+                out.append(current)
+                calls = {}
+            parts: list[dict[str, Any]] = current["parts"]
+            parts.append({"type": "step-start"})
+            if message.reasoning:
+                parts.append({"type": "reasoning", "text": message.reasoning, "state": "done"})
+            if message.content:
+                parts.append({"type": "text", "text": message.content, "state": "done"})
+            for call in message.tool_calls:
+                part: dict[str, Any] = {
+                    "type": f"tool-{call.name}",
+                    "toolCallId": call.id,
+                    "state": "input-available",
+                    "input": _output_value(call.arguments) if call.arguments.strip() else {},
+                }
+                parts.append(part)
+                calls[call.id] = part
+        else:
+            part = calls.get(message.tool_call_id, {})
+            if not part:
+                continue
+            if message.is_error:
+                part["state"] = "output-error"
+                part["errorText"] = message.content
+            else:
+                part["state"] = "output-available"
+                part["output"] = _output_value(message.content)
+    return out

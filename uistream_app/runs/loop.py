@@ -1,0 +1,363 @@
+"""The tool loop: model, tools, model again, until the model is done.
+
+``ToolLoop.run(messages)`` is an async generator of source events
+(``protocol.events``). One step is one model call plus the tools it called:
+
+1. The model's events pass through as they stream, one pulled per event
+   demanded (no read-ahead): text, reasoning, tool-call start / fragments /
+   complete, usage, and its ``Finish``.
+2. After the model's stream ends, the step's tool calls run concurrently.
+   Their outcomes are yielded in call order, whatever order they finish
+   in: ``ToolResult`` (``is_error`` for a failure), ``ToolInputError`` when
+   the arguments were not JSON or did not fit the schema (or the tool does
+   not exist), and then nothing else for that call; ``ToolApprovalRequest``
+   for a tool that needs a person's approval and has none yet;
+   ``ToolDenied`` for a call a person denied.
+3. ``StepFinished(step)``. If the step called no tool, or a call awaits
+   approval, the run is over: ``Done()``. Otherwise the results are added
+   to the conversation and the model is called again.
+4. After ``max_steps`` model calls that all called tools, the run ends with
+   ``Done(max_steps_reason)`` ("length" by default: like a token limit, a
+   limit cut the answer short), not with an exception.
+
+Failures: a tool's ``ToolError`` reaches the model and the person with its
+message; any other exception from a tool is logged and reported as
+``error_text`` ("An error occurred."); a tool that outlives its timeout is
+cancelled and reported as timed out. A model failure is not caught: it
+propagates to the stream adapter, which masks it on the wire.
+
+Cancellation (closing the generator, or cancelling the task that pulls it)
+closes the model's stream and cancels every running tool, and waits for
+them: nothing the run started is left running when ``aclose()`` returns.
+(A sync tool running in a worker thread cannot be interrupted; its result
+is dropped.)
+
+A run that starts with a conversation whose last assistant message has
+unanswered tool calls (the continuation after a person approved or denied
+them, ``approvals``) first settles those calls, then calls the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+from ..protocol.events import (
+    Done,
+    Event,
+    ReasoningDelta,
+    StepFinished,
+    TextDelta,
+    ToolApprovalRequest,
+    ToolCall,
+    ToolDenied,
+    ToolInputError,
+    ToolResult,
+)
+from .errors import ToolError
+from .messages import AssistantMessage, ModelMessage, ModelOptions, ToolCallRequest, ToolMessage
+from .model import ChatModel
+from .tools import Tool, ToolArgumentsError, ToolContext, tool_output_text
+
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "MASKED_TOOL_ERROR",
+    "AfterToolHook",
+    "BeforeToolHook",
+    "ToolApproval",
+    "ToolLoop",
+]
+
+logger = logging.getLogger("uistream_app.runs")
+
+MASKED_TOOL_ERROR: Final = "An error occurred."
+DEFAULT_MAX_STEPS: Final = 8
+
+#: Called before a tool runs (after its arguments validated). Return None to
+#: run the tool, or a ``ToolResult`` to use instead; raise ``ToolError`` to
+#: refuse the call with a message.
+BeforeToolHook: TypeAlias = Callable[[ToolContext], "Awaitable[ToolResult | None] | ToolResult | None"]
+#: Called after a tool ran (or failed). Return None to keep the result, or a
+#: replacement ``ToolResult``.
+AfterToolHook: TypeAlias = Callable[[ToolContext, ToolResult], "Awaitable[ToolResult | None] | ToolResult | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolApproval:
+    """A person's decision on a call that needed approval."""
+
+    approval_id: str
+    approved: bool
+    reason: str | None = None
+
+
+@dataclass(slots=True)
+class _Outcome:
+    event: Event
+    message: ToolMessage | None  # None: the call is not answered yet (awaits approval)
+
+
+def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
+    return item if isinstance(item, Tool) else Tool(item)
+
+
+class ToolLoop:
+    """Runs ``model`` with ``tools`` until it answers without calling one
+    (see the module docstring). A loop object holds configuration only:
+    one may serve many runs, concurrently."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        *,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        options: ModelOptions | None = None,
+        error_text: str = MASKED_TOOL_ERROR,
+        max_steps_reason: str = "length",
+        before_tool: BeforeToolHook | None = None,
+        after_tool: AfterToolHook | None = None,
+    ) -> None:
+        if max_steps < 1:
+            raise ValueError("max_steps must be at least 1")
+        self.model = model
+        self.tools: dict[str, Tool] = {}
+        for item in tools:
+            t = _as_tool(item)
+            if t.name in self.tools:
+                raise ValueError(f"two tools are named {t.name!r}")
+            self.tools[t.name] = t
+        self.max_steps = max_steps
+        self.options = options
+        self.error_text = error_text
+        self.max_steps_reason = max_steps_reason
+        self._before_tool = before_tool
+        self._after_tool = after_tool
+
+    # -- hooks (override in a subclass, or pass callables) ---------------------
+
+    async def before_tool(self, context: ToolContext) -> ToolResult | None:
+        """Called before each tool call runs, its arguments already valid.
+        Override to log, authorise or short-circuit a call: return a
+        ``ToolResult`` to use it instead of running the tool."""
+        if self._before_tool is None:
+            return None
+        result = self._before_tool(context)
+        return await result if inspect.isawaitable(result) else result
+
+    async def after_tool(self, context: ToolContext, result: ToolResult) -> ToolResult | None:
+        """Called after each tool call with its result (errors included).
+        Override to log or rewrite results; return None to keep it."""
+        if self._after_tool is None:
+            return None
+        replaced = self._after_tool(context, result)
+        return await replaced if inspect.isawaitable(replaced) else replaced
+
+    def approval_id(self, call: ToolCallRequest) -> str:
+        """The id of the approval request for ``call`` (deterministic, so a
+        run encodes to the same bytes every time)."""
+        return f"approval-{call.id}"
+
+    # -- the run ---------------------------------------------------------------
+
+    async def run(
+        self,
+        messages: Sequence[ModelMessage],
+        *,
+        approvals: Mapping[str, ToolApproval] | None = None,
+    ) -> AsyncGenerator[Event, None]:
+        """The run's events. ``approvals`` maps tool call ids to a person's
+        decisions, for calls that awaited approval in an earlier run."""
+        conversation: list[ModelMessage] = list(messages)
+        approvals = approvals or {}
+        specs = [t.spec for t in self.tools.values()]
+        step = 0
+
+        pending = _unanswered_calls(conversation)
+        if pending:
+            waiting = False
+            async with aclosing(self._settle(pending, step, conversation, approvals)) as outcomes:
+                async for outcome in outcomes:
+                    yield outcome.event
+                    if outcome.message is None:
+                        waiting = True
+                    else:
+                        conversation.append(outcome.message)
+            if waiting:
+                yield StepFinished(step)
+                yield Done()
+                return
+
+        model_stream = self.model.stream
+        while True:
+            texts: list[str] = []
+            reasoning: list[str] = []
+            calls: list[ToolCall] = []
+            stream = model_stream(conversation, specs, self.options)
+            try:
+                async for event in stream:
+                    cls = type(event)
+                    if cls is TextDelta:
+                        texts.append(event.text)  # type: ignore[union-attr]
+                    elif cls is ReasoningDelta:
+                        reasoning.append(event.text)  # type: ignore[union-attr]
+                    elif cls is ToolCall:
+                        calls.append(event)  # type: ignore[arg-type]
+                    yield event
+            finally:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+
+            requests = tuple(ToolCallRequest(c.tool_call_id, c.tool_name, c.input) for c in calls)
+            conversation.append(AssistantMessage("".join(texts), requests, "".join(reasoning)))
+            waiting = False
+            if requests:
+                # Closed explicitly: a nested generator left to the garbage
+                # collector would cancel its tools late, or never.
+                async with aclosing(self._settle(requests, step, conversation, approvals)) as outcomes:
+                    async for outcome in outcomes:
+                        yield outcome.event
+                        if outcome.message is None:
+                            waiting = True
+                        else:
+                            conversation.append(outcome.message)
+            yield StepFinished(step)
+            step += 1
+            if not requests or waiting:
+                yield Done()
+                return
+            if step >= self.max_steps:
+                yield Done(self.max_steps_reason)
+                return
+
+    async def _settle(
+        self,
+        calls: Sequence[ToolCallRequest],
+        step: int,
+        conversation: Sequence[ModelMessage],
+        approvals: Mapping[str, ToolApproval],
+    ) -> AsyncGenerator[_Outcome, None]:
+        """Rule 2: run ``calls`` concurrently, yield their outcomes in call
+        order; on exit (normal, closed or cancelled) no task is left."""
+        snapshot = tuple(conversation)
+        slots: list[_Outcome | asyncio.Task[_Outcome]] = []
+        try:
+            for call in calls:
+                ready = self._prepare(call, step, snapshot, approvals)
+                if isinstance(ready, _Outcome):
+                    slots.append(ready)
+                else:
+                    tool, context = ready
+                    slots.append(asyncio.create_task(self._execute(tool, context)))
+            for slot in slots:
+                yield slot if isinstance(slot, _Outcome) else await slot
+        finally:
+            running = [s for s in slots if isinstance(s, asyncio.Task) and not s.done()]
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+
+    def _prepare(
+        self,
+        call: ToolCallRequest,
+        step: int,
+        conversation: Sequence[ModelMessage],
+        approvals: Mapping[str, ToolApproval],
+    ) -> _Outcome | tuple[Tool, ToolContext]:
+        """What can be decided without running anything: unknown tool, bad
+        arguments, approval needed or denied. Else the tool and its context."""
+        tool = self.tools.get(call.name)
+        if tool is None:
+            text = f"Model tried to call unavailable tool '{call.name}'."
+            return _Outcome(
+                ToolInputError(call.id, call.name, _loose_json(call.arguments), text, dynamic=True),
+                ToolMessage(call.id, text, is_error=True, tool_name=call.name),
+            )
+        try:
+            arguments = tool.parse_arguments(call.arguments)
+        except ToolArgumentsError as exc:
+            return _Outcome(
+                ToolInputError(call.id, call.name, exc.input, str(exc)),
+                ToolMessage(call.id, str(exc), is_error=True, tool_name=call.name),
+            )
+        if tool.requires_approval:
+            decision = approvals.get(call.id)
+            if decision is None:
+                return _Outcome(ToolApprovalRequest(self.approval_id(call), call.id), None)
+            if not decision.approved:
+                text = "The user denied this tool call." + (f" Reason: {decision.reason}" if decision.reason else "")
+                return _Outcome(ToolDenied(call.id), ToolMessage(call.id, text, is_error=True, tool_name=call.name))
+        return tool, ToolContext(call.id, call.name, arguments, step, conversation)
+
+    async def _execute(self, tool: Tool, context: ToolContext) -> _Outcome:
+        """Hooks, the call under its timeout, and the error policy."""
+        call_id, name = context.tool_call_id, context.tool_name
+        try:
+            result = await self.before_tool(context)
+            if result is None:
+                result = ToolResult(call_id, await _invoke(tool, context), tool_name=name)
+        except ToolError as exc:
+            result = ToolResult(call_id, str(exc), is_error=True, tool_name=name)
+        except _ToolTimeout:
+            logger.warning("tool %s (call %s) timed out after %ss", name, call_id, tool.timeout)
+            text = f"Tool {name} timed out after {tool.timeout:g} seconds."
+            result = ToolResult(call_id, text, is_error=True, tool_name=name)
+        except Exception:
+            logger.exception("tool %s (call %s) failed", name, call_id)
+            result = ToolResult(call_id, self.error_text, is_error=True, tool_name=name)
+        try:
+            replaced = await self.after_tool(context, result)
+        except ToolError as exc:
+            replaced = ToolResult(call_id, str(exc), is_error=True, tool_name=name)
+        except Exception:
+            logger.exception("after_tool hook failed for %s (call %s)", name, call_id)
+            replaced = ToolResult(call_id, self.error_text, is_error=True, tool_name=name)
+        if replaced is not None:
+            result = replaced
+        return _Outcome(result, ToolMessage(call_id, tool_output_text(result.content), result.is_error, name))
+
+
+class _ToolTimeout(Exception):
+    """The tool's own timeout expired (not a TimeoutError it raised)."""
+
+
+async def _invoke(tool: Tool, context: ToolContext) -> Any:
+    if tool.timeout is None:
+        return await tool.invoke(context.arguments, context)
+    scope = asyncio.timeout(tool.timeout)
+    try:
+        async with scope:
+            return await tool.invoke(context.arguments, context)
+    except TimeoutError:
+        if scope.expired():
+            raise _ToolTimeout from None
+        raise
+
+
+def _unanswered_calls(conversation: Sequence[ModelMessage]) -> tuple[ToolCallRequest, ...]:
+    """The tool calls of the last assistant message that no tool message
+    answers, when nothing but tool messages follows it."""
+    answered: set[str] = set()
+    for message in reversed(conversation):
+        if isinstance(message, ToolMessage):
+            answered.add(message.tool_call_id)
+        elif isinstance(message, AssistantMessage):
+            return tuple(c for c in message.tool_calls if c.id not in answered)
+        else:
+            return ()
+    return ()
+
+
+def _loose_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

@@ -1,0 +1,101 @@
+"""Model messages: the conversation as a model port reads it.
+
+A model call takes the whole conversation, every time: the system prompt,
+the user's turns, and each earlier assistant step with its tool calls and
+their results. These frozen dataclasses are that conversation, independent
+of any provider's JSON (a provider converts them in one place, e.g.
+``OpenAIChatModel.request_body``) and of the UI message the browser keeps
+(``runs.history`` converts between the two).
+
+Invariant: every ``ToolCallRequest`` of an ``AssistantMessage`` is answered
+by exactly one ``ToolMessage`` with its id before the next assistant or user
+message (chat-completions servers reject a conversation that breaks it);
+``ToolLoop`` and ``history.ui_to_model_messages`` both keep it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+__all__ = [
+    "AssistantMessage",
+    "ModelMessage",
+    "ModelOptions",
+    "SystemMessage",
+    "ToolCallRequest",
+    "ToolMessage",
+    "ToolSpec",
+    "UserMessage",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SystemMessage:
+    """Instructions for the model."""
+
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """A person's turn."""
+
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequest:
+    """One tool call the model made. ``arguments`` is the argument text
+    exactly as the model sent it (usually a JSON object)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    """One model call's output: its text, its reasoning (kept for the
+    record; chat-completions servers are not sent it back) and its tool
+    calls."""
+
+    content: str = ""
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+    reasoning: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolMessage:
+    """The result of the call ``tool_call_id``, as text for the model.
+    ``is_error`` marks a failed call (the text says why)."""
+
+    tool_call_id: str
+    content: str
+    is_error: bool = False
+    tool_name: str | None = None
+
+
+ModelMessage: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolMessage
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What the model is told about a tool: its name, what it is for, and
+    the JSON Schema of its arguments (an object schema)."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOptions:
+    """Per-call options. ``extra`` goes into the provider's request as it
+    is (provider-specific fields such as ``max_completion_tokens``)."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    tool_choice: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)

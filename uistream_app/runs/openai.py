@@ -1,0 +1,400 @@
+"""An OpenAI-compatible chat-completions model over ``httpx``.
+
+Speaks ``POST {base_url}/chat/completions`` with ``stream: true`` to OpenAI
+and the servers that copy its API (vLLM, llama.cpp, Ollama, LM Studio,
+OpenRouter, DeepSeek, Groq…), and turns the chunks into the model port's
+events (``runs.model``):
+
+* ``delta.content`` → ``TextDelta``; ``delta.reasoning_content`` (or
+  ``delta.reasoning``, where a server sends it) → ``ReasoningDelta``, closed
+  by ``ReasoningEnd`` when other output begins;
+* ``delta.tool_calls[]`` fragments, keyed by ``index`` (parallel calls
+  interleave freely): the first fragment of an index → ``ToolCallStart``,
+  each argument fragment → ``ToolCallDelta``; when the choice finishes,
+  one ``ToolCall`` per index in index order with the whole argument text;
+* ``usage`` (asked for with ``stream_options.include_usage``; the last one
+  seen wins, for servers that repeat it cumulatively) → one ``Usage``;
+* ``finish_reason`` mapped to the UI vocabulary (``tool_calls`` →
+  ``tool-calls``, ``content_filter`` → ``content-filter``, unknown →
+  ``other``) → the last event, ``Finish``.
+
+Errors are typed (``runs.errors``): a non-2xx answer is ``ModelHTTPError``
+(retried for 429 and 5xx, honouring ``Retry-After``, only before the first
+byte of a successful response: once streaming has begun nothing is
+retried); a connection that cannot be made is retried likewise and then
+``ModelConnectionError``; a connection dropped mid-stream, or a stream that
+ends before a finish reason, is ``ModelConnectionError``; a timeout is
+``ModelTimeoutError``; a ``data:`` line that is not JSON, or an in-band
+``{"error": …}``, is ``ModelResponseError``.
+
+Closing the event iterator closes the HTTP response (and the client, when
+this object made it): no read-ahead past the network read in hand, no
+orphaned request. Without a ``client`` argument each call makes its own
+``httpx.AsyncClient``, because a client is bound to the event loop it
+first ran in and Django may run async views in a new loop per request
+(the TLS context, the costly part, is shared); pass a long-lived client
+to reuse connections where the loop is one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import ssl
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import httpx
+
+from ..protocol.events import (
+    Finish,
+    ReasoningDelta,
+    ReasoningEnd,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+)
+from ..protocol.sse import SSEParser
+from .errors import ModelConnectionError, ModelHTTPError, ModelResponseError, ModelTimeoutError
+from .messages import AssistantMessage, ModelMessage, ModelOptions, SystemMessage, ToolSpec, UserMessage
+from .model import ModelEvent
+
+__all__ = ["FINISH_REASON_MAP", "OpenAIChatModel", "map_finish_reason"]
+
+FINISH_REASON_MAP: Final[Mapping[str, str]] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool-calls",
+    "function_call": "tool-calls",
+    "content_filter": "content-filter",
+    "error": "error",
+}
+
+
+def map_finish_reason(reason: str | None) -> str:
+    """A chat-completions ``finish_reason`` in the UI vocabulary."""
+    if reason is None:
+        return "stop"
+    return FINISH_REASON_MAP.get(reason, "other")
+
+
+@dataclass(slots=True)
+class _PendingCall:
+    id: str
+    name: str
+    arguments: list[str] = field(default_factory=list)
+    started: bool = False
+
+
+@dataclass(slots=True)
+class _StreamState:
+    calls: dict[int, _PendingCall] = field(default_factory=dict)
+    reasoning_open: bool = False
+    finish_reason: str | None = None
+    flushed: bool = False
+    usage: Usage | None = None
+
+
+class OpenAIChatModel:
+    """A chat-completions model (see the module docstring)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = "https://api.openai.com/v1",
+        api_key: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout = 60.0,
+        max_retries: int = 2,
+        retry_backoff: float = 0.5,
+        max_retry_wait: float = 20.0,
+        include_usage: bool = True,
+        headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
+        self.model = model
+        self.name = model
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.api_key = api_key
+        self.client = client
+        self.timeout = (
+            timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout, connect=min(timeout, 10))
+        )
+        self.max_retries = max_retries
+        self.retry_backoff = retry_backoff
+        self.max_retry_wait = max_retry_wait
+        self.include_usage = include_usage
+        self.headers = dict(headers or {})
+        self.extra_body = dict(extra_body or {})
+        self._sleep = sleep
+
+    # -- request ---------------------------------------------------------------
+
+    def request_body(
+        self,
+        messages: Sequence[ModelMessage],
+        tools: Sequence[ToolSpec] = (),
+        options: ModelOptions | None = None,
+    ) -> dict[str, Any]:
+        """The JSON body of one streaming request."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [self.message_to_wire(m) for m in messages],
+            "stream": True,
+        }
+        if self.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        if tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": dict(t.parameters)},
+                }
+                for t in tools
+            ]
+        body.update(self.extra_body)
+        if options is not None:
+            if options.temperature is not None:
+                body["temperature"] = options.temperature
+            if options.max_tokens is not None:
+                body["max_tokens"] = options.max_tokens
+            if options.tool_choice is not None and tools:
+                body["tool_choice"] = options.tool_choice
+            body.update(options.extra)
+        return body
+
+    @staticmethod
+    def message_to_wire(message: ModelMessage) -> dict[str, Any]:
+        """One model message as a chat-completions message. Reasoning is
+        not sent back: the API has no field for it (and DeepSeek rejects
+        ``reasoning_content`` in input)."""
+        if isinstance(message, SystemMessage):
+            return {"role": "system", "content": message.content}
+        if isinstance(message, UserMessage):
+            return {"role": "user", "content": message.content}
+        if isinstance(message, AssistantMessage):
+            wire: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+            if message.tool_calls:
+                wire["tool_calls"] = [
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments or "{}"}}
+                    for c in message.tool_calls
+                ]
+            return wire
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+
+    # -- the stream --------------------------------------------------------------
+
+    async def stream(
+        self,
+        messages: Sequence[ModelMessage],
+        tools: Sequence[ToolSpec] = (),
+        options: ModelOptions | None = None,
+    ) -> AsyncGenerator[ModelEvent, None]:
+        body = self.request_body(messages, tools, options)
+        client = self.client if self.client is not None else httpx.AsyncClient(verify=_ssl_context())
+        try:
+            response = await self._open(client, body)
+            try:
+                async for event in self._events(response):
+                    yield event
+            finally:
+                await response.aclose()
+        finally:
+            if client is not self.client:
+                await client.aclose()
+
+    async def _open(self, client: httpx.AsyncClient, body: dict[str, Any]) -> httpx.Response:
+        """Send the request; retry 429/5xx and failed connects; return the
+        open 2xx response, its body not yet read."""
+        headers = {"accept": "text/event-stream", **self.headers}
+        if self.api_key:
+            headers["authorization"] = f"Bearer {self.api_key}"
+        content = json.dumps(body, ensure_ascii=False).encode()
+        headers["content-type"] = "application/json"
+        attempt = 0
+        while True:
+            request = client.build_request("POST", self.url, content=content, headers=headers, timeout=self.timeout)
+            wait: float | None = None
+            try:
+                response = await client.send(request, stream=True)
+            except httpx.ConnectTimeout as exc:
+                if attempt >= self.max_retries:
+                    raise ModelTimeoutError(f"connecting to {self.url} timed out") from exc
+            except httpx.ConnectError as exc:
+                if attempt >= self.max_retries:
+                    raise ModelConnectionError(f"cannot connect to {self.url}: {exc}") from exc
+            except httpx.TimeoutException as exc:
+                raise ModelTimeoutError(f"{self.url} did not answer in time") from exc
+            except httpx.TransportError as exc:
+                raise ModelConnectionError(f"request to {self.url} failed: {exc}") from exc
+            else:
+                if response.is_success:
+                    return response
+                try:
+                    text = (await response.aread()).decode("utf-8", "replace")
+                except httpx.HTTPError:
+                    text = ""
+                finally:
+                    await response.aclose()
+                error = ModelHTTPError(response.status_code, text)
+                if not error.retryable or attempt >= self.max_retries:
+                    raise error
+                wait = _retry_after(response.headers)
+            if wait is None:
+                wait = self.retry_backoff * (2**attempt)
+            attempt += 1
+            await self._sleep(min(wait, self.max_retry_wait))
+
+    async def _events(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
+        parser = SSEParser()
+        state = _StreamState()
+        done = False
+        try:
+            async for data in response.aiter_bytes():
+                for sse in parser.feed(data):
+                    payload = sse.data
+                    if payload == "[DONE]":
+                        done = True
+                        break
+                    try:
+                        obj = json.loads(payload)
+                    except ValueError:
+                        raise ModelResponseError(f"a stream line is not JSON: {payload[:200]!r}") from None
+                    if not isinstance(obj, dict):
+                        raise ModelResponseError(f"a stream chunk is not an object: {payload[:200]!r}")
+                    for event in self._chunk_events(obj, state):
+                        yield event
+                parser.comments.clear()
+                if done:
+                    break
+        except httpx.TimeoutException as exc:
+            raise ModelTimeoutError("the model stream stalled past the read timeout") from exc
+        except httpx.TransportError as exc:
+            raise ModelConnectionError(f"the model stream broke off: {exc}") from exc
+        if not done and state.finish_reason is None:
+            raise ModelConnectionError("the model stream ended before the model finished")
+        for event in self._flush(state):
+            yield event
+        if state.usage is not None:
+            yield state.usage
+        yield Finish(map_finish_reason(state.finish_reason))
+
+    def _chunk_events(self, obj: dict[str, Any], state: _StreamState) -> list[ModelEvent]:
+        out: list[ModelEvent] = []
+        error = obj.get("error")
+        if error:
+            message = error.get("message") if isinstance(error, dict) else error
+            raise ModelResponseError(f"the model stream carried an error: {message}")
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            state.usage = _usage(usage)
+        choices = obj.get("choices")
+        if not choices:
+            return out
+        choice = choices[0]
+        delta = choice.get("delta") or {}
+        thought = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(thought, str) and thought:
+            state.reasoning_open = True
+            out.append(ReasoningDelta(thought))
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._close_reasoning(state, out)
+            out.append(TextDelta(content))
+        tool_calls = delta.get("tool_calls")
+        if tool_calls:
+            self._close_reasoning(state, out)
+            for position, fragment in enumerate(tool_calls):
+                self._tool_fragment(fragment, position, state, out)
+        reason = choice.get("finish_reason")
+        if reason:
+            state.finish_reason = reason
+            out.extend(self._flush(state))
+        return out
+
+    @staticmethod
+    def _close_reasoning(state: _StreamState, out: list[ModelEvent]) -> None:
+        if state.reasoning_open:
+            state.reasoning_open = False
+            out.append(ReasoningEnd())
+
+    @staticmethod
+    def _tool_fragment(fragment: dict[str, Any], position: int, state: _StreamState, out: list[ModelEvent]) -> None:
+        index = fragment.get("index", position)
+        function = fragment.get("function") or {}
+        name = function.get("name")
+        pending = state.calls.get(index)
+        if pending is None:
+            call_id = fragment.get("id") or f"call_{uuid.uuid4().hex[:24]}"
+            pending = state.calls[index] = _PendingCall(call_id, "")
+        if name and not pending.started:
+            pending.name = name
+            pending.started = True
+            out.append(ToolCallStart(pending.id, name))
+            if pending.arguments:
+                out.append(ToolCallDelta(pending.id, "".join(pending.arguments)))
+        arguments = function.get("arguments")
+        if isinstance(arguments, str) and arguments:
+            pending.arguments.append(arguments)
+            if pending.started:
+                out.append(ToolCallDelta(pending.id, arguments))
+
+    @staticmethod
+    def _flush(state: _StreamState) -> list[ModelEvent]:
+        """The complete calls, once, in index order."""
+        if state.flushed:
+            return []
+        state.flushed = True
+        out: list[ModelEvent] = []
+        if state.reasoning_open:
+            state.reasoning_open = False
+            out.append(ReasoningEnd())
+        for index in sorted(state.calls):
+            pending = state.calls[index]
+            if not pending.started:
+                out.append(ToolCallStart(pending.id, pending.name))
+            out.append(ToolCall(pending.id, pending.name, "".join(pending.arguments)))
+        return out
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context for the per-call clients: loading the CA bundle costs
+    about 0.1 s, far more than a client; a context is not bound to a loop."""
+    return httpx.create_ssl_context()
+
+
+def _usage(raw: dict[str, Any]) -> Usage:
+    def count(obj: Any, key: str) -> int | None:
+        value = obj.get(key) if isinstance(obj, dict) else None
+        return value if isinstance(value, int) else None
+
+    return Usage(
+        input_tokens=count(raw, "prompt_tokens"),
+        output_tokens=count(raw, "completion_tokens"),
+        reasoning_tokens=count(raw.get("completion_tokens_details"), "reasoning_tokens"),
+        cached_input_tokens=count(raw.get("prompt_tokens_details"), "cached_tokens"),
+    )
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds
+    form; an HTTP date is ignored)."""
+    for key, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(key)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue
+        if seconds >= 0:
+            return seconds
+    return None
