@@ -4,11 +4,21 @@
 """
 
 import os
+import tempfile
 
 from demo_project.settings import *  # noqa: F403
 
 SECRET_KEY = "uistream-tests"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if not os.environ.get("DATABASE_URL"):
-    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+    # A file, not memory: the streaming tests' server thread (and, for the
+    # multi-process tests, a second server process) share it.
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": ":memory:",
+            "TEST": {"NAME": os.path.join(tempfile.gettempdir(), f"uistream-test-{os.getpid()}.sqlite3")},
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+        }
+    }
 LOGGING = {"version": 1, "disable_existing_loggers": False}

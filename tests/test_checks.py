@@ -56,6 +56,7 @@ def test_gzip_middleware_warns() -> None:
     assert check_middleware() == []
 
 
+@pytest.mark.django_db
 def test_check_command_fails_on_a_bad_model() -> None:
     call_command("check")
     with override_settings(UISTREAM={"MODEL": "no.such.Model"}), pytest.raises(SystemCheckError, match="E002"):

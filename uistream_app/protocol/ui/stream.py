@@ -16,13 +16,13 @@ Both twins keep the same contract (DESIGN.md "Invariants"):
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 
 from ..events import Event
 from .chunks import Chunk
 from .encoder import MASKED_ERROR_TEXT, UIMessageEncoder
 
-__all__ = ["aencode_events", "encode_events"]
+__all__ = ["aencode_batches", "aencode_events", "encode_events"]
 
 logger = logging.getLogger("uistream_app.protocol")
 
@@ -42,15 +42,17 @@ def _error_chunks(
     return encoder.error(str(exc) if expose_errors else error_text)
 
 
-async def aencode_events(
+async def aencode_batches(
     source: AsyncIterable[Event],
     encoder: UIMessageEncoder | None = None,
     *,
     error_text: str = MASKED_ERROR_TEXT,
     expose_errors: bool = False,
     on_error: ErrorHook | None = None,
-) -> AsyncIterator[Chunk]:
-    """Encode an async event source chunk by chunk (see module rules)."""
+) -> AsyncGenerator[list[Chunk], None]:
+    """Like ``aencode_events``, one list per source event: the chunks one
+    event produces travel together (a transport may write them at once).
+    Empty lists are not yielded."""
     encoder = encoder if encoder is not None else UIMessageEncoder()
     iterator = aiter(source)
     feed = encoder.feed
@@ -61,17 +63,36 @@ async def aencode_events(
             except StopAsyncIteration:
                 break
             except Exception as exc:  # noqa: BLE001 - any source failure ends the message masked
-                for chunk in _error_chunks(encoder, exc, error_text, expose_errors, on_error):
-                    yield chunk
+                yield _error_chunks(encoder, exc, error_text, expose_errors, on_error)
                 return
-            for chunk in feed(event):
-                yield chunk
-        for chunk in encoder.finish():
-            yield chunk
+            batch = feed(event)
+            if batch:
+                yield batch
+        tail = encoder.finish()
+        if tail:
+            yield tail
     finally:
         aclose = getattr(iterator, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+async def aencode_events(
+    source: AsyncIterable[Event],
+    encoder: UIMessageEncoder | None = None,
+    *,
+    error_text: str = MASKED_ERROR_TEXT,
+    expose_errors: bool = False,
+    on_error: ErrorHook | None = None,
+) -> AsyncIterator[Chunk]:
+    """Encode an async event source chunk by chunk (see module rules)."""
+    batches = aencode_batches(source, encoder, error_text=error_text, expose_errors=expose_errors, on_error=on_error)
+    try:
+        async for batch in batches:
+            for chunk in batch:
+                yield chunk
+    finally:
+        await batches.aclose()
 
 
 def encode_events(

@@ -1,0 +1,314 @@
+"""The broker's rules (``uistream_app.live.base``), once per backend."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+from uistream_app.live import Broker, ChannelClosed, MemoryBroker, RunAlreadyActive, RunChannel
+
+from .conftest import make_chunks, other_tasks
+
+pytestmark = pytest.mark.asyncio
+
+# Every wait in this suite is on an event; this only turns a hang into a failure.
+GUARD = 10
+
+
+async def collect(broker: Broker, run_id: str, from_seq: int = 0) -> list[tuple[int, Any]]:
+    async with asyncio.timeout(GUARD):
+        return [item async for item in broker.subscribe(run_id, from_seq)]
+
+
+def numbered(chunks: list[dict[str, Any]], start: int = 0) -> list[tuple[int, Any]]:
+    return list(enumerate(chunks))[start:]
+
+
+async def publish_in_batches(
+    channel: RunChannel, chunks: list[dict[str, Any]], seed: int, checkpoints: dict[int, asyncio.Event] | None = None
+) -> None:
+    """Publish ``chunks`` in batches of 1 to 40, letting the loop run between
+    batches; set ``checkpoints[n]`` once ``n`` chunks are out."""
+    rng = random.Random(seed)
+    position = 0
+    while position < len(chunks):
+        size = rng.randint(1, 40)
+        await channel.publish(chunks[position : position + size])
+        position = min(position + size, len(chunks))
+        for mark, event in (checkpoints or {}).items():
+            if position >= mark:
+                event.set()
+        await asyncio.sleep(0)
+
+
+async def test_subscriber_gets_every_chunk_numbered_from_zero(broker: Broker) -> None:
+    chunks = make_chunks(25)
+    channel = await broker.open_run("conv", "run-1")
+    await channel.publish(chunks[:1])
+    await channel.publish(chunks[1:20])
+    await channel.publish(chunks[20:])
+    assert channel.next_seq == 25
+    await channel.close()
+    assert await collect(broker, "run-1") == numbered(chunks)
+
+
+async def test_replay_then_live_has_no_gap_or_duplicate_under_concurrent_publishing(broker: Broker) -> None:
+    chunks = make_chunks(1500)
+    channel = await broker.open_run("conv", "run-1")
+    marks = {n: asyncio.Event() for n in (1, 300, 900)}
+    early = asyncio.create_task(collect(broker, "run-1"))  # attached before anything is published
+    publisher = asyncio.create_task(publish_in_batches(channel, chunks, seed=1, checkpoints=marks))
+    joined: dict[int, asyncio.Task[list[tuple[int, Any]]]] = {}
+    async with asyncio.timeout(GUARD):
+        for mark, event in marks.items():
+            await event.wait()  # the run is mid-stream: this one replays, then follows
+            joined[mark] = asyncio.create_task(collect(broker, "run-1"))
+        resumed = asyncio.create_task(collect(broker, "run-1", from_seq=700))
+        await publisher
+    await channel.close()
+    expected = numbered(chunks)
+    assert await early == expected
+    for mark, task in joined.items():
+        assert await task == expected, f"subscriber that joined after {mark} chunks"
+    assert await resumed == expected[700:]
+
+
+async def test_two_subscribers_see_identical_sequences(broker: Broker) -> None:
+    chunks = make_chunks(800)
+    channel = await broker.open_run("conv", "run-1")
+    first = asyncio.create_task(collect(broker, "run-1"))
+    second = asyncio.create_task(collect(broker, "run-1"))
+    await publish_in_batches(channel, chunks, seed=2)
+    await channel.close()
+    one, two = await first, await second
+    assert one == two == numbered(chunks)
+
+
+async def test_batches_concatenate_to_the_sequence(broker: Broker) -> None:
+    chunks = make_chunks(300)
+    channel = await broker.open_run("conv", "run-1")
+
+    async def read_batches() -> list[tuple[int, Any]]:
+        items: list[tuple[int, Any]] = []
+        async for first, batch in broker.subscribe_batches("run-1", from_seq=5):
+            assert first == 5 + len(items)
+            assert batch
+            items.extend(enumerate(batch, first))
+        return items
+
+    reader = asyncio.create_task(read_batches())
+    await publish_in_batches(channel, chunks, seed=3)
+    await channel.close()
+    async with asyncio.timeout(GUARD):
+        assert await reader == numbered(chunks, 5)
+
+
+async def test_a_late_subscriber_to_a_finished_run_gets_it_all_then_ends(broker: Broker) -> None:
+    chunks = make_chunks(40)
+    channel = await broker.open_run("conv", "run-1")
+    await channel.publish(chunks)
+    await channel.close()
+    assert await broker.active_run("conv") is None
+    assert await collect(broker, "run-1") == numbered(chunks)
+    assert await collect(broker, "run-1", from_seq=39) == numbered(chunks, 39)
+    assert await collect(broker, "run-1", from_seq=40) == []
+    assert await collect(broker, "run-1", from_seq=1000) == []
+
+
+async def test_subscribing_to_an_unknown_run_ends_at_once(broker: Broker) -> None:
+    assert await collect(broker, "no-such-run") == []
+
+
+async def test_from_seq_must_not_be_negative(broker: Broker) -> None:
+    with pytest.raises(ValueError, match="from_seq"):
+        await anext(broker.subscribe("run-1", from_seq=-1))
+
+
+async def test_a_run_closed_without_chunks_ends_its_waiting_subscriber(broker: Broker) -> None:
+    channel = await broker.open_run("conv", "run-1")
+    reader = asyncio.create_task(collect(broker, "run-1"))
+    await asyncio.sleep(0)  # let it attach and park (its result is the same either way)
+    await channel.close()
+    assert await reader == []
+
+
+async def test_open_run_twice_raises_run_already_active(broker: Broker) -> None:
+    channel = await broker.open_run("conv", "run-1")
+    with pytest.raises(RunAlreadyActive) as caught:
+        await broker.open_run("conv", "run-2")
+    assert caught.value.conversation_id == "conv"
+    assert caught.value.active_run_id == "run-1"
+    assert await broker.active_run("conv") == "run-1"
+    # Other conversations are not affected.
+    other = await broker.open_run("other-conv", "run-3")
+    assert await broker.active_run("other-conv") == "run-3"
+    await other.close()
+    await channel.close()
+
+
+async def test_open_runs_racing_for_one_conversation_let_one_win(broker: Broker) -> None:
+    outcomes = await asyncio.gather(*(broker.open_run("conv", f"run-{i}") for i in range(8)), return_exceptions=True)
+    winners = [o for o in outcomes if isinstance(o, RunChannel)]
+    assert len(winners) == 1
+    assert all(isinstance(o, RunAlreadyActive) for o in outcomes if o is not winners[0])
+    assert await broker.active_run("conv") == winners[0].run_id
+    await winners[0].close()
+
+
+async def test_a_run_id_cannot_be_reused(broker: Broker) -> None:
+    channel = await broker.open_run("conv", "run-1")
+    await channel.close()
+    with pytest.raises(ValueError, match="used before"):
+        await broker.open_run("conv", "run-1")
+    assert await broker.active_run("conv") is None
+
+
+async def test_after_close_the_conversation_has_no_active_run(broker: Broker) -> None:
+    assert await broker.active_run("conv") is None
+    channel = await broker.open_run("conv", "run-1")
+    assert await broker.active_run("conv") == "run-1"
+    assert not channel.closed
+    await channel.close()
+    assert channel.closed
+    assert await broker.active_run("conv") is None
+    await channel.close()  # idempotent
+    following = await broker.open_run("conv", "run-2")
+    assert await broker.active_run("conv") == "run-2"
+    await following.close()
+
+
+async def test_publish_after_close_raises_channel_closed(broker: Broker) -> None:
+    channel = await broker.open_run("conv", "run-1")
+    await channel.close()
+    with pytest.raises(ChannelClosed):
+        await channel.publish(make_chunks(1))
+
+
+async def test_the_channel_closes_as_a_context_manager_even_on_error(broker: Broker) -> None:
+    channel = await broker.open_run("conv", "run-1")
+
+    async def run() -> None:
+        async with channel:
+            await channel.publish(make_chunks(2))
+            raise RuntimeError("model failed")
+
+    with pytest.raises(RuntimeError, match="model failed"):
+        await run()
+    assert channel.closed
+    assert await broker.active_run("conv") is None
+    assert await collect(broker, "run-1") == numbered(make_chunks(2))
+
+
+async def test_a_cancelled_run_task_still_closes_its_run(broker: Broker) -> None:
+    # A client that disconnects cancels the run task (ON_DISCONNECT="cancel").
+    published = asyncio.Event()
+
+    async def run() -> None:
+        async with await broker.open_run("conv", "run-1") as channel:
+            await channel.publish(make_chunks(2))
+            published.set()
+            await asyncio.Event().wait()  # a model that never answers
+
+    task = asyncio.create_task(run())
+    async with asyncio.timeout(GUARD):
+        await published.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await broker.active_run("conv") is None
+    assert await collect(broker, "run-1") == numbered(make_chunks(2))
+
+
+async def test_request_stop_sets_stop_requested(broker: Broker) -> None:
+    channel = await broker.open_run("conv", "run-1")
+    assert not channel.stop_requested.is_set()
+    assert await broker.request_stop("other-conv") is False
+    assert await broker.request_stop("conv") is True
+    async with asyncio.timeout(GUARD):
+        await channel.stop_requested.wait()
+    # A stop is a request: the run still publishes its last words and closes.
+    await channel.publish([{"type": "abort"}])
+    await channel.close()
+    assert await broker.request_stop("conv") is False
+    assert await collect(broker, "run-1") == [(0, {"type": "abort"})]
+
+
+async def test_stop_reaches_only_the_active_run(broker: Broker) -> None:
+    first = await broker.open_run("conv", "run-1")
+    await first.close()
+    second = await broker.open_run("conv", "run-2")
+    assert await broker.request_stop("conv") is True
+    async with asyncio.timeout(GUARD):
+        await second.stop_requested.wait()
+    assert not first.stop_requested.is_set()
+    await second.close()
+
+
+async def test_closing_a_subscriber_mid_stream_leaks_nothing(broker: Broker, request: pytest.FixtureRequest) -> None:
+    baseline = other_tasks()
+    channel = await broker.open_run("conv", "run-1")
+    await channel.publish(make_chunks(10))
+
+    # One reader cancelled while it waits for the next chunk (a client that
+    # disconnects), one closed at a yield (a view that stops reading).
+    caught_up = asyncio.Event()
+
+    async def read_until_cancelled() -> None:
+        async for seq, _ in broker.subscribe("run-1"):
+            if seq == 9:
+                caught_up.set()
+
+    reader = asyncio.create_task(read_until_cancelled())
+    async with asyncio.timeout(GUARD):
+        await caught_up.wait()
+    await asyncio.sleep(0)  # let it reach its wait for more
+    if isinstance(broker, MemoryBroker):
+        assert broker._runs["run-1"].waiters
+    else:
+        await wait_for_blocked_readers(request.getfixturevalue("redis_config"), present=True)
+    reader.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reader
+
+    subscription = broker.subscribe("run-1")
+    assert await anext(subscription) == (0, make_chunks(1)[0])
+    await subscription.aclose()
+
+    if isinstance(broker, MemoryBroker):
+        assert broker._runs["run-1"].waiters == []
+    else:
+        await wait_for_blocked_readers(request.getfixturevalue("redis_config"), present=False)
+
+    # The run goes on for the others.
+    await channel.publish(make_chunks(1, start=10))
+    await channel.close()
+    assert await collect(broker, "run-1") == numbered(make_chunks(11))
+    assert other_tasks() == baseline
+    if not isinstance(broker, MemoryBroker):
+        for client in broker._clients.values():  # type: ignore[attr-defined]
+            assert not client.redis.connection_pool._in_use_connections
+
+
+async def wait_for_blocked_readers(config: dict[str, Any], *, present: bool) -> None:
+    """Wait (bounded) until a connection of this test's broker is, or none
+    is, blocked in XREAD on the server. The server learns of a blocking read,
+    or of the socket redis-py closed when a read was cancelled, a moment
+    after the client acted."""
+    import redis.asyncio as aioredis
+
+    name = config["OPTIONS"]["client_name"]
+    admin = aioredis.Redis.from_url(config["URL"])
+    try:
+        async with asyncio.timeout(GUARD):
+            while True:
+                clients = await admin.client_list()
+                # flag "b": waiting in a blocking command
+                blocked = [c for c in clients if c.get("name") == name and "b" in c["flags"] and c["cmd"] == "xread"]
+                if bool(blocked) == present:
+                    return
+                await asyncio.sleep(0.01)
+    finally:
+        await admin.aclose()

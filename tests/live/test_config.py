@@ -1,0 +1,114 @@
+"""Choosing the backend: ``broker_from_config``, ``get_broker``,
+``reset_broker``, ``ping``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from uistream_app.live import (
+    BrokerConfigError,
+    MemoryBroker,
+    broker_from_config,
+    get_broker,
+    ping,
+    reset_broker,
+)
+
+from ..conftest import ROOT
+
+
+class CustomBroker(MemoryBroker):
+    """A backend named by dotted path."""
+
+    @classmethod
+    def from_config(cls, config: Any) -> CustomBroker:
+        broker = cls()
+        broker.config = config  # type: ignore[attr-defined]
+        return broker
+
+
+@pytest.fixture
+def fresh_brokers() -> Iterator[None]:
+    reset_broker()
+    yield
+    reset_broker()
+
+
+def test_memory_is_the_default() -> None:
+    assert isinstance(broker_from_config({}), MemoryBroker)
+    assert isinstance(broker_from_config({"BACKEND": "memory"}), MemoryBroker)
+
+
+def test_redis_is_chosen_by_name() -> None:
+    pytest.importorskip("redis")
+    broker = broker_from_config({"BACKEND": "redis", "URL": "redis://example.invalid:6379/2", "PREFIX": "chat"})
+    assert type(broker).__name__ == "RedisBroker"
+    assert broker.prefix == "chat"  # type: ignore[attr-defined]
+
+
+def test_a_backend_can_be_a_dotted_path() -> None:
+    config = {"BACKEND": "tests.live.test_config.CustomBroker", "COLOUR": "blue"}
+    broker = broker_from_config(config)
+    assert isinstance(broker, CustomBroker)
+    assert broker.config == config  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("redis", "must be a dict"),
+        ({"BACKEND": "postgres"}, "'postgres' is neither"),
+        ({"BACKEND": "tests.live.nowhere.Broker"}, "cannot be imported"),
+        ({"BACKEND": "tests.live.test_config.Nothing"}, "is neither"),
+        ({"BACKEND": 3}, "must be 'memory'"),
+    ],
+)
+def test_a_bad_backend_is_named(config: Any, message: str) -> None:
+    with pytest.raises(BrokerConfigError, match=message):
+        broker_from_config(config)
+
+
+@pytest.mark.usefixtures("fresh_brokers")
+def test_get_broker_caches_one_broker_per_setting(settings: Any) -> None:
+    settings.UISTREAM = {}
+    broker = get_broker()
+    assert isinstance(broker, MemoryBroker)
+    assert get_broker() is broker
+    settings.UISTREAM = {"BROKER": {"BACKEND": "memory", "FINISHED_TTL": 5}}
+    other = get_broker()
+    assert other is not broker
+    assert other.finished_ttl == 5  # type: ignore[attr-defined]
+    settings.UISTREAM = {}
+    assert get_broker() is broker
+    reset_broker()
+    assert get_broker() is not broker
+
+
+@pytest.mark.usefixtures("fresh_brokers")
+def test_get_broker_raises_improperly_configured(settings: Any) -> None:
+    settings.UISTREAM = {"BROKER": {"BACKEND": "memory", "PREFIX": "x"}}
+    with pytest.raises(ImproperlyConfigured, match="PREFIX"):
+        get_broker()
+
+
+@pytest.mark.asyncio
+async def test_ping_of_the_memory_broker_always_succeeds(settings: Any) -> None:
+    settings.UISTREAM = {}
+    await ping()
+    await ping({"BACKEND": "memory"})
+
+
+def test_the_broker_imports_neither_django_nor_redis() -> None:
+    code = (
+        "import sys, uistream_app.live; "
+        "loaded = [m for m in ('django', 'redis') if m in sys.modules]; "
+        "assert not loaded, loaded"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

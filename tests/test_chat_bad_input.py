@@ -1,0 +1,251 @@
+"""Every malformed or hostile chat request: a 4xx JSON body naming the
+problem, and nothing written. Never a 500."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import AsyncClient, override_settings
+
+from uistream_app.models import Conversation, Message, Run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def user_message(text: str = "hi", message_id: str = "u1") -> dict[str, Any]:
+    return {"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}
+
+
+def body(**changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"id": "chat-1", "trigger": "submit-message", "messages": [user_message()]}
+    data.update(changes)
+    return data
+
+
+def raw(data: Any) -> bytes:
+    return json.dumps(data).encode()
+
+
+def nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+JSON = "application/json"
+
+# (name, method, content type, body bytes, status, error code, field)
+CASES: list[tuple[str, str, str | None, bytes, int, str, str | None]] = [
+    ("empty body", "post", JSON, b"  \n", 400, "empty", None),
+    ("not json", "post", JSON, b"{nope", 400, "invalid_json", None),
+    ("invalid utf-8", "post", JSON, b'{"id": "\xff\xfe"}', 400, "invalid_json", None),
+    ("a json array", "post", JSON, b"[]", 400, "invalid_json", None),
+    ("a json string", "post", JSON, b'"hello"', 400, "invalid_json", None),
+    ("wrong content type", "post", "text/plain", raw(body()), 415, "unsupported_media_type", None),
+    ("binary content type", "post", "application/octet-stream", raw(body()), 415, "unsupported_media_type", None),
+    ("form encoded", "post", "application/x-www-form-urlencoded", b"id=chat-1", 415, "unsupported_media_type", None),
+    ("missing id", "post", JSON, raw({"messages": [user_message()]}), 400, "invalid", "id"),
+    ("id not a string", "post", JSON, raw(body(id=42)), 400, "invalid", "id"),
+    ("id with path characters", "post", JSON, raw(body(id="../admin")), 400, "invalid", "id"),
+    ("id too long", "post", JSON, raw(body(id="a" * 129)), 400, "invalid", "id"),
+    ("empty id", "post", JSON, raw(body(id="")), 400, "invalid", "id"),
+    ("missing messages", "post", JSON, raw({"id": "chat-1"}), 400, "invalid", "messages"),
+    ("messages not a list", "post", JSON, raw(body(messages={"0": user_message()})), 400, "invalid", "messages"),
+    ("message not an object", "post", JSON, raw(body(messages=["hi"])), 400, "invalid", "messages[0]"),
+    (
+        "message without id",
+        "post",
+        JSON,
+        raw(body(messages=[{"role": "user", "parts": []}])),
+        400,
+        "invalid",
+        "messages[0].id",
+    ),
+    (
+        "message id with slash",
+        "post",
+        JSON,
+        raw(body(messages=[user_message(message_id="a/b")])),
+        400,
+        "invalid",
+        "messages[0].id",
+    ),
+    (
+        "unknown role",
+        "post",
+        JSON,
+        raw(body(messages=[{**user_message(), "role": "robot"}])),
+        400,
+        "invalid",
+        "messages[0].role",
+    ),
+    (
+        "client system message",
+        "post",
+        JSON,
+        raw(body(messages=[{**user_message(), "role": "system"}, user_message(message_id="u2")])),
+        400,
+        "forbidden_role",
+        "messages[0].role",
+    ),
+    (
+        "parts not a list",
+        "post",
+        JSON,
+        raw(body(messages=[{**user_message(), "parts": "hi"}])),
+        400,
+        "invalid",
+        "messages[0].parts",
+    ),
+    (
+        "part without type",
+        "post",
+        JSON,
+        raw(body(messages=[{**user_message(), "parts": [{"text": "hi"}]}])),
+        400,
+        "invalid",
+        "messages[0].parts[0].type",
+    ),
+    (
+        "text part without text",
+        "post",
+        JSON,
+        raw(body(messages=[{**user_message(), "parts": [{"type": "text", "text": 3}]}])),
+        400,
+        "invalid",
+        "messages[0].parts[0].text",
+    ),
+    (
+        "tool part from the user",
+        "post",
+        JSON,
+        raw(body(messages=[{**user_message(), "parts": [{"type": "tool-send_email", "toolCallId": "c1"}]}])),
+        400,
+        "invalid",
+        "messages[0].parts[0].type",
+    ),
+    (
+        "metadata not an object",
+        "post",
+        JSON,
+        raw(body(messages=[{**user_message(), "metadata": [1]}])),
+        400,
+        "invalid",
+        "messages[0].metadata",
+    ),
+    ("unknown trigger", "post", JSON, raw(body(trigger="delete-everything")), 400, "invalid", "trigger"),
+    ("messageId with path characters", "post", JSON, raw(body(messageId="../x")), 400, "invalid", "messageId"),
+    ("deeply nested json", "post", JSON, raw(body(extra=nested(100))), 400, "too_deep", None),
+    (
+        "nesting beyond the parser",
+        "post",
+        JSON,
+        b'{"id": "c", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+        400,
+        "invalid_json",
+        None,
+    ),
+    ("no messages at all", "post", JSON, raw(body(messages=[])), 400, "invalid", "messages"),
+    (
+        "assistant message last",
+        "post",
+        JSON,
+        raw(body(messages=[user_message(), {"id": "a1", "role": "assistant", "parts": []}])),
+        400,
+        "invalid",
+        "messages[1]",
+    ),
+    (
+        "regenerate a message that does not exist",
+        "post",
+        JSON,
+        raw(body(trigger="regenerate-message", messageId="nope")),
+        404,
+        "not_found",
+        None,
+    ),
+    ("unsupported sdk version", "post", JSON, raw(body()), 400, "bad_sdk_version", "v"),
+    ("wrong method", "get", None, b"", 405, "method_not_allowed", None),
+    ("wrong method put", "put", JSON, raw(body()), 405, "method_not_allowed", None),
+]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("name", "method", "ctype", "data", "status", "code", "field"), CASES, ids=[c[0] for c in CASES]
+)
+async def test_bad_request(
+    name: str, method: str, ctype: str | None, data: bytes, status: int, code: str, field: str | None
+) -> None:
+    client = AsyncClient()
+    path = "/api/chat?v=9" if code == "bad_sdk_version" else "/api/chat"
+    kwargs: dict[str, Any] = {}
+    if ctype is not None:
+        kwargs["content_type"] = ctype
+    if method == "get":
+        response = await client.get(path)
+    else:
+        response = await getattr(client, method)(path, data=data, **kwargs)
+    assert response.status_code == status, response.content
+    assert response["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == code
+    assert error["message"]
+    if field is not None:
+        assert error.get("field") == field
+    assert await Conversation.objects.acount() == 0
+    assert await Message.objects.acount() == 0
+    assert await Run.objects.acount() == 0
+
+
+@pytest.mark.asyncio
+async def test_oversized_body_is_refused_before_it_is_read() -> None:
+    client = AsyncClient()
+    with override_settings(UISTREAM={"ALLOW_ANONYMOUS": True, "MAX_REQUEST_BYTES": 1000}):
+        response = await client.post(
+            "/api/chat", data=raw(body(messages=[user_message("x" * 2000)])), content_type=JSON
+        )
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "too_large"
+    assert await Conversation.objects.acount() == 0
+
+
+@pytest.mark.asyncio
+async def test_anonymous_visitors_need_allow_anonymous() -> None:
+    with override_settings(UISTREAM={"ALLOW_ANONYMOUS": False, "MODEL": "demo_project.demo_model.make_model"}):
+        response = await AsyncClient().post("/api/chat", data=raw(body()), content_type=JSON)
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "not_authenticated"
+    assert await Conversation.objects.acount() == 0
+
+
+@pytest.mark.asyncio
+async def test_regenerating_someone_elses_message_is_a_404_and_changes_nothing() -> None:
+    other = await get_user_model().objects.acreate(username="other")
+    conversation = await Conversation.objects.acreate(pk="theirs", owner=other)
+    await Message.objects.acreate(pk="their-user", conversation=conversation, role="user", position=0, parts=[])
+    await Message.objects.acreate(
+        pk="their-answer",
+        conversation=conversation,
+        role="assistant",
+        position=1,
+        parts=[{"type": "text", "text": "secret"}],
+    )
+    me = await get_user_model().objects.acreate(username="me")
+    client = AsyncClient()
+    await client.aforce_login(me)
+    for chat_id in ("theirs", "mine"):
+        response = await client.post(
+            "/api/chat",
+            data=raw(body(id=chat_id, trigger="regenerate-message", messageId="their-answer")),
+            content_type=JSON,
+        )
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == "not_found"
+    assert await Message.objects.filter(conversation=conversation).acount() == 2
+    assert await Run.objects.acount() == 0
+    assert not await Conversation.objects.filter(pk="mine").aexists()

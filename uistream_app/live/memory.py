@@ -1,0 +1,242 @@
+"""The in-process broker: the default, for one server process.
+
+A run is a list of chunks. Publishing is ``list.extend`` plus waking the
+subscribers that wait for more; a subscriber reads the list from its own
+position, so replay and live tail are the same code and cannot gap or
+repeat at the seam. Nothing is copied and no task is started per chunk.
+
+Rules of this backend (on top of ``base``):
+
+1. A subscriber that caught up parks on a future of its own loop. Wake-ups
+   from another event loop or thread (an async view under WSGI) go through
+   ``call_soon_threadsafe``; in the usual one-loop case they are a plain
+   ``set_result``.
+2. A subscriber registers its future *before* re-checking for news, and a
+   publisher appends *before* taking the waiters: whichever interleaving,
+   no wake-up is lost.
+3. A finished run stays readable for ``finished_ttl`` seconds (60 by
+   default), so a resume that learnt the run id just before the run ended
+   still gets the whole run; then it is forgotten (swept lazily on the next
+   ``open_run`` / ``subscribe``). Subscribers already attached hold the run
+   themselves and finish reading it whatever the broker forgot; the memory
+   goes when the last of them does. ``finished_ttl=0`` forgets a run at
+   ``close()``.
+4. Stop is an attribute write: ``request_stop`` sets the active channel's
+   ``stop_requested`` (thread-safely, as in rule 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import suppress
+from typing import Any, Final
+
+from .base import BrokerConfigError, ChannelClosed, Chunk, RunAlreadyActive, RunChannel, chunks_of, seconds_setting
+
+__all__ = ["MemoryBroker", "MemoryRunChannel"]
+
+DEFAULT_FINISHED_TTL: Final = 60.0
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _call_in(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    """Run ``callback`` in ``loop``: now when that is the current loop,
+    else scheduled thread-safely (and dropped when the loop is gone)."""
+    if loop is _running_loop():
+        callback()
+        return
+    with suppress(RuntimeError):  # that loop is closed: nobody waits any more
+        loop.call_soon_threadsafe(callback)
+
+
+class _Run:
+    """One run's log and the subscribers parked on it."""
+
+    __slots__ = ("chunks", "closed", "conversation_id", "run_id", "waiters")
+
+    def __init__(self, conversation_id: str, run_id: str) -> None:
+        self.conversation_id = conversation_id
+        self.run_id = run_id
+        self.chunks: list[Chunk] = []
+        self.closed = False
+        self.waiters: list[asyncio.Future[None]] = []
+
+    def wake(self) -> None:
+        waiters, self.waiters = self.waiters, []
+        here = _running_loop()
+        for future in waiters:
+            loop = future.get_loop()
+            if loop is here:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                with suppress(RuntimeError):  # the subscriber's loop is closed
+                    loop.call_soon_threadsafe(_resolve, future)
+
+
+class MemoryRunChannel(RunChannel):
+    def __init__(self, broker: MemoryBroker, run: _Run, loop: asyncio.AbstractEventLoop) -> None:
+        self._broker = broker
+        self._run = run
+        self._loop = loop
+        self.run_id = run.run_id
+        self.conversation_id = run.conversation_id
+        self.stop_requested = asyncio.Event()
+
+    @property
+    def next_seq(self) -> int:
+        return len(self._run.chunks)
+
+    @property
+    def closed(self) -> bool:
+        return self._run.closed
+
+    async def publish(self, chunks: Sequence[Chunk]) -> None:
+        run = self._run
+        if run.closed:
+            raise ChannelClosed(self.run_id)
+        run.chunks.extend(chunks)
+        if run.waiters:
+            run.wake()
+
+    async def close(self) -> None:
+        run = self._run
+        if run.closed:
+            return
+        run.closed = True
+        run.wake()
+        self._broker._finished(self)
+
+    def _request_stop(self) -> None:
+        _call_in(self._loop, self.stop_requested.set)
+
+
+class MemoryBroker:
+    """The in-process ``Broker``: ``{"BACKEND": "memory"}`` (the default).
+
+    ``{"BACKEND": "memory", "FINISHED_TTL": 60}``: seconds a finished run
+    stays readable (rule 3).
+    """
+
+    def __init__(self, *, finished_ttl: float = DEFAULT_FINISHED_TTL) -> None:
+        if finished_ttl < 0:
+            raise BrokerConfigError("FINISHED_TTL must be >= 0 seconds.")
+        self.finished_ttl = float(finished_ttl)
+        self._runs: dict[str, _Run] = {}
+        self._active: dict[str, MemoryRunChannel] = {}
+        self._expiring: deque[tuple[float, str]] = deque()
+        self._clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> MemoryBroker:
+        unknown = set(config) - {"BACKEND", "FINISHED_TTL"}
+        if unknown:
+            raise BrokerConfigError(
+                f"UISTREAM['BROKER'] has keys the memory broker does not know: {', '.join(sorted(unknown))}."
+            )
+        return cls(finished_ttl=seconds_setting(config, "FINISHED_TTL", DEFAULT_FINISHED_TTL, minimum=0))
+
+    def __repr__(self) -> str:
+        return f"<MemoryBroker runs={len(self._runs)} active={len(self._active)}>"
+
+    async def open_run(self, conversation_id: str, run_id: str) -> MemoryRunChannel:
+        self._sweep()
+        if run_id in self._runs:
+            raise ValueError(f"Run id {run_id!r} was used before: give each run a new id.")
+        run = _Run(conversation_id, run_id)
+        channel = MemoryRunChannel(self, run, asyncio.get_running_loop())
+        # setdefault is one atomic step even with threads around.
+        holder = self._active.setdefault(conversation_id, channel)
+        if holder is not channel:
+            raise RunAlreadyActive(conversation_id, holder.run_id)
+        self._runs[run_id] = run
+        return channel
+
+    async def active_run(self, conversation_id: str) -> str | None:
+        channel = self._active.get(conversation_id)
+        return None if channel is None else channel.run_id
+
+    def subscribe(self, run_id: str, from_seq: int = 0) -> AsyncGenerator[tuple[int, Chunk], None]:
+        return chunks_of(self.subscribe_batches(run_id, from_seq))
+
+    async def subscribe_batches(self, run_id: str, from_seq: int = 0) -> AsyncGenerator[tuple[int, list[Chunk]], None]:
+        if from_seq < 0:
+            raise ValueError(f"from_seq must be >= 0, not {from_seq}.")
+        self._sweep()
+        run = self._runs.get(run_id)
+        if run is None:
+            return
+        chunks = run.chunks
+        seq = from_seq
+        loop = asyncio.get_running_loop()
+        while True:
+            available = len(chunks)
+            if seq < available:
+                batch = chunks[seq:available]
+                first, seq = seq, available
+                yield first, batch
+                continue
+            if run.closed:
+                # Everything published before close() is in the list.
+                if seq >= len(chunks):
+                    return
+                continue
+            future: asyncio.Future[None] = loop.create_future()
+            run.waiters.append(future)
+            if len(chunks) > seq or run.closed:  # rule 2: news while registering
+                with suppress(ValueError):  # a publisher (another thread) took the list
+                    run.waiters.remove(future)
+                continue
+            try:
+                await future
+            except BaseException:
+                # Cancelled while parked (which cancels the future too): a
+                # publisher that woke us removed the future, nobody else will.
+                future.cancel()
+                with suppress(ValueError):  # a publisher took the list meanwhile
+                    run.waiters.remove(future)
+                raise
+
+    async def request_stop(self, conversation_id: str) -> bool:
+        channel = self._active.get(conversation_id)
+        if channel is None:
+            return False
+        channel._request_stop()
+        return True
+
+    async def ping(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+    def _finished(self, channel: MemoryRunChannel) -> None:
+        if self._active.get(channel.conversation_id) is channel:
+            del self._active[channel.conversation_id]
+        if self.finished_ttl <= 0:
+            self._runs.pop(channel.run_id, None)
+        else:
+            self._expiring.append((self._clock() + self.finished_ttl, channel.run_id))
+
+    def _sweep(self) -> None:
+        expiring = self._expiring
+        if not expiring:
+            return
+        now = self._clock()
+        while expiring and expiring[0][0] <= now:
+            _, run_id = expiring.popleft()
+            self._runs.pop(run_id, None)

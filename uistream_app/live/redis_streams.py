@@ -1,0 +1,567 @@
+"""The Redis broker: live runs shared by many server processes.
+
+``{"BACKEND": "redis", "URL": "redis://127.0.0.1:6379/0", "PREFIX": "uistream"}``
+plus, optionally, ``ACTIVE_TTL`` [60 s], ``FINISHED_TTL`` [600 s],
+``BLOCK_SECONDS`` [5 s] and ``OPTIONS`` (keyword arguments for
+``redis.asyncio.Redis.from_url``). Keys, for ``P`` the prefix:
+
+================================  ======  =====================================
+``P:conv:<conversation>:active``  string  the active run's id
+``P:run:<run>:chunks``            stream  the run's chunks
+``P:run:<run>:stop``              list    stop requests, popped by the run
+================================  ======  =====================================
+
+Rules:
+
+1. Stream entry ids are explicit and say what the entry is: ``0-1`` the
+   header (written with the active key by one script, so a run id that is
+   active always has a stream), ``1-<seq>`` a batch of chunks whose *last*
+   chunk has sequence number ``<seq>``, ``2-0`` the end marker. A batch is
+   what one flush wrote (rule 11, split at ``MAX_BATCH`` chunks), its
+   chunks one JSON array: one ``XADD`` and one ``orjson.dumps`` per batch
+   instead of per chunk.
+2. Why explicit ids: resuming from ``seq`` is ``XREAD … 1-<seq - 1>``, which
+   returns the batch holding ``seq`` first (its last seq is ``>= seq``); the
+   reader drops that batch's chunks before ``seq``. And Redis refuses an id
+   not above the stream's last one, so nothing can ever be written twice or
+   out of order: when redis-py retries a publish whose first attempt did
+   land, the refusal of the repeat is counted as done.
+3. ``open_run`` is one Lua script: ``SET NX PX ACTIVE_TTL`` of the active
+   key (the conversation's lock, atomic across processes), then the stream
+   header with the same time to live.
+4. While the run is open, a watcher task refreshes both every
+   ``ACTIVE_TTL / 3`` seconds, and only while the active key still holds
+   this run. A crashed process stops refreshing: within ``ACTIVE_TTL`` its
+   conversation is free again and its stream is gone.
+5. Stop: ``request_stop`` reads the active run id and ``RPUSH``\\es onto that
+   run's stop list; the watcher waits on it with ``BLPOP``, timing out when
+   the next refresh is due. One task and one connection per live run do
+   both jobs. A list, not pub/sub: a request made before the watcher's
+   first ``BLPOP`` waits in the list instead of being lost.
+6. ``close()`` is one Lua script: end marker, stream kept ``FINISHED_TTL``
+   seconds, active key deleted (if still this run's), stop list deleted.
+   Nobody can see the run inactive but without its end marker: a
+   subscriber already attached drains and ends, a late resume is told "no
+   active run" at once, a subscriber of the just-finished run id still
+   gets all of it.
+7. A subscriber reads with ``EXISTS`` + a non-blocking ``XREAD`` in one
+   round trip (no stream: unknown or expired run, the subscription ends at
+   once), then ``XREAD BLOCK BLOCK_SECONDS``. A block that times out checks
+   the stream still exists; a crashed run's stream expires (rule 4), so its
+   subscribers end too. Each read borrows a pooled connection: a
+   subscription suspended at a ``yield`` holds none, and one cancelled in
+   the middle of a read makes redis-py close that connection.
+8. ``redis.asyncio`` connections belong to the event loop that opened them,
+   and a broker cached by ``get_broker()`` outlives loops (tests,
+   ``async_to_sync``), so the broker keeps one client per running loop.
+   ``aclose()`` can only close the running loop's connections: code that
+   uses the broker from short-lived loops should ``aclose()`` before each
+   loop ends (a client of a loop that closed is dropped at the next use,
+   its sockets left to the garbage collector).
+9. A Redis that cannot be reached surfaces as ``BrokerUnavailable`` naming
+   the server (without its password), after redis-py's own retries.
+10. No blocking command waits longer than ``BLOCK_SECONDS`` (the watcher's
+    ``BLPOP`` included), and the socket timeout defaults to that plus 5 s
+    (redis-py's own default, 5 s, would cut a 5 s block short); an
+    ``OPTIONS["socket_timeout"]`` not above ``BLOCK_SECONDS`` is refused.
+11. Publishing is group commit. A redis-py round trip costs 150-250 µs
+    of Python and network, several times what a chunk may cost, so
+    ``publish`` queues the chunks (numbered at once) and returns; one
+    flusher task per channel writes everything queued in one pipeline,
+    and whatever was queued meanwhile in the next: one round trip in
+    flight, batches as large as the run is fast. ``flush()`` and
+    ``close()`` wait for the queue to be written; past ``MAX_PENDING``
+    queued chunks ``publish`` waits too (backpressure). A failed write is
+    raised by the next ``publish`` / ``flush`` / ``close``, and the
+    channel is broken from then on (a lost batch would be a gap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Final, NoReturn
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .base import (
+    BrokerConfigError,
+    BrokerError,
+    BrokerUnavailable,
+    ChannelClosed,
+    Chunk,
+    RunAlreadyActive,
+    RunChannel,
+    RunLost,
+    chunks_of,
+    seconds_setting,
+)
+
+__all__ = ["RedisBroker", "RedisRunChannel"]
+
+logger = logging.getLogger("uistream_app.live")
+
+DEFAULT_URL: Final = "redis://127.0.0.1:6379/0"
+DEFAULT_PREFIX: Final = "uistream"
+DEFAULT_ACTIVE_TTL: Final = 60.0
+DEFAULT_FINISHED_TTL: Final = 600.0
+DEFAULT_BLOCK_SECONDS: Final = 5.0
+#: Added to BLOCK_SECONDS for the default socket timeout (rule 10).
+SOCKET_TIMEOUT_MARGIN: Final = 5.0
+CONFIG_KEYS: Final = frozenset({"BACKEND", "URL", "PREFIX", "ACTIVE_TTL", "FINISHED_TTL", "BLOCK_SECONDS", "OPTIONS"})
+
+#: Most chunks in one stream entry (a longer flush makes several).
+MAX_BATCH: Final = 512
+#: Queued chunks past which ``publish`` waits for the flusher (rule 11).
+MAX_PENDING: Final = 4096
+#: Most entries one ``XREAD`` returns.
+READ_COUNT: Final = 64
+
+HEADER_ID: Final = b"0-1"
+END_ID: Final = b"2-0"
+_REUSED_ID = "equal or smaller"  # XADD's refusal of an id not above the top
+
+_UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+
+# KEYS: active, stream. ARGV: run id, ttl ms, conversation id.
+# {1}: opened; {0, holder}: the conversation is held; {-1}: run id used.
+_OPEN = """
+if redis.call('exists', KEYS[2]) == 1 then return {-1} end
+if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {0, redis.call('get', KEYS[1])}
+end
+redis.call('xadd', KEYS[2], '0-1', 'conversation', ARGV[3])
+redis.call('pexpire', KEYS[2], ARGV[2])
+return {1}
+"""
+
+# KEYS: active, stream. ARGV: run id, ttl ms. 1: refreshed; 0: not ours.
+_HEARTBEAT = """
+if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('pexpire', KEYS[1], ARGV[2])
+redis.call('pexpire', KEYS[2], ARGV[2])
+return 1
+"""
+
+# KEYS: active, stream, stop list. ARGV: run id, finished ttl ms.
+_CLOSE = """
+if redis.call('exists', KEYS[2]) == 1 then
+  if #redis.call('xrange', KEYS[2], '2-0', '2-0') == 0 then
+    redis.call('xadd', KEYS[2], '2-0', 'end', '1')
+  end
+  redis.call('pexpire', KEYS[2], ARGV[2])
+end
+redis.call('del', KEYS[3])
+if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) end
+return 1
+"""
+
+
+def _redacted(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _encode(chunks: Sequence[Chunk]) -> bytes:
+    try:
+        return orjson.dumps(chunks)
+    except TypeError:
+        # What orjson refuses (a lone surrogate, an integer beyond 64 bits)
+        # the json module writes, and reads back the same (``_decode``).
+        return json.dumps(chunks, default=lambda value: orjson.loads(orjson.dumps(value))).encode()
+
+
+def _decode(data: bytes) -> list[Chunk]:
+    try:
+        chunks: list[Chunk] = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        chunks = json.loads(data)
+    return chunks
+
+
+class _Client:
+    """The redis client and scripts of one event loop (rule 8)."""
+
+    __slots__ = ("close_run", "heartbeat", "open_run", "redis")
+
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self.open_run: AsyncScript = redis.register_script(_OPEN)
+        self.heartbeat: AsyncScript = redis.register_script(_HEARTBEAT)
+        self.close_run: AsyncScript = redis.register_script(_CLOSE)
+
+
+class RedisRunChannel(RunChannel):
+    def __init__(self, broker: RedisBroker, client: _Client, conversation_id: str, run_id: str) -> None:
+        self._broker = broker
+        self._client = client
+        self.conversation_id = conversation_id
+        self.run_id = run_id
+        self.stop_requested = asyncio.Event()
+        self._next_seq = 0
+        self._flushed_seq = 0
+        self._pending: list[Chunk] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._failure: Exception | None = None
+        self._failure_reported = False
+        self._closed = False
+        self._active_key = broker._active_key(conversation_id)
+        self._stream_key = broker._stream_key(run_id)
+        self._stop_key = broker._stop_key(run_id)
+        self._watcher: asyncio.Task[None] | None = None
+
+    @property
+    def next_seq(self) -> int:
+        return self._next_seq
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def publish(self, chunks: Sequence[Chunk]) -> None:
+        """Queue ``chunks`` for the flusher (rule 11) and return; wait only
+        when ``MAX_PENDING`` chunks are queued already."""
+        if self._closed:
+            raise ChannelClosed(self.run_id)
+        if self._failure is not None:
+            self._raise_failure()
+        if not chunks:
+            return
+        self._pending.extend(chunks)
+        self._next_seq += len(chunks)
+        if self._flusher is None or self._flusher.done():
+            loop = asyncio.get_running_loop()
+            self._flusher = loop.create_task(self._flush(), name=f"uistream-run-flusher:{self.run_id}")
+        if len(self._pending) >= MAX_PENDING:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Wait until everything published is in Redis; raise what made a
+        write fail (then the channel is broken: every later ``publish``
+        raises it too)."""
+        flusher = self._flusher
+        if flusher is not None:
+            # shield: a run task cancelled here must not cut a write in half.
+            await asyncio.shield(flusher)
+        if self._failure is not None:
+            self._raise_failure()
+
+    async def close(self) -> None:
+        """Flush, then end the run (rule 6). Raises a failed write only if
+        no ``publish`` or ``flush`` reported it already."""
+        if self._closed:
+            return
+        self._closed = True
+        self._broker._channels.discard(self)
+        try:
+            if not self._failure_reported:
+                await self.flush()
+        finally:
+            await self._stop_watcher()
+            with self._broker._unavailable():
+                await self._client.close_run(
+                    keys=[self._active_key, self._stream_key, self._stop_key],
+                    args=[self.run_id, int(self._broker.finished_ttl * 1000)],
+                )
+
+    def _raise_failure(self) -> NoReturn:
+        assert self._failure is not None
+        self._failure_reported = True
+        raise self._failure
+
+    async def _flush(self) -> None:
+        """Write what is queued, one pipeline at a time, until nothing is."""
+        redis = self._client.redis
+        while self._pending and self._failure is None:
+            chunks, self._pending = self._pending, []
+            first = self._flushed_seq
+            try:
+                pipe = redis.pipeline(transaction=False)
+                for start in range(0, len(chunks), MAX_BATCH):
+                    batch = chunks[start : start + MAX_BATCH]
+                    last = first + start + len(batch) - 1
+                    pipe.xadd(self._stream_key, {b"c": _encode(batch)}, id=f"1-{last}", nomkstream=True)
+                with self._broker._unavailable():
+                    results = await pipe.execute(raise_on_error=False)
+                for result in results:
+                    if result is None:
+                        raise RunLost(f"The stream of run {self.run_id!r} is gone from Redis.")
+                    if isinstance(result, ResponseError) and _REUSED_ID not in str(result):
+                        raise result  # rule 2: a refused repeat was written before
+            except Exception as exc:  # noqa: BLE001 - any failure is the run task's to raise, not this task's
+                self._failure = exc
+                self._pending = []
+                return
+            self._flushed_seq = first + len(chunks)
+
+    def _start_watcher(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._watcher = loop.create_task(self._watch(), name=f"uistream-run-watcher:{self.run_id}")
+
+    async def _stop_watcher(self) -> None:
+        task, self._watcher = self._watcher, None
+        if task is None or task.done():
+            return
+        if task.get_loop() is not asyncio.get_running_loop():
+            task.get_loop().call_soon_threadsafe(task.cancel)
+            return
+        # Cancelling a BLPOP makes redis-py close that connection (rule 7).
+        # asyncio.wait, not await: the watcher's CancelledError is not ours,
+        # and close() often runs in a run task that is being cancelled
+        # already (a client went away), which must still close the run.
+        task.cancel()
+        await asyncio.wait([task])
+
+    async def _watch(self) -> None:
+        """Rules 4 and 5: refresh the keys, and wait for stop requests in
+        between."""
+        loop = asyncio.get_running_loop()
+        interval = self._broker.active_ttl / 3
+        beat_at = loop.time() + interval
+        redis = self._client.redis
+        failing = False
+        while True:
+            try:
+                wait = beat_at - loop.time()
+                # BLPOP rounds its timeout down to milliseconds, and 0 means
+                # "block forever": never ask it to wait less than 10 ms.
+                if wait >= 0.01:
+                    wait = min(wait, self._broker.block_seconds)  # within the socket timeout
+                    if await redis.blpop([self._stop_key], timeout=wait) is not None:
+                        self.stop_requested.set()
+                    continue
+                await self._heartbeat()
+                beat_at = loop.time() + interval
+                if failing:
+                    logger.info("Run %s reaches Redis again.", self.run_id)
+                    failing = False
+            except (RedisError, OSError) as exc:
+                # The watcher must outlive any Redis trouble (or stop and the
+                # refresh die with it); log once per outage, not per retry.
+                log = logger.debug if failing else logger.warning
+                log("Run %s cannot refresh its keys in Redis: %s", self.run_id, exc)
+                failing = True
+                await asyncio.sleep(min(interval, 1.0))
+                beat_at = loop.time()
+
+    async def _heartbeat(self) -> None:
+        held = await self._client.heartbeat(
+            keys=[self._active_key, self._stream_key],
+            args=[self.run_id, int(self._broker.active_ttl * 1000)],
+        )
+        if not held:
+            logger.warning(
+                "Run %s no longer holds conversation %s: its key expired (was the process paused for longer "
+                "than ACTIVE_TTL?).",
+                self.run_id,
+                self.conversation_id,
+            )
+
+
+class RedisBroker:
+    """The ``Broker`` over Redis streams (see the module docstring)."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        active_ttl: float = DEFAULT_ACTIVE_TTL,
+        finished_ttl: float = DEFAULT_FINISHED_TTL,
+        block_seconds: float = DEFAULT_BLOCK_SECONDS,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.active_ttl = active_ttl
+        self.finished_ttl = finished_ttl
+        self.block_seconds = block_seconds
+        self.options: dict[str, Any] = {"socket_timeout": block_seconds + SOCKET_TIMEOUT_MARGIN, **(options or {})}
+        socket_timeout = self.options["socket_timeout"]
+        if socket_timeout is not None and socket_timeout <= block_seconds:
+            raise BrokerConfigError(
+                f"UISTREAM['BROKER']['OPTIONS']['socket_timeout'] ({socket_timeout} s) must exceed BLOCK_SECONDS "
+                f"({block_seconds} s): blocking reads would time out."
+            )
+        self._clients: dict[asyncio.AbstractEventLoop, _Client] = {}
+        self._channels: set[RedisRunChannel] = set()
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> RedisBroker:
+        unknown = set(config) - CONFIG_KEYS
+        if unknown:
+            raise BrokerConfigError(
+                f"UISTREAM['BROKER'] has keys the redis broker does not know: {', '.join(sorted(unknown))}."
+            )
+        url = config.get("URL", DEFAULT_URL)
+        prefix = config.get("PREFIX", DEFAULT_PREFIX)
+        options = config.get("OPTIONS", {})
+        if not isinstance(url, str) or not url:
+            raise BrokerConfigError("UISTREAM['BROKER']['URL'] must be a redis:// URL.")
+        if not isinstance(prefix, str) or not prefix:
+            raise BrokerConfigError("UISTREAM['BROKER']['PREFIX'] must be a non-empty string.")
+        if not isinstance(options, Mapping):
+            raise BrokerConfigError("UISTREAM['BROKER']['OPTIONS'] must be a dict.")
+        return cls(
+            url,
+            prefix=prefix,
+            # The watcher wakes every third of ACTIVE_TTL; Redis counts in ms.
+            active_ttl=seconds_setting(config, "ACTIVE_TTL", DEFAULT_ACTIVE_TTL, minimum=0.1),
+            finished_ttl=seconds_setting(config, "FINISHED_TTL", DEFAULT_FINISHED_TTL, minimum=0.01),
+            block_seconds=seconds_setting(config, "BLOCK_SECONDS", DEFAULT_BLOCK_SECONDS, minimum=0.01),
+            options=options,
+        )
+
+    def __repr__(self) -> str:
+        return f"<RedisBroker {_redacted(self.url)} prefix={self.prefix!r}>"
+
+    # -- keys -----------------------------------------------------------
+
+    def _active_key(self, conversation_id: str) -> str:
+        return f"{self.prefix}:conv:{conversation_id}:active"
+
+    def _stream_key(self, run_id: str) -> str:
+        return f"{self.prefix}:run:{run_id}:chunks"
+
+    def _stop_key(self, run_id: str) -> str:
+        return f"{self.prefix}:run:{run_id}:stop"
+
+    # -- the port -------------------------------------------------------
+
+    async def open_run(self, conversation_id: str, run_id: str) -> RedisRunChannel:
+        client = self._client()
+        with self._unavailable():
+            reply = await client.open_run(
+                keys=[self._active_key(conversation_id), self._stream_key(run_id)],
+                args=[run_id, int(self.active_ttl * 1000), conversation_id],
+            )
+        if reply[0] == -1:
+            raise ValueError(f"Run id {run_id!r} was used before: give each run a new id.")
+        if reply[0] == 0:
+            holder = reply[1].decode() if len(reply) > 1 and reply[1] is not None else None
+            raise RunAlreadyActive(conversation_id, holder)
+        channel = RedisRunChannel(self, client, conversation_id, run_id)
+        self._channels.add(channel)
+        channel._start_watcher()
+        return channel
+
+    async def active_run(self, conversation_id: str) -> str | None:
+        with self._unavailable():
+            value = await self._client().redis.get(self._active_key(conversation_id))
+        return None if value is None else _text(value)
+
+    def subscribe(self, run_id: str, from_seq: int = 0) -> AsyncGenerator[tuple[int, Chunk], None]:
+        return chunks_of(self.subscribe_batches(run_id, from_seq))
+
+    async def subscribe_batches(self, run_id: str, from_seq: int = 0) -> AsyncGenerator[tuple[int, list[Chunk]], None]:
+        if from_seq < 0:
+            raise ValueError(f"from_seq must be >= 0, not {from_seq}.")
+        redis = self._client().redis
+        key = self._stream_key(run_id)
+        last_id = HEADER_ID if from_seq == 0 else f"1-{from_seq - 1}".encode()
+        next_seq = from_seq
+        block_ms = max(int(self.block_seconds * 1000), 10)
+        with self._unavailable():
+            pipe = redis.pipeline(transaction=False)
+            pipe.exists(key)
+            pipe.xread({key: last_id}, count=READ_COUNT)
+            exists, reply = await pipe.execute()
+        if not exists:
+            return
+        while True:
+            if reply:
+                first = next_seq
+                batch: list[Chunk] = []
+                ended = False
+                for entry_id, fields in reply[0][1]:
+                    if entry_id == END_ID:
+                        ended = True
+                        break
+                    last = int(entry_id[2:])  # b"1-<seq>"
+                    chunks = _decode(fields[b"c"])
+                    start = last - len(chunks) + 1
+                    if start > next_seq:
+                        raise BrokerError(f"Run {run_id!r} has a gap: seq {next_seq} is missing.")
+                    batch += chunks[next_seq - start :] if start < next_seq else chunks
+                    next_seq = last + 1
+                    last_id = entry_id
+                if batch:
+                    yield first, batch
+                if ended:
+                    return
+            with self._unavailable():
+                reply = await redis.xread({key: last_id}, count=READ_COUNT, block=block_ms)
+                if not reply and not await redis.exists(key):
+                    return  # expired: the run's process died (rule 7)
+
+    async def request_stop(self, conversation_id: str) -> bool:
+        redis = self._client().redis
+        with self._unavailable():
+            run_id = await redis.get(self._active_key(conversation_id))
+            if run_id is None:
+                return False
+            stop_key = self._stop_key(_text(run_id))
+            pipe = redis.pipeline(transaction=True)
+            pipe.rpush(stop_key, b"stop")
+            pipe.pexpire(stop_key, int(self.active_ttl * 1000))
+            await pipe.execute()
+        return True
+
+    async def ping(self) -> None:
+        """One attempt on a fresh connection, no retries: is the server
+        reachable now? (For the system check and health probes.)"""
+        options = {**self.options, "retry": Retry(NoBackoff(), 0), "single_connection_client": True}
+        redis = Redis.from_url(self.url, **options)
+        try:
+            with self._unavailable():
+                await redis.ping()
+        finally:
+            await redis.aclose()
+
+    async def aclose(self) -> None:
+        for channel in list(self._channels):
+            await channel._stop_watcher()
+        self._channels.clear()
+        clients, self._clients = self._clients, {}
+        loop = asyncio.get_running_loop()
+        for client_loop, client in clients.items():
+            if client_loop is loop:
+                await client.redis.aclose()
+            # A client of another (usually closed) loop cannot be closed
+            # from here; its sockets go with its loop.
+
+    # -- helpers --------------------------------------------------------
+
+    def _client(self) -> _Client:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            for old in [old for old in self._clients if old.is_closed()]:
+                del self._clients[old]
+            client = self._clients[loop] = _Client(Redis.from_url(self.url, **self.options))
+        return client
+
+    @contextmanager
+    def _unavailable(self) -> Iterator[None]:
+        try:
+            yield
+        except _UNREACHABLE as exc:
+            raise BrokerUnavailable(f"Redis at {_redacted(self.url)} cannot be reached: {exc}") from exc

@@ -1,0 +1,233 @@
+"""What uistream stores: conversations, their messages, the runs that built
+the assistant messages, and each run's chunk log.
+
+The chunk log (``RunChunk``) is the canonical log of DESIGN.md: the ai@7
+chunks the client was sent, numbered from 0, each with its time offset from
+the run's start. It is append-only and written in batches by
+``uistream_app.recording.RunRecorder``, which also derives the stored
+assistant message from it, so ``Message.parts`` is what the browser built.
+
+JSON columns go through ``StoredJSONEncoder``: PostgreSQL's ``jsonb`` refuses
+the NUL character, which a model or a tool can emit and which the client was
+sent, so it is stored as U+FFFD rather than failing the write and losing the
+log. On PostgreSQL ``jsonb`` also reorders object keys; the stored values are
+equal (``==``) to what was sent, not byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import timedelta
+from typing import Any, Final
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+__all__ = ["Conversation", "Message", "Run", "RunChunk", "StoredJSONEncoder"]
+
+# An escaped NUL that is not itself an escaped backslash followed by "u0000".
+_ESCAPED_NUL: Final = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+class StoredJSONEncoder(json.JSONEncoder):
+    """``json.JSONEncoder`` that writes NUL as U+FFFD (PostgreSQL's ``jsonb``
+    rejects ``\\u0000``; the same rule on every backend keeps them alike)."""
+
+    def encode(self, o: Any) -> str:
+        text = super().encode(o)
+        if "\\u0000" in text:
+            text = _ESCAPED_NUL.sub(r"\1\\ufffd", text)
+        return text
+
+
+class Conversation(models.Model):
+    """A chat: the client's chat id, its owner, and its messages."""
+
+    id = models.CharField(
+        _("id"),
+        max_length=128,
+        primary_key=True,
+        help_text=_("The client's chat id."),
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="uistream_conversations",
+        verbose_name=_("owner"),
+    )
+    session_key = models.CharField(
+        _("session key"),
+        max_length=40,
+        blank=True,
+        db_index=True,
+        help_text=_("The session that owns the conversation when its owner is anonymous."),
+    )
+    title = models.CharField(_("title"), max_length=200, blank=True)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+    metadata = models.JSONField(_("metadata"), default=dict, blank=True, encoder=StoredJSONEncoder)
+
+    class Meta:
+        verbose_name = _("conversation")
+        verbose_name_plural = _("conversations")
+        ordering = ("-updated_at",)
+        indexes = (models.Index(fields=["owner", "-updated_at"], name="uistream_conv_owner_recent"),)
+
+    def __str__(self) -> str:
+        return self.title or self.id
+
+
+class Message(models.Model):
+    """One ``UIMessage`` of a conversation, at its position."""
+
+    class Role(models.TextChoices):
+        SYSTEM = "system", _("system")
+        USER = "user", _("user")
+        ASSISTANT = "assistant", _("assistant")
+
+    id = models.CharField(
+        _("id"),
+        max_length=128,
+        primary_key=True,
+        help_text=_("The UIMessage id; an assistant message's is the stream's start.messageId."),
+    )
+    conversation = models.ForeignKey(
+        Conversation,
+        on_delete=models.CASCADE,
+        related_name="messages",
+        verbose_name=_("conversation"),
+    )
+    role = models.CharField(_("role"), max_length=16, choices=Role.choices)
+    parts = models.JSONField(_("parts"), default=list, blank=True, encoder=StoredJSONEncoder)
+    metadata = models.JSONField(_("metadata"), null=True, blank=True, encoder=StoredJSONEncoder)
+    position = models.PositiveIntegerField(_("position"))
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("message")
+        verbose_name_plural = _("messages")
+        ordering = ("position",)
+        constraints = (
+            models.UniqueConstraint(fields=["conversation", "position"], name="uistream_message_position_unique"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.id}"
+
+    def as_ui_message(self) -> dict[str, Any]:
+        """The message as the AI SDK's ``UIMessage`` JSON: ``id``, ``role``,
+        ``metadata`` (only when set) and ``parts``."""
+        message: dict[str, Any] = {"id": self.id, "role": self.role}
+        if self.metadata is not None:
+            message["metadata"] = self.metadata
+        message["parts"] = self.parts
+        return message
+
+
+class Run(models.Model):
+    """One streamed answer: the assistant message it built, how it ended,
+    and its timing. ``error_detail`` is for operators, never for clients."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", _("running")
+        COMPLETED = "completed", _("completed")
+        FAILED = "failed", _("failed")
+        #: The client went away.
+        CANCELLED = "cancelled", _("cancelled")
+        #: Stopped on purpose through the stop endpoint.
+        STOPPED = "stopped", _("stopped")
+
+    id = models.UUIDField(_("id"), primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        Conversation,
+        on_delete=models.CASCADE,
+        related_name="runs",
+        verbose_name=_("conversation"),
+    )
+    message = models.ForeignKey(
+        Message,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="runs",
+        verbose_name=_("message"),
+        help_text=_("The assistant message the run built."),
+    )
+    status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.RUNNING, db_index=True)
+    finish_reason = models.CharField(_("finish reason"), max_length=32, blank=True)
+    error_code = models.CharField(_("error code"), max_length=64, blank=True)
+    error_detail = models.TextField(_("error detail"), blank=True, help_text=_("Never sent to clients."))
+    model = models.CharField(_("model"), max_length=200, blank=True)
+    usage = models.JSONField(_("usage"), default=dict, blank=True, encoder=StoredJSONEncoder)
+    sdk_version = models.PositiveSmallIntegerField(
+        _("SDK version"), default=7, help_text=_("The AI SDK dialect the originating client was served.")
+    )
+    trigger = models.CharField(_("trigger"), max_length=32, blank=True)
+    started_at = models.DateTimeField(_("started at"), default=timezone.now)
+    first_chunk_at = models.DateTimeField(_("first chunk at"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    chunk_count = models.PositiveIntegerField(_("chunk count"), default=0)
+
+    class Meta:
+        verbose_name = _("run")
+        verbose_name_plural = _("runs")
+        ordering = ("-started_at",)
+        indexes = (
+            models.Index(fields=["conversation", "-started_at"], name="uistream_run_conv_recent"),
+            models.Index(fields=["status", "model"], name="uistream_run_status_model"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status})"
+
+    @property
+    def time_to_first_chunk(self) -> timedelta | None:
+        if self.first_chunk_at is None:
+            return None
+        return self.first_chunk_at - self.started_at
+
+    @property
+    def duration(self) -> timedelta | None:
+        if self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+
+class RunChunk(models.Model):
+    """One chunk of a run's canonical log. Append-only: rows are written in
+    batches by ``RunRecorder`` and never changed."""
+
+    run = models.ForeignKey(
+        Run,
+        on_delete=models.CASCADE,
+        related_name="chunks",
+        verbose_name=_("run"),
+        # The (run, seq) unique index serves every lookup by run; a second
+        # index on run alone would only slow down the log's bulk inserts.
+        db_index=False,
+    )
+    seq = models.PositiveIntegerField(_("sequence number"))
+    offset_ms = models.PositiveIntegerField(_("offset (ms)"), help_text=_("Milliseconds since the run started."))
+    chunk = models.JSONField(_("chunk"), encoder=StoredJSONEncoder, help_text=_("The ai@7 UI message chunk."))
+
+    class Meta:
+        verbose_name = _("run chunk")
+        verbose_name_plural = _("run chunks")
+        # run_id, not run: ordering by the relation would join Run for its ordering.
+        ordering = ("run_id", "seq")
+        constraints = (models.UniqueConstraint(fields=["run", "seq"], name="uistream_runchunk_seq_unique"),)
+
+    def __str__(self) -> str:
+        chunk_type = self.chunk.get("type") if isinstance(self.chunk, dict) else None
+        return f"{self.run_id} #{self.seq} {chunk_type or '?'}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise ValueError("RunChunk rows are append-only; a stored chunk is never changed.")
+        super().save(*args, **kwargs)
