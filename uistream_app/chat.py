@@ -1,0 +1,378 @@
+"""Starting a chat run: the part every transport shares.
+
+``ChatRunMixin`` holds the hooks a project overrides (``get_model``,
+``get_tools``, ``get_system_prompt``, ``get_source``…) and ``start_run``,
+which applies a parsed request to the stored conversation (one
+transaction), registers the run with the live-run broker and starts its
+task. ``ChatView`` (HTTP) and ``ChatConsumer`` (WebSocket) both mix it in;
+they differ only in how they read requests and deliver chunks.
+
+``execute_run`` is the run task: encode, record, publish, and close the log
+however the run ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import ImproperlyConfigured
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from .chat_request import BadRequest, ChatRequest
+from .conf import settings as uistream_settings
+from .live import RunAlreadyActive, RunChannel, get_broker
+from .models import Conversation, Message, Run
+from .protocol.events import Event
+from .protocol.ui.chunks import Chunk
+from .protocol.ui.encoder import UIMessageEncoder
+from .protocol.ui.stream import aencode_batches
+from .recording import RunRecorder
+from .runs import ChatModel, SystemMessage, Tool, ToolLoop, model_name, ui_to_model_messages
+
+__all__ = ["ChatRunMixin", "StartedRun", "execute_run", "new_message_id", "not_found"]
+
+logger = logging.getLogger("uistream_app.chat")
+
+
+def not_found(what: str = "chat") -> BadRequest:
+    # The same answer for "missing" and "someone else's" (no oracle).
+    return BadRequest(f"{what} not found", code="not_found", status=404)
+
+
+def new_message_id() -> str:
+    return "msg_" + secrets.token_urlsafe(18)
+
+
+@dataclass
+class StartedRun:
+    run: Run
+    message: Message
+    task: asyncio.Task[None]
+
+
+class ChatRunMixin:
+    """The hooks of a chat endpoint and the start of its runs."""
+
+    model: Any = None
+    tools: Sequence[Any] | None = None
+    system_prompt: str | None = None
+    max_steps: int | None = None
+    sdk_version: int | None = None
+
+    # -- hooks ---------------------------------------------------------------
+
+    def get_model(self) -> ChatModel:
+        """The chat model of this request's run. Called once per request;
+        override to pick a model per user or per conversation."""
+        # Read through the class so a plain function is not bound as a method.
+        value = self.__dict__.get("model", type(self).model)
+        if value is None:
+            value = uistream_settings.import_setting("MODEL")
+        if value is None:
+            raise ImproperlyConfigured(
+                f"'{type(self).__name__}' should either include a `model` attribute, "
+                "set UISTREAM['MODEL'], or override the `get_model()` method."
+            )
+        if isinstance(value, type) or (callable(value) and not isinstance(value, ChatModel)):
+            value = value()
+        if isinstance(value, ChatModel):
+            return value
+        raise ImproperlyConfigured(f"'{type(self).__name__}': the model {value!r} has no stream() method.")
+
+    def get_tools(self) -> list[Tool]:
+        """The tools the model may call (``Tool`` objects, functions, or
+        dotted paths to either)."""
+        raw = self.tools if self.tools is not None else uistream_settings.TOOLS
+        tools: list[Tool] = []
+        for item in raw:
+            value = import_string(item) if isinstance(item, str) else item
+            tools.append(value if isinstance(value, Tool) else Tool(value))
+        return tools
+
+    def get_system_prompt(self) -> str | None:
+        return self.system_prompt
+
+    def get_max_steps(self) -> int:
+        return int(self.max_steps if self.max_steps is not None else uistream_settings.MAX_STEPS)
+
+    def get_source(self, history: list[dict[str, Any]], chat: ChatRequest, model: ChatModel) -> AsyncIterator[Event]:
+        """The run's event source. ``history`` is the stored conversation
+        (UIMessages, oldest first) the model answers. The default runs a
+        ``ToolLoop`` over the model and tools; return any async iterator of
+        source events to run something else (an agent, a canned reply)."""
+        messages = ui_to_model_messages(history)
+        prompt = self.get_system_prompt()
+        if prompt:
+            messages.insert(0, SystemMessage(prompt))
+        loop = ToolLoop(
+            model,
+            self.get_tools(),
+            max_steps=self.get_max_steps(),
+            error_text=uistream_settings.ERROR_TEXT,
+        )
+        return loop.run(messages)
+
+    def get_message_metadata(self, chat: ChatRequest) -> Any:
+        """Metadata for the assistant message's ``start`` chunk (None: none)."""
+        return None
+
+    async def start_run(self, chat: ChatRequest, owner: dict[str, Any], version: int, model: ChatModel) -> StartedRun:
+        """Apply ``chat`` to the stored conversation, register the run with
+        the broker and start its task. Raises ``BadRequest`` (404 for a chat
+        that is not the owner's, 409 while another run streams) with
+        nothing written."""
+        broker = get_broker()
+        if await broker.active_run(chat.chat_id) is not None:
+            # Checked again atomically by open_run below.
+            await self._check_owned_or_new(chat.chat_id, owner)
+            raise BadRequest("a reply is still streaming in this chat", code="run_active", status=409)
+        prepared = await sync_to_async(self.prepare_run, thread_sensitive=True)(chat, owner, version, model)
+        run, message, history = prepared
+        try:
+            channel = await broker.open_run(chat.chat_id, str(run.pk))
+        except RunAlreadyActive:
+            await sync_to_async(self.discard_run)(run, message)
+            raise BadRequest("a reply is still streaming in this chat", code="run_active", status=409) from None
+        encoder = UIMessageEncoder(message.pk, self.get_message_metadata(chat))
+        recorder = RunRecorder(run, message)
+        stopped = asyncio.Event()
+        source = self.get_source(history, chat, model)
+        task = asyncio.create_task(
+            execute_run(
+                source,
+                encoder,
+                channel,
+                recorder,
+                error_text=uistream_settings.ERROR_TEXT,
+                expose_errors=bool(uistream_settings.EXPOSE_ERRORS),
+                stopped=stopped,
+            ),
+            name=f"uistream-run-{run.pk}",
+        )
+        watcher = asyncio.create_task(_watch_stop(channel, task, stopped))
+        task.add_done_callback(lambda _t: watcher.cancel())
+        return StartedRun(run, message, task)
+
+    async def _check_owned_or_new(self, chat_id: str, owner: dict[str, Any]) -> None:
+        exists = await Conversation.objects.filter(pk=chat_id).exclude(**owner).aexists()
+        if exists:
+            raise not_found()
+
+    # -- database work (one transaction, in a worker thread) ----------------------
+
+    def prepare_run(
+        self, chat: ChatRequest, owner: dict[str, Any], version: int, model: ChatModel
+    ) -> tuple[Run, Message, list[dict[str, Any]]]:
+        """Apply the request to the stored conversation and create the
+        assistant message and its run. The stored conversation is the truth:
+        the client's history only contributes its new user message."""
+        with transaction.atomic():
+            conversation = Conversation.objects.select_for_update().filter(pk=chat.chat_id).first()
+            if conversation is None:
+                conversation = Conversation(pk=chat.chat_id, **owner)
+                conversation.save(force_insert=True)
+            elif not self._owns(conversation, owner):
+                raise not_found()
+            if chat.trigger == "regenerate-message":
+                self.apply_regenerate(conversation, chat)
+            else:
+                self.apply_submit(conversation, chat)
+            stored = list(conversation.messages.order_by("position"))
+            if not stored or stored[-1].role != "user":
+                raise BadRequest("there is no user message to answer", code="nothing_to_answer")
+            position = stored[-1].position + 1
+            message = Message.objects.create(
+                pk=new_message_id(), conversation=conversation, role="assistant", parts=[], position=position
+            )
+            if not conversation.title:
+                conversation.title = _title_from(stored[-1].parts)
+            conversation.updated_at = timezone.now()
+            conversation.save(update_fields=["title", "updated_at"])
+            run = Run.objects.create(
+                conversation=conversation,
+                message=message,
+                status="running",
+                model=model_name(model)[:200],
+                sdk_version=version,
+                trigger=chat.trigger,
+            )
+        return run, message, [m.as_ui_message() for m in stored]
+
+    @staticmethod
+    def _owns(conversation: Conversation, owner: dict[str, Any]) -> bool:
+        if owner.get("owner") is not None:
+            return bool(conversation.owner_id == owner["owner"].pk)
+        return bool(conversation.owner_id is None and conversation.session_key == owner.get("session_key"))
+
+    def check_request(self, chat: ChatRequest) -> None:
+        """Shape rules that need no database: a submit ends with the new user
+        message (continuing an assistant message is the approvals' and client
+        tools' business: not accepted here)."""
+        if chat.trigger == "submit-message":
+            last = chat.last_message
+            if last is None:
+                raise BadRequest("submit-message needs the new user message in messages", field="messages")
+            if last["role"] != "user":
+                raise BadRequest(
+                    "submit-message needs the new user message last in messages",
+                    field=f"messages[{len(chat.messages) - 1}]",
+                )
+
+    def apply_submit(self, conversation: Conversation, chat: ChatRequest) -> None:
+        last = chat.last_message
+        assert last is not None  # check_request
+        messages = conversation.messages
+        if chat.message_id is not None:
+            # An edit: the edited user message and everything after it go.
+            edited = messages.filter(pk=chat.message_id, role="user").first()
+            if edited is None:
+                raise not_found("message")
+            if chat.message_id != last["id"]:
+                raise BadRequest("an edit resends the edited message under its own id", field="messageId")
+            messages.filter(position__gte=edited.position).delete()
+        elif messages.filter(pk=last["id"]).exists():
+            raise BadRequest("that message was already sent; regenerate or edit instead", code="duplicate", status=409)
+        position = (messages.aggregate(Max("position"))["position__max"] or -1) + 1
+        try:
+            with transaction.atomic():
+                Message.objects.create(
+                    pk=last["id"],
+                    conversation=conversation,
+                    role="user",
+                    parts=last["parts"],
+                    metadata=last.get("metadata"),
+                    position=position,
+                )
+        except IntegrityError:
+            raise BadRequest("that message id is already taken", code="duplicate", status=409) from None
+
+    def apply_regenerate(self, conversation: Conversation, chat: ChatRequest) -> None:
+        messages = conversation.messages
+        if chat.message_id is not None:
+            target = messages.filter(pk=chat.message_id, role="assistant").first()
+        else:
+            target = messages.order_by("-position").first()
+            if target is not None and target.role != "assistant":
+                target = None
+        if target is None:
+            raise not_found("message")
+        messages.filter(position__gte=target.position).delete()
+
+    def discard_run(self, run: Run, message: Message) -> None:
+        with transaction.atomic():
+            run.delete()
+            message.delete()
+
+
+async def execute_run(
+    source: AsyncIterator[Event],
+    encoder: UIMessageEncoder,
+    channel: RunChannel,
+    recorder: RunRecorder,
+    *,
+    error_text: str,
+    expose_errors: bool,
+    stopped: asyncio.Event,
+) -> None:
+    """Drive one run: encode the source, record every chunk, publish it.
+
+    The chunks one source event produces are recorded and published
+    together. Recording comes first: whatever a subscriber was sent is in
+    the log. However the run ends (done, failed, stopped, cancelled because
+    its client left), the log is closed with a terminal chunk, stored, and
+    the broker released.
+    """
+    failure: list[BaseException] = []
+    status = "completed"
+    flusher = asyncio.create_task(_flush_when_due(recorder), name=f"uistream-flush-{recorder.run.pk}")
+    try:
+        async for batch in aencode_batches(
+            source, encoder, error_text=error_text, expose_errors=expose_errors, on_error=failure.append
+        ):
+            await recorder.add(batch)
+            await channel.publish(batch)
+        if failure:
+            status = "failed"
+    except asyncio.CancelledError:
+        status = "stopped" if stopped.is_set() else "cancelled"
+        tail = encoder.abort("stopped" if stopped.is_set() else None)
+        if tail:
+            await asyncio.shield(_record_and_publish(recorder, channel, tail))
+        raise
+    except Exception as exc:  # a failure of ours (recording, broker): still close cleanly
+        logger.exception("run %s failed outside its source", recorder.run.pk)
+        failure.append(exc)
+        status = "failed"
+        tail = encoder.error(error_text)
+        if tail:
+            await asyncio.shield(_record_and_publish(recorder, channel, tail))
+    finally:
+        flusher.cancel()
+        await asyncio.gather(flusher, return_exceptions=True)
+        error = failure[0] if failure else None
+        await asyncio.shield(
+            _finish(
+                recorder,
+                channel,
+                status,
+                usage=dict(encoder.usage),
+                error_code=type(error).__name__ if error else "",
+                error_detail=repr(error) if error else "",
+            )
+        )
+
+
+async def _flush_when_due(recorder: RunRecorder, idle: float = 0.25) -> None:
+    """While the source stalls (a slow model, a long tool), chunks already
+    sent still reach the database within ``FLUSH_EVERY_MS``: ``add`` only
+    flushes when it is called."""
+    while True:
+        deadline = recorder.pending_flush_deadline()  # on time.monotonic
+        if deadline is None:
+            await asyncio.sleep(idle)
+            continue
+        delay = deadline - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if recorder.pending_flush_deadline() is not None:
+            try:
+                await recorder.flush()
+            except Exception:  # logged; finish() retries what is pending
+                logger.exception("periodic flush of run %s failed", recorder.run.pk)
+                await asyncio.sleep(idle)
+
+
+async def _record_and_publish(recorder: RunRecorder, channel: RunChannel, chunks: list[Chunk]) -> None:
+    await recorder.add(chunks)
+    try:
+        await channel.publish(chunks)
+    except Exception:  # the log is what counts; a subscriber will see the stored run
+        logger.exception("could not publish the closing chunks of run %s", recorder.run.pk)
+
+
+async def _finish(recorder: RunRecorder, channel: RunChannel, status: str, **fields: Any) -> None:
+    try:
+        await recorder.finish(status, **fields)
+    finally:
+        await channel.close()
+
+
+def _title_from(parts: list[dict[str, Any]]) -> str:
+    text = " ".join(p.get("text", "") for p in parts if p.get("type") == "text").strip()
+    return (text[:77] + "…") if len(text) > 80 else text
+
+
+async def _watch_stop(channel: RunChannel, task: asyncio.Task[None], stopped: asyncio.Event) -> None:
+    await channel.stop_requested.wait()
+    stopped.set()
+    task.cancel()
