@@ -27,6 +27,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
     "uistream_app",
 ]
 
@@ -70,7 +72,8 @@ def _database_from_url(url: str) -> dict[str, object]:
     if parts.scheme not in engines:
         raise ValueError(f"DATABASE_URL scheme {parts.scheme!r} is not one of {sorted(engines)}")
     if parts.scheme == "sqlite":
-        return {"ENGINE": engines["sqlite"], "NAME": unquote(parts.path.lstrip("/")) or ":memory:"}
+        # sqlite:///relative.db, sqlite:////absolute/path.db
+        return {"ENGINE": engines["sqlite"], "NAME": unquote(parts.path[1:]) or ":memory:"}
     return {
         "ENGINE": engines[parts.scheme],
         "NAME": unquote(parts.path.lstrip("/")),
@@ -94,6 +97,14 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# The conversations API (uistream_app.api) and its OpenAPI schema at /api/schema/.
+REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "uistream",
+    "DESCRIPTION": "Conversations, their messages as UIMessages, and stored runs with their transcripts.",
+    "VERSION": "1",
+}
 
 UISTREAM: dict[str, object] = {
     # The offline demo model, or a real OpenAI-compatible server when

@@ -1,0 +1,146 @@
+"""URLs of the HTTP benchmark server: the demo's, plus three of the bench.
+
+* ``POST bench/chat``: ``WorkloadChatView``, the real ``ChatView`` with a
+  ``ScriptedModel`` that replays ``../shared/bench/workload.json`` step by
+  step with no delay and the workload's two tools answering with the
+  recorded results (``loop_plugin``'s model and tools). Everything else is
+  the app's: session, CSRF, ``prepare_run``, ``ToolLoop``, encoder,
+  ``RunRecorder`` (SQLite), broker, ``render_subscription``.
+* ``POST bench/baseline``: a bare ``StreamingHttpResponse`` with the same
+  headers, yielding the same SSE frames one frame per yield. The frames are
+  made once, at import, by the project's own ``UIMessageEncoder`` and ai@7
+  ``UIStreamRenderer`` from the same workload, under a message id as long as
+  the ones ``ChatView`` makes, so both bodies have the same size.
+* ``GET bench/queries``: the SQL statements every database connection of
+  this process ran, by kind and table (counted by an ``execute_wrapper``
+  installed on each new connection), and the latest ``Run``;
+  ``?reset=1`` zeroes the counts after reading them.
+
+Import it with ``bench/`` on ``sys.path`` (``bench_settings`` does).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from django.db import connections
+from django.db.backends.signals import connection_created
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.urls import include, path
+from django.views.decorators.csrf import csrf_exempt
+from loop_plugin import model_steps, recorded_tools
+from uistream_plugin import source_events
+
+from uistream_app.chat import new_message_id
+from uistream_app.models import Run
+from uistream_app.protocol.sse import DONE_FRAME
+from uistream_app.protocol.ui.encoder import UIMessageEncoder
+from uistream_app.protocol.ui.render import UIStreamRenderer
+from uistream_app.runs import ScriptedModel
+from uistream_app.views import SSE_HEADERS, ChatView
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOAD_PATH = Path(os.environ.get("UISTREAM_BENCH_WORKLOAD") or ROOT.parent / "shared" / "bench" / "workload.json")
+WORKLOAD: dict[str, Any] = orjson.loads(WORKLOAD_PATH.read_bytes())
+STEPS = model_steps(WORKLOAD)
+TOOLS = recorded_tools(WORKLOAD)
+
+
+# -- the workload through the whole view ---------------------------------------------
+
+
+def workload_model() -> ScriptedModel:
+    """A fresh model per request (``ChatView.get_model`` calls it): the
+    workload's steps, replayed with no delay."""
+    model = ScriptedModel(name="workload")
+    for step in STEPS:
+        model.enqueue_events(step)
+    return model
+
+
+class WorkloadChatView(ChatView):
+    model = workload_model
+    tools = TOOLS
+    max_steps = len(STEPS)
+
+
+# -- the bare baseline -----------------------------------------------------------------
+
+
+def baseline_frames() -> list[bytes]:
+    encoder = UIMessageEncoder(new_message_id())  # as long as ChatView's ids
+    render = UIStreamRenderer(7).render
+    frames = [render(chunk) for event in source_events(WORKLOAD) for chunk in encoder.feed(event)]
+    frames.append(DONE_FRAME)
+    return frames
+
+
+FRAMES = baseline_frames()
+
+
+@csrf_exempt
+async def baseline_view(request: HttpRequest) -> StreamingHttpResponse:
+    async def body() -> AsyncIterator[bytes]:
+        for frame in FRAMES:
+            yield frame
+
+    response = StreamingHttpResponse(body(), content_type="text/event-stream")
+    for name, value in SSE_HEADERS.items():
+        response[name] = value
+    return response
+
+
+# -- counting SQL statements -------------------------------------------------------------
+
+_counts: Counter[str] = Counter()
+_lock = threading.Lock()
+_TABLE = re.compile(r'^\s*(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+"?([\w]+)"?', re.I)
+
+
+def _count(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+    match = _TABLE.match(sql)
+    key = f"{match.group(1).split()[0].upper()} {match.group(2)}" if match else sql.lstrip()[:6].upper()
+    with _lock:
+        _counts[key] += 1
+    return execute(sql, params, many, context)
+
+
+def _install(sender: Any, connection: Any, **kwargs: Any) -> None:
+    if _count not in connection.execute_wrappers:
+        connection.execute_wrappers.append(_count)
+
+
+connection_created.connect(_install)
+for _connection in connections.all(initialized_only=True):
+    _install(None, _connection)
+
+
+def queries_view(request: HttpRequest) -> JsonResponse:
+    with _lock:
+        counts = dict(_counts)
+        if request.GET.get("reset"):
+            _counts.clear()
+    run = Run.objects.order_by("-started_at").values("status", "chunk_count", "model").first()
+    statuses = dict(Run.objects.values_list("status").annotate(n=Count("pk")).order_by())
+    return JsonResponse({"counts": counts, "last_run": run, "runs": statuses, "frames": len(FRAMES)})
+
+
+def ping_view(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(b"ok")
+
+
+urlpatterns = [
+    path("bench/chat", WorkloadChatView.as_view(), name="bench-chat"),
+    path("bench/baseline", baseline_view, name="bench-baseline"),
+    path("bench/queries", queries_view, name="bench-queries"),
+    path("bench/ping", ping_view, name="bench-ping"),
+    path("", include("demo_project.urls")),
+]

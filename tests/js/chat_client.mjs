@@ -1,0 +1,105 @@
+#!/usr/bin/env node
+// The useChat core of a real `ai` client (AbstractChat + DefaultChatTransport,
+// what @ai-sdk/react's useChat wraps) driven against a live uistream server.
+//
+//   node chat_client.mjs '<json>'
+//
+// <json>: {"base": "http://127.0.0.1:PORT", "api": "/api/chat", "chatId": "...",
+//          "version": 5|6|7, "cookie": "sessionid=...; csrftoken=...", "csrf": "...",
+//          "steps": [{"send": "text"} | {"regenerate": true} | {"resume": true}]}
+// The version is sent as the x-uistream-sdk-version header, the way a project
+// serving old clients would configure its transport.
+// Prints one JSON line: {"messages": [...], "status", "error", "finished": n}
+// where messages are the chat's state after the last step, normalised with
+// JSON.parse(JSON.stringify(...)) as they would be stored.
+
+import { SDKS } from './lib/sdk.mjs';
+
+class State {
+  constructor() {
+    this.status = 'ready';
+    this.error = undefined;
+    this.messages = [];
+  }
+  pushMessage(message) {
+    this.messages = this.messages.concat(message);
+  }
+  popMessage() {
+    this.messages = this.messages.slice(0, -1);
+  }
+  replaceMessage(index, message) {
+    this.messages = [...this.messages.slice(0, index), this.snapshot(message), ...this.messages.slice(index + 1)];
+  }
+  snapshot(thing) {
+    return structuredClone(thing);
+  }
+}
+
+async function main() {
+  const options = JSON.parse(process.argv[2]);
+  const sdk = SDKS[options.version ?? 7];
+  const headers = { 'x-uistream-sdk-version': String(options.version ?? 7) };
+  if (options.csrf) headers['x-csrftoken'] = options.csrf;
+  // A browser's cookie jar, as far as this test needs one: the server may
+  // start the visitor's session on the first answer.
+  const jar = new Map(
+    (options.cookie ?? '')
+      .split('; ')
+      .filter(Boolean)
+      .map(pair => pair.split('=')),
+  );
+  const fetchWithCookies = async (input, init = {}) => {
+    const request = new Headers(init.headers);
+    request.set('cookie', [...jar].map(([k, v]) => `${k}=${v}`).join('; '));
+    const response = await fetch(input, { ...init, headers: request });
+    for (const line of response.headers.getSetCookie()) {
+      const [pair] = line.split(';');
+      const at = pair.indexOf('=');
+      jar.set(pair.slice(0, at).trim(), pair.slice(at + 1));
+    }
+    return response;
+  };
+  const transport = new sdk.DefaultChatTransport({
+    api: options.base + (options.api ?? '/api/chat'),
+    headers,
+    fetch: fetchWithCookies,
+  });
+  let finished = 0;
+  let lastError = null;
+  class NodeChat extends sdk.AbstractChat {
+    constructor() {
+      super({
+        id: options.chatId,
+        transport,
+        state: new State(),
+        onFinish: () => {
+          finished += 1;
+        },
+        onError: error => {
+          lastError = error.message;
+        },
+      });
+    }
+  }
+  const chat = new NodeChat();
+  for (const step of options.steps) {
+    if (step.send !== undefined) await chat.sendMessage({ text: step.send });
+    else if (step.regenerate) await chat.regenerate();
+    else if (step.resume) await chat.resumeStream();
+  }
+  const state = chat.state ?? chat['~state'] ?? {};
+  const messages = chat.messages ?? state.messages;
+  process.stdout.write(
+    JSON.stringify({
+      messages: JSON.parse(JSON.stringify(messages)),
+      status: chat.status,
+      error: lastError,
+      finished,
+    }) + '\n',
+  );
+}
+
+main().catch(error => {
+  process.stderr.write(`${error.stack ?? error}\n`);
+  process.exit(1);
+});

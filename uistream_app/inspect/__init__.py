@@ -1,0 +1,17 @@
+"""Reading a stored run back: the operator's side of the canonical log.
+
+The admin's transcript inspector, the API's transcript endpoint and the
+management commands share these pieces, each of which reads the log
+through ``recording.iter_log`` (by key, a page at a time), so a run of any
+length is never in memory at once:
+
+* ``formats``: the wire dialects a stored run can be rendered in (a
+  registry: name → renderer factory, file extension, content type) and the
+  canonical log as JSON lines; streaming writers for both.
+* ``verify``: the verifiers whose findings make a run's verdict: the ai@7
+  chunk schema, the reader (the SDK's own ordering errors), the encoder's
+  framing rules, and, for a stored run, the recorder's bookkeeping.
+* ``timeline``: chunk arrival folded into a fixed-size picture (an SVG).
+* ``parts``: a ``UIMessage``'s parts prepared for a template.
+* ``analysis``: the one pass over a run's log that feeds all of the above.
+"""
