@@ -40,7 +40,10 @@ def run_client(node: str, base: str, browser: Browser, **options: Any) -> dict[s
     payload = {"base": base, "cookie": cookie, "csrf": browser.token, **options}
     result = subprocess.run(
         [node, str(JS_DIR / "chat_client.mjs"), json.dumps(payload)],
-        capture_output=True, text=True, cwd=JS_DIR, timeout=60,
+        capture_output=True,
+        text=True,
+        cwd=JS_DIR,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     out: dict[str, Any] = json.loads(result.stdout)
@@ -57,7 +60,11 @@ def test_the_real_client_builds_what_we_store(node: str, server: str, version: i
     browser = Browser(server)
     chat_id = f"real-{version}"
     out = run_client(
-        node, server, browser, chatId=chat_id, version=version,
+        node,
+        server,
+        browser,
+        chatId=chat_id,
+        version=version,
         steps=[{"send": "What's the weather in Oslo?"}, {"send": "compute 6*7"}],
     )
     assert out["error"] is None
@@ -73,12 +80,15 @@ def test_the_real_client_builds_what_we_store(node: str, server: str, version: i
         assert [text(m) for m in out["messages"]] == [text(m) for m in stored]
     answer = stored[1]
     tool_parts = [p for p in answer["parts"] if p["type"] == "tool-get_weather"]
-    assert tool_parts and tool_parts[0]["state"] == "output-available"
+    assert tool_parts
+    assert tool_parts[0]["state"] == "output-available"
 
 
 def test_regenerate_replaces_the_answer_in_the_client_and_the_database(node: str, server: str) -> None:
     browser = Browser(server)
-    out = run_client(node, server, browser, chatId="regen", version=7, steps=[{"send": "count to 3"}, {"regenerate": True}])
+    out = run_client(
+        node, server, browser, chatId="regen", version=7, steps=[{"send": "count to 3"}, {"regenerate": True}]
+    )
     assert out["error"] is None
     wait_for(lambda: not Run.objects.filter(status="running").exists(), "the runs to be stored")
     stored = stored_messages("regen")

@@ -79,3 +79,34 @@ def test_import_setting_names_the_key() -> None:
         import collections
 
         assert settings.import_setting("MODEL") is collections.OrderedDict
+
+
+def test_bad_broker_setting() -> None:
+    from uistream_app.checks import check_broker
+
+    with override_settings(UISTREAM={"BROKER": {"BACKEND": "carrier-pigeon"}}):
+        assert ids(check_broker()) == ["uistream_app.E006"]
+    with override_settings(UISTREAM={}):
+        assert check_broker() == []
+
+
+def test_unreachable_redis_warns() -> None:
+    from uistream_app.checks import check_broker_reachable
+
+    # Port 9 on loopback: nothing listens there.
+    broker = {"BACKEND": "redis", "URL": "redis://127.0.0.1:9/0"}
+    with override_settings(UISTREAM={"BROKER": broker}):
+        assert ids(check_broker_reachable()) == ["uistream_app.W003"]
+    with override_settings(UISTREAM={}):
+        assert check_broker_reachable() == []
+
+
+def test_no_asgi_application_warns() -> None:
+    from django.conf import settings as dj
+
+    from uistream_app.checks import check_asgi
+
+    apps = [a for a in dj.INSTALLED_APPS if a != "daphne"]
+    with override_settings(ASGI_APPLICATION=None, INSTALLED_APPS=apps):
+        assert ids(check_asgi()) == ["uistream_app.W002"]
+    assert check_asgi() == []

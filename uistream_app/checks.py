@@ -7,11 +7,15 @@
 | E003   | ``SDK_VERSION`` is not 5, 6 or 7 |
 | E004   | ``ON_DISCONNECT`` is not "cancel" or "finish" |
 | E005   | a numeric setting is not a positive number |
+| E006   | ``BROKER`` is not a valid broker setting |
 | W001   | ``GZipMiddleware`` is installed: it buffers streaming responses |
+| W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
+| W003   | the Redis broker cannot be reached (``check --deploy``) |
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -110,3 +114,61 @@ def check_middleware(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
             )
         ]
     return []
+
+
+@register(Tags.compatibility)
+def check_broker(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    from .live import BrokerConfigError, broker_from_config
+
+    user = getattr(django_settings, "UISTREAM", {})
+    config = user.get("BROKER", DEFAULTS["BROKER"]) if isinstance(user, dict) else DEFAULTS["BROKER"]
+    try:
+        broker_from_config(config)
+    except (BrokerConfigError, TypeError, ValueError, ImportError) as exc:
+        return [
+            Error(
+                f"UISTREAM['BROKER'] is not a valid broker setting: {exc}",
+                hint='Use {"BACKEND": "memory"} or {"BACKEND": "redis", "URL": "redis://127.0.0.1:6379/0"}.',
+                id="uistream_app.E006",
+            )
+        ]
+    return []
+
+
+@register(Tags.compatibility, deploy=True)
+def check_broker_reachable(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Only for a Redis broker, and only with ``--deploy``: a ping, so a deploy check
+    says at once that resume and stop across processes will not work."""
+    from .live import BrokerError, ping
+
+    user = getattr(django_settings, "UISTREAM", {})
+    config = user.get("BROKER") if isinstance(user, dict) else None
+    if not isinstance(config, dict) or config.get("BACKEND") != "redis":
+        return []
+    try:
+        asyncio.run(ping(config))
+    except RuntimeError:
+        return []  # inside a running event loop: cannot ping from here
+    except BrokerError as exc:
+        return [
+            Warning(
+                f"The Redis broker cannot be reached: {exc}",
+                hint="Start Redis or fix UISTREAM['BROKER']['URL']; until then chats cannot start.",
+                id="uistream_app.W003",
+            )
+        ]
+    return []
+
+
+@register(Tags.compatibility)
+def check_asgi(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    if getattr(django_settings, "ASGI_APPLICATION", None) or "daphne" in django_settings.INSTALLED_APPS:
+        return []
+    return [
+        Warning(
+            "The uistream chat views are async and stream for as long as a model "
+            "answers; served under WSGI each open chat holds a worker thread.",
+            hint="Serve the project with an ASGI server (daphne, uvicorn) and set ASGI_APPLICATION.",
+            id="uistream_app.W002",
+        )
+    ]

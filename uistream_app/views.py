@@ -44,6 +44,7 @@ from .conf import SDK_VERSIONS
 from .conf import settings as uistream_settings
 from .live import Broker, get_broker
 from .models import Conversation, Message, Run
+from .portal import in_portal, iterate_in_portal
 from .protocol.sse import KEEPALIVE_FRAME
 from .protocol.ui.chunks import Chunk
 from .protocol.ui.render import UIStreamRenderer
@@ -76,6 +77,28 @@ def error_response(exc: BadRequest) -> JsonResponse:
 
 
 # -- ownership -----------------------------------------------------------------
+
+
+def is_wsgi(request: HttpRequest) -> bool:
+    return "wsgi.input" in request.META
+
+
+class PortalMixin:
+    """Under WSGI, run the (async) handler in the portal and stream its
+    answer through a plain iterator (see ``uistream_app.portal``)."""
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        handler = super().dispatch  # type: ignore[misc]
+        if not is_wsgi(request):
+            return handler(request, *args, **kwargs)
+
+        async def bridged() -> HttpResponseBase:
+            response: HttpResponseBase = await in_portal(handler(request, *args, **kwargs))
+            if isinstance(response, StreamingHttpResponse) and response.is_async:
+                response.streaming_content = iterate_in_portal(response.streaming_content)  # type: ignore[arg-type]
+            return response
+
+        return bridged()
 
 
 class OwnerMixin:
@@ -225,7 +248,7 @@ def sse_response(body: AsyncIterator[bytes]) -> StreamingHttpResponse:
 
 
 @method_decorator(csrf_exempt, name="dispatch")
-class ChatView(OwnerMixin, ChatRunMixin, View):
+class ChatView(PortalMixin, OwnerMixin, ChatRunMixin, View):
     """useChat's endpoint: POST in, UI message stream out.
 
     Subclass it and set ``model`` / ``tools`` / ``system_prompt`` (or
@@ -287,7 +310,7 @@ class ChatView(OwnerMixin, ChatRunMixin, View):
         return sse_response(body)
 
 
-class ChatStreamView(OwnerMixin, View):
+class ChatStreamView(PortalMixin, OwnerMixin, View):
     """GET ``chat/<chat_id>/stream``: useChat's resume. 204 when no run is
     active; else the whole run replayed from its first chunk, then live."""
 
@@ -314,7 +337,7 @@ class ChatStreamView(OwnerMixin, View):
 
 
 @method_decorator(csrf_exempt, name="dispatch")
-class ChatStopView(OwnerMixin, View):
+class ChatStopView(PortalMixin, OwnerMixin, View):
     """POST ``chat/<chat_id>/stop``: end the active run as *stopped*."""
 
     http_method_names: ClassVar[list[str]] = ["post", "options"]  # type: ignore[misc]
@@ -331,7 +354,7 @@ class ChatStopView(OwnerMixin, View):
         return JsonResponse({"stopped": stopped})
 
 
-class StoredMessageStreamView(OwnerMixin, View):
+class StoredMessageStreamView(PortalMixin, OwnerMixin, View):
     """GET ``chat/<chat_id>/messages/<message_id>/stream``: a stored
     assistant message as a stream again: the exact chunks of its run's log,
     or, for a message with no log, its parts replayed."""

@@ -1,0 +1,71 @@
+"""The sync path: the chat views served by a WSGI server stream as they go.
+
+A threaded ``wsgiref`` server on 127.0.0.1 serves the project's WSGI
+application; the answer must arrive chunk by chunk (not buffered whole),
+and a dropped connection must reach the run as under ASGI.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import pytest
+from django.core.wsgi import get_wsgi_application
+from django.test import override_settings
+
+from uistream_app.models import Message, Run
+
+from .test_chat_http import Browser, read_chunks, text_of, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def wsgi_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "5")
+    server = make_server("127.0.0.1", 0, get_wsgi_application(), ThreadingWSGIServer, QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_wsgi_streams_chunk_by_chunk(wsgi_server: str) -> None:
+    browser = Browser(wsgi_server)
+    with browser.stream("wsgi-1", "count to 80") as response:
+        assert response.status_code == 200
+        assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
+        first, _ = read_chunks(response, stop=lambda cs: any(c["type"] == "text-delta" for c in cs))
+        assert Run.objects.get().status == "running"  # not buffered: the model is still going
+        rest, done = read_chunks(response)
+    assert done
+    assert text_of(first + rest).split() == [str(n) for n in range(1, 81)]
+    wait_for(lambda: Run.objects.get().status == "completed", "the run to be stored")
+    message = Message.objects.get(role="assistant")
+    assert first[0] == {"type": "start", "messageId": message.pk}
+
+
+def test_wsgi_disconnect_cancels_the_run(wsgi_server: str) -> None:
+    browser = Browser(wsgi_server)
+    with override_settings(
+        UISTREAM={"ALLOW_ANONYMOUS": True, "ON_DISCONNECT": "cancel", "MODEL": "demo_project.demo_model.make_model"}
+    ):
+        with browser.stream("wsgi-2", "count to 2000") as response:
+            read_chunks(response, stop=lambda cs: text_of(cs).count(" ") >= 5)
+        wait_for(lambda: Run.objects.get().status != "running", "the run to end after the disconnect")
+    assert Run.objects.get().status == "cancelled"
