@@ -22,3 +22,5 @@ if not os.environ.get("DATABASE_URL"):
         }
     }
 LOGGING = {"version": 1, "disable_existing_loggers": False}
+
+ROOT_URLCONF = "tests.urls"

@@ -151,13 +151,13 @@ CASES: list[tuple[str, str, str | None, bytes, int, str, str | None]] = [
     ),
     ("no messages at all", "post", JSON, raw(body(messages=[])), 400, "invalid", "messages"),
     (
-        "assistant message last",
+        "continuing a message that does not exist",
         "post",
         JSON,
         raw(body(messages=[user_message(), {"id": "a1", "role": "assistant", "parts": []}])),
-        400,
-        "invalid",
-        "messages[1]",
+        404,
+        "not_found",
+        None,
     ),
     (
         "regenerate a message that does not exist",

@@ -18,7 +18,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -37,7 +37,17 @@ from .protocol.ui.chunks import Chunk
 from .protocol.ui.encoder import UIMessageEncoder
 from .protocol.ui.stream import aencode_batches
 from .recording import RunRecorder
-from .runs import ChatModel, SystemMessage, Tool, ToolLoop, model_name, ui_to_model_messages
+from .runs import (
+    ChatModel,
+    ClientToolResult,
+    SystemMessage,
+    Tool,
+    ToolApproval,
+    ToolCallRequest,
+    ToolLoop,
+    model_name,
+    ui_to_model_messages,
+)
 
 __all__ = ["ChatRunMixin", "StartedRun", "execute_run", "new_message_id", "not_found"]
 
@@ -51,6 +61,14 @@ def not_found(what: str = "chat") -> BadRequest:
 
 def new_message_id() -> str:
     return "msg_" + secrets.token_urlsafe(18)
+
+
+class ServerToolLoop(ToolLoop):
+    """The tool loop of the chat endpoints: approval ids are unguessable
+    (the server only accepts an answer that names the id it stored)."""
+
+    def approval_id(self, call: ToolCallRequest) -> str:
+        return "apv_" + secrets.token_urlsafe(18)
 
 
 @dataclass
@@ -114,13 +132,13 @@ class ChatRunMixin:
         prompt = self.get_system_prompt()
         if prompt:
             messages.insert(0, SystemMessage(prompt))
-        loop = ToolLoop(
+        loop = ServerToolLoop(
             model,
             self.get_tools(),
             max_steps=self.get_max_steps(),
             error_text=uistream_settings.ERROR_TEXT,
         )
-        return loop.run(messages)
+        return loop.run(messages, approvals=chat.approvals, client_results=chat.client_results)
 
     def get_message_metadata(self, chat: ChatRequest) -> Any:
         """Metadata for the assistant message's ``start`` chunk (None: none)."""
@@ -137,13 +155,16 @@ class ChatRunMixin:
             await self._check_owned_or_new(chat.chat_id, owner)
             raise BadRequest("a reply is still streaming in this chat", code="run_active", status=409)
         prepared = await sync_to_async(self.prepare_run, thread_sensitive=True)(chat, owner, version, model)
-        run, message, history = prepared
+        run, message, history, chat = prepared
         try:
             channel = await broker.open_run(chat.chat_id, str(run.pk))
         except RunAlreadyActive:
-            await sync_to_async(self.discard_run)(run, message)
+            await sync_to_async(self.discard_run)(run, None if chat.is_continuation else message)
             raise BadRequest("a reply is still streaming in this chat", code="run_active", status=409) from None
-        encoder = UIMessageEncoder(message.pk, self.get_message_metadata(chat))
+        # A continuation names the calls the message already holds, so their
+        # outputs (and denials) are sent.
+        held = [p["toolCallId"] for p in message.parts if _is_tool_part(p)]
+        encoder = UIMessageEncoder(message.pk, self.get_message_metadata(chat), known_tool_calls=held)
         recorder = RunRecorder(run, message)
         stopped = asyncio.Event()
         source = self.get_source(history, chat, model)
@@ -172,7 +193,7 @@ class ChatRunMixin:
 
     def prepare_run(
         self, chat: ChatRequest, owner: dict[str, Any], version: int, model: ChatModel
-    ) -> tuple[Run, Message, list[dict[str, Any]]]:
+    ) -> tuple[Run, Message, list[dict[str, Any]], ChatRequest]:
         """Apply the request to the stored conversation and create the
         assistant message and its run. The stored conversation is the truth:
         the client's history only contributes its new user message."""
@@ -183,6 +204,8 @@ class ChatRunMixin:
                 conversation.save(force_insert=True)
             elif not self._owns(conversation, owner):
                 raise not_found()
+            if chat.is_continuation:
+                return self.prepare_continuation(conversation, chat, version, model)
             if chat.trigger == "regenerate-message":
                 self.apply_regenerate(conversation, chat)
             else:
@@ -206,7 +229,107 @@ class ChatRunMixin:
                 sdk_version=version,
                 trigger=chat.trigger,
             )
-        return run, message, [m.as_ui_message() for m in stored]
+        return run, message, [m.as_ui_message() for m in stored], chat
+
+    def prepare_continuation(
+        self, conversation: Conversation, chat: ChatRequest, version: int, model: ChatModel
+    ) -> tuple[Run, Message, list[dict[str, Any]], ChatRequest]:
+        """The browser answered pending tool calls of the last assistant
+        message: approvals (ai@6+) or client-side tool results.
+
+        Server-authoritative: the stored message says which calls are
+        pending and with which approval id; the client's copy only
+        contributes its decisions, each accepted once, for a call pending in
+        the stored conversation (the caller checked ownership). The calls run
+        with the *stored* arguments. Anything else is refused with nothing
+        written: an approval id that does not match, an answer for a call
+        that is not pending (replayed, or never asked), an output for a
+        server-side tool. The same assistant message is continued (same id,
+        as the SDK's own server does).
+        """
+        claimed = chat.last_message
+        assert claimed is not None
+        stored = list(conversation.messages.order_by("position"))
+        target = stored[-1] if stored else None
+        if target is None or target.role != "assistant" or target.pk != claimed["id"]:
+            raise not_found("message")
+        client_tools = {t.name for t in self.get_tools() if t.client_side}
+        claims = {p.get("toolCallId"): p for p in claimed["parts"] if _is_tool_part(p)}
+        known = {p["toolCallId"] for p in target.parts if _is_tool_part(p)}
+        unknown = sorted(str(c) for c in claims if c not in known)
+        if unknown:
+            raise BadRequest(f"no such tool call in this message: {', '.join(unknown)}", code="unknown_tool_call")
+        approvals: dict[str, ToolApproval] = {}
+        results: dict[str, ClientToolResult] = {}
+        decisions: list[dict[str, Any]] = []
+        parts = [dict(p) for p in target.parts]
+        now = timezone.now().isoformat()
+        for part in parts:
+            if not _is_tool_part(part) or part["toolCallId"] not in claims:
+                continue
+            call_id = part["toolCallId"]
+            claim = claims[call_id]
+            state, claimed_state = part.get("state"), claim.get("state")
+            if claimed_state == state:
+                continue  # nothing new said about this call
+            if state == "approval-requested" and claimed_state == "approval-responded":
+                answer = claim.get("approval") if isinstance(claim.get("approval"), dict) else {}
+                pending = part.get("approval") or {}
+                if not secrets.compare_digest(str(answer.get("id", "")), str(pending.get("id", ""))):
+                    raise BadRequest(
+                        f"the approval for {call_id} does not match the pending request",
+                        code="approval_mismatch",
+                        status=409,
+                    )
+                if not isinstance(answer.get("approved"), bool):
+                    raise BadRequest(f"the approval for {call_id} needs approved: true or false", code="invalid")
+                reason = answer.get("reason") if isinstance(answer.get("reason"), str) else None
+                approvals[call_id] = ToolApproval(pending["id"], answer["approved"], reason)
+                part["state"] = "approval-responded"
+                part["approval"] = {**pending, "approved": answer["approved"], **({"reason": reason} if reason else {})}
+                decisions.append(
+                    {
+                        "toolCallId": call_id,
+                        "approvalId": pending["id"],
+                        "approved": answer["approved"],
+                        "reason": reason,
+                        "decidedAt": now,
+                    }
+                )
+            elif (
+                state == "input-available"
+                and _tool_name(part) in client_tools
+                and claimed_state in ("output-available", "output-error")
+            ):
+                is_error = claimed_state == "output-error"
+                output = claim.get("errorText") if is_error else claim.get("output")
+                if is_error and not isinstance(output, str):
+                    raise BadRequest(f"the error of {call_id} needs an errorText", code="invalid")
+                results[call_id] = ClientToolResult(output, is_error=is_error)
+                decisions.append({"toolCallId": call_id, "clientResult": claimed_state, "decidedAt": now})
+            elif state in ("approval-requested", "input-available"):
+                raise BadRequest(f"the tool call {call_id} cannot be answered that way", code="not_pending", status=409)
+            else:
+                raise BadRequest(f"the tool call {call_id} was already answered", code="already_answered", status=409)
+        if not approvals and not results:
+            raise BadRequest(
+                "nothing to continue: no pending tool call was answered", code="nothing_pending", status=409
+            )
+        target.parts = parts
+        target.save(update_fields=["parts"])
+        conversation.updated_at = timezone.now()
+        conversation.save(update_fields=["updated_at"])
+        run = Run.objects.create(
+            conversation=conversation,
+            message=target,
+            status="running",
+            model=model_name(model)[:200],
+            sdk_version=version,
+            trigger="continue",
+            decisions=decisions,
+        )
+        history = [m.as_ui_message() for m in stored[:-1]] + [target.as_ui_message()]
+        return run, target, history, replace(chat, approvals=approvals, client_results=results)
 
     @staticmethod
     def _owns(conversation: Conversation, owner: dict[str, Any]) -> bool:
@@ -222,11 +345,8 @@ class ChatRunMixin:
             last = chat.last_message
             if last is None:
                 raise BadRequest("submit-message needs the new user message in messages", field="messages")
-            if last["role"] != "user":
-                raise BadRequest(
-                    "submit-message needs the new user message last in messages",
-                    field=f"messages[{len(chat.messages) - 1}]",
-                )
+            if chat.is_continuation and chat.message_id not in (None, last["id"]):
+                raise BadRequest("a continuation names the assistant message it continues", field="messageId")
 
     def apply_submit(self, conversation: Conversation, chat: ChatRequest) -> None:
         last = chat.last_message
@@ -268,10 +388,11 @@ class ChatRunMixin:
             raise not_found("message")
         messages.filter(position__gte=target.position).delete()
 
-    def discard_run(self, run: Run, message: Message) -> None:
+    def discard_run(self, run: Run, message: Message | None) -> None:
         with transaction.atomic():
             run.delete()
-            message.delete()
+            if message is not None:
+                message.delete()
 
 
 async def execute_run(
@@ -365,6 +486,16 @@ async def _finish(recorder: RunRecorder, channel: RunChannel, status: str, **fie
         await recorder.finish(status, **fields)
     finally:
         await channel.close()
+
+
+def _is_tool_part(part: Any) -> bool:
+    kind = part.get("type", "") if isinstance(part, dict) else ""
+    return isinstance(kind, str) and (kind.startswith("tool-") or kind == "dynamic-tool") and "toolCallId" in part
+
+
+def _tool_name(part: dict[str, Any]) -> str:
+    kind = str(part.get("type", ""))
+    return str(part.get("toolName", "")) if kind == "dynamic-tool" else kind.removeprefix("tool-")
 
 
 def _title_from(parts: list[dict[str, Any]]) -> str:

@@ -66,6 +66,18 @@ class ChatRequest:
     trigger: str = "submit-message"
     message_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Set by the server on a continuation (never read from the body): the
+    #: decisions and client tool results it verified against the stored
+    #: conversation, by tool call id.
+    approvals: dict[str, Any] = field(default_factory=dict)
+    client_results: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_continuation(self) -> bool:
+        """A submit whose last message is the assistant's: the browser
+        answered an approval or ran a client-side tool."""
+        last = self.last_message
+        return self.trigger == "submit-message" and last is not None and last["role"] == "assistant"
 
     @property
     def last_message(self) -> dict[str, Any] | None:

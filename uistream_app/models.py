@@ -173,6 +173,15 @@ class Run(models.Model):
     first_chunk_at = models.DateTimeField(_("first chunk at"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
     chunk_count = models.PositiveIntegerField(_("chunk count"), default=0)
+    decisions = models.JSONField(
+        _("decisions"),
+        default=list,
+        blank=True,
+        encoder=StoredJSONEncoder,
+        help_text=_(
+            "What the owner answered before this run: approvals (approved, reason, when) and client tool results."
+        ),
+    )
 
     class Meta:
         verbose_name = _("run")

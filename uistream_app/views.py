@@ -288,7 +288,7 @@ class ChatView(PortalMixin, OwnerMixin, ChatRunMixin, View):
         self.check_request(chat)
         owner = await self.get_owner(request)
         if owner.get("owner") is None and owner.get("session_key") is None:
-            if chat.trigger == "regenerate-message" or chat.message_id is not None:
+            if chat.trigger == "regenerate-message" or chat.message_id is not None or chat.is_continuation:
                 raise not_found("message")  # a new visitor has nothing to regenerate or edit
             # Only a valid request may create the anonymous visitor's session.
             owner = await self.get_owner(request, create_session=True)

@@ -6,7 +6,15 @@
 //
 // <json>: {"base": "http://127.0.0.1:PORT", "api": "/api/chat", "chatId": "...",
 //          "version": 5|6|7, "cookie": "sessionid=...; csrftoken=...", "csrf": "...",
-//          "steps": [{"send": "text"} | {"regenerate": true} | {"resume": true}]}
+//          "steps": [{"send": "text"} | {"regenerate": true} | {"resume": true}
+//                    | {"approve": true|false, "reason"?: "..."}],
+//          "clientTools": {"NAME": <output>}}
+// "approve" answers the pending approval request of the last message the way
+// a person's click does (addToolApprovalResponse; the chat sends it by itself,
+// sendAutomaticallyWhen = lastAssistantMessageIsCompleteWithApprovalResponses).
+// "clientTools" makes the browser run those tools (onToolCall + addToolOutput,
+// sent by itself when every call has its output); {"waitFinished": n} waits
+// until n answers have finished.
 // The version is sent as the x-uistream-sdk-version header, the way a project
 // serving old clients would configure its transport.
 // Prints one JSON line: {"messages": [...], "status", "error", "finished": n}
@@ -66,6 +74,10 @@ async function main() {
   });
   let finished = 0;
   let lastError = null;
+  let settled = () => {};
+  const clientTools = options.clientTools ?? {};
+  const whenDone = () => new Promise(resolve => (settled = resolve));
+  let chat;
   class NodeChat extends sdk.AbstractChat {
     constructor() {
       super({
@@ -74,18 +86,47 @@ async function main() {
         state: new State(),
         onFinish: () => {
           finished += 1;
+          settled();
         },
         onError: error => {
           lastError = error.message;
+          settled();
         },
+        onToolCall: ({ toolCall }) => {
+          if (toolCall.toolName in clientTools) {
+            // Not awaited: the SDK's own advice inside onToolCall.
+            void chat.addToolOutput({
+              tool: toolCall.toolName,
+              toolCallId: toolCall.toolCallId,
+              output: clientTools[toolCall.toolName],
+            });
+          }
+        },
+        sendAutomaticallyWhen: ({ messages }) =>
+          (sdk.lastAssistantMessageIsCompleteWithApprovalResponses?.({ messages }) ?? false) ||
+          sdk.lastAssistantMessageIsCompleteWithToolCalls({ messages }),
       });
     }
   }
-  const chat = new NodeChat();
+  chat = new NodeChat();
   for (const step of options.steps) {
-    if (step.send !== undefined) await chat.sendMessage({ text: step.send });
-    else if (step.regenerate) await chat.regenerate();
+    if (step.send !== undefined) {
+      const done = whenDone();
+      await chat.sendMessage({ text: step.send });
+      await done;
+    } else if (step.waitFinished !== undefined) {
+      // An answer the chat requests by itself (after a client tool's output).
+      while (finished < step.waitFinished && lastError === null) await whenDone();
+    } else if (step.regenerate) await chat.regenerate();
     else if (step.resume) await chat.resumeStream();
+    else if (step.approve !== undefined) {
+      const last = chat.messages[chat.messages.length - 1];
+      const part = last.parts.find(p => p.state === 'approval-requested');
+      if (!part) throw new Error('no approval request to answer');
+      const done = whenDone();
+      await chat.addToolApprovalResponse({ id: part.approval.id, approved: step.approve, reason: step.reason });
+      await done;
+    }
   }
   const state = chat.state ?? chat['~state'] ?? {};
   const messages = chat.messages ?? state.messages;

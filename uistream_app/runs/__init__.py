@@ -26,7 +26,7 @@ from .errors import (
     ToolError,
 )
 from .history import approvals_from_ui, model_to_ui_messages, ui_to_model_messages
-from .loop import DEFAULT_MAX_STEPS, MASKED_TOOL_ERROR, ToolApproval, ToolLoop
+from .loop import DEFAULT_MAX_STEPS, MASKED_TOOL_ERROR, ClientToolResult, ToolApproval, ToolLoop
 from .messages import (
     AssistantMessage,
     ModelMessage,
@@ -39,13 +39,15 @@ from .messages import (
 )
 from .model import ChatModel, ModelEvent, model_name
 from .scripted import ScriptedModel
-from .tools import Tool, ToolArgumentsError, ToolContext, tool
+from .tools import ClientTool, Tool, ToolArgumentsError, ToolContext, tool
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
     "MASKED_TOOL_ERROR",
     "AssistantMessage",
     "ChatModel",
+    "ClientTool",
+    "ClientToolResult",
     "ModelConnectionError",
     "ModelError",
     "ModelEvent",

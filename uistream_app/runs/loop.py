@@ -97,10 +97,18 @@ class ToolApproval:
     reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ClientToolResult:
+    """What the browser answered for a client-side tool's call."""
+
+    output: Any
+    is_error: bool = False
+
+
 @dataclass(slots=True)
 class _Outcome:
-    event: Event
-    message: ToolMessage | None  # None: the call is not answered yet (awaits approval)
+    event: Event | None  # None: nothing to say yet (a client tool is running)
+    message: ToolMessage | None  # None: the call is not answered yet (approval, client)
 
 
 def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
@@ -137,6 +145,7 @@ class ToolLoop:
         self.options = options
         self.error_text = error_text
         self.max_steps_reason = max_steps_reason
+        self._client_results: Mapping[str, ClientToolResult] = {}
         self._before_tool = before_tool
         self._after_tool = after_tool
 
@@ -171,11 +180,14 @@ class ToolLoop:
         messages: Sequence[ModelMessage],
         *,
         approvals: Mapping[str, ToolApproval] | None = None,
+        client_results: Mapping[str, ClientToolResult] | None = None,
     ) -> AsyncGenerator[Event, None]:
         """The run's events. ``approvals`` maps tool call ids to a person's
-        decisions, for calls that awaited approval in an earlier run."""
+        decisions, for calls that awaited approval in an earlier run;
+        ``client_results`` the browser's results of client-side tools."""
         conversation: list[ModelMessage] = list(messages)
         approvals = approvals or {}
+        self._client_results = client_results or {}
         specs = [t.spec for t in self.tools.values()]
         step = 0
 
@@ -184,7 +196,8 @@ class ToolLoop:
             waiting = False
             async with aclosing(self._settle(pending, step, conversation, approvals)) as outcomes:
                 async for outcome in outcomes:
-                    yield outcome.event
+                    if outcome.event is not None:
+                        yield outcome.event
                     if outcome.message is None:
                         waiting = True
                     else:
@@ -223,7 +236,8 @@ class ToolLoop:
                 # collector would cancel its tools late, or never.
                 async with aclosing(self._settle(requests, step, conversation, approvals)) as outcomes:
                     async for outcome in outcomes:
-                        yield outcome.event
+                        if outcome.event is not None:
+                            yield outcome.event
                         if outcome.message is None:
                             waiting = True
                         else:
@@ -288,7 +302,16 @@ class ToolLoop:
                 ToolInputError(call.id, call.name, exc.input, str(exc)),
                 ToolMessage(call.id, str(exc), is_error=True, tool_name=call.name),
             )
-        if tool.requires_approval:
+        if tool.client_side:
+            answer = self._client_results.get(call.id)
+            if answer is None:
+                return _Outcome(None, None)  # the browser runs it; the run waits
+            text = tool_output_text(answer.output)
+            return _Outcome(
+                ToolResult(call.id, answer.output, is_error=answer.is_error, tool_name=call.name),
+                ToolMessage(call.id, text, is_error=answer.is_error, tool_name=call.name),
+            )
+        if tool.needs_approval(arguments):
             decision = approvals.get(call.id)
             if decision is None:
                 return _Outcome(ToolApprovalRequest(self.approval_id(call), call.id), None)

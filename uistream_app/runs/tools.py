@@ -363,6 +363,16 @@ class Tool:
     """A function the model may call. See the module docstring for the
     rules; ``spec`` is what the model is told about it."""
 
+    #: A client-side tool has no server implementation: the browser runs it
+    #: (``addToolResult``) and the run waits for its result.
+    client_side: bool = False
+
+    def needs_approval(self, arguments: dict[str, Any]) -> bool:
+        """Whether a call with these (validated) arguments waits for a
+        person's approval."""
+        rule = self.requires_approval
+        return bool(rule(arguments)) if callable(rule) else bool(rule)
+
     def __init__(
         self,
         function: Callable[..., Any],
@@ -371,7 +381,7 @@ class Tool:
         description: str | None = None,
         parameters: Mapping[str, Any] | None = None,
         timeout: float | None = None,
-        requires_approval: bool = False,
+        requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
         run_sync_in_thread: bool = True,
     ) -> None:
         self.function = function
@@ -384,6 +394,7 @@ class Tool:
         summary, param_docs = _parse_docstring(inspect.getdoc(function))
         self.description = description if description is not None else summary
         self.timeout = timeout
+        # True, False, or a predicate over the validated arguments.
         self.requires_approval = requires_approval
         # An object whose __call__ is async counts as async too.
         self.is_async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__)
@@ -499,7 +510,7 @@ def tool(
     description: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     timeout: float | None = None,
-    requires_approval: bool = False,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
     run_sync_in_thread: bool = True,
 ) -> Callable[[F], Tool]: ...
 def tool(
@@ -510,7 +521,7 @@ def tool(
     description: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     timeout: float | None = None,
-    requires_approval: bool = False,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
     run_sync_in_thread: bool = True,
 ) -> Tool | Callable[[F], Tool]:
     """Make a ``Tool`` of a function: ``@tool`` or ``@tool(timeout=5)``."""
@@ -527,3 +538,26 @@ def tool(
         )
 
     return wrap(function) if function is not None else wrap
+
+
+def _runs_in_the_browser(**kwargs: Any) -> Any:
+    raise RuntimeError("a client-side tool runs in the browser, not on the server")
+
+
+class ClientTool(Tool):
+    """A tool the browser runs (useChat's ``onToolCall`` + ``addToolResult``).
+
+    The model is told about it like any tool; when it is called, the run
+    streams the call's input and ends waiting; the client's result continues
+    the same message (the server accepts it once, for a call that is pending
+    in the stored conversation, from its owner)."""
+
+    client_side = True
+
+    def __init__(self, name: str, *, description: str = "", parameters: Mapping[str, Any] | None = None) -> None:
+        super().__init__(
+            _runs_in_the_browser,
+            name=name,
+            description=description,
+            parameters=parameters if parameters is not None else {"type": "object", "properties": {}},
+        )
