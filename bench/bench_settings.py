@@ -5,9 +5,15 @@ The demo's settings, with what a measurement needs changed:
 * ``DEBUG`` off, so Django does not keep every query in memory;
 * a file SQLite database in ``UISTREAM_BENCH_DIR`` (a temporary directory
   the runner makes, migrates and removes), so the ``RunRecorder`` really
-  writes the log, as in the demo;
+  writes the log, as in the demo. ``UISTREAM_BENCH_SQLITE`` picks its
+  configuration: ``wal`` (the default here) is what Django's docs advise
+  for concurrent writers (WAL journal, ``synchronous=NORMAL``,
+  ``transaction_mode`` IMMEDIATE, a 20 s busy timeout); ``default`` is the
+  demo's (rollback journal, deferred transactions, 5 s), under which
+  concurrent new chats fail with "database is locked";
 * ``ROOT_URLCONF = "bench_urls"``: the demo's URLs plus the workload chat
   view, the bare baseline view and the query counter (``bench/bench_urls.py``);
+* ``UISTREAM_BENCH_FLUSH_MS``, when set, is ``UISTREAM["FLUSH_EVERY_MS"]``;
 * logging at WARNING, so a run does not print per request.
 
 The demo's model stays the default ``MODEL`` (``/api/chat``: "count to N",
@@ -28,16 +34,29 @@ DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 
 BENCH_DIR = Path(os.environ.get("UISTREAM_BENCH_DIR") or tempfile.mkdtemp(prefix="uistream-http-bench-"))
+SQLITE_MODE = os.environ.get("UISTREAM_BENCH_SQLITE", "wal")
+SQLITE_CONFIGS: dict[str, dict[str, object]] = {
+    "wal": {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    },
+    "default": {},
+}
+SQLITE_OPTIONS = SQLITE_CONFIGS[SQLITE_MODE]
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": BENCH_DIR / "bench.sqlite3",
+        "OPTIONS": SQLITE_OPTIONS,
     }
 }
 
 ROOT_URLCONF = "bench_urls"
 
 UISTREAM = {**UISTREAM, "ALLOW_ANONYMOUS": True}
+if os.environ.get("UISTREAM_BENCH_FLUSH_MS"):
+    UISTREAM["FLUSH_EVERY_MS"] = int(os.environ["UISTREAM_BENCH_FLUSH_MS"])
 
 LOGGING = {
     "version": 1,

@@ -1,4 +1,4 @@
-"""URLs of the HTTP benchmark server: the demo's, plus three of the bench.
+"""URLs of the HTTP benchmark server: the demo's, plus the bench's own.
 
 * ``POST bench/chat``: ``WorkloadChatView``, the real ``ChatView`` with a
   ``ScriptedModel`` that replays ``../shared/bench/workload.json`` step by
@@ -11,6 +11,16 @@
   made once, at import, by the project's own ``UIMessageEncoder`` and ai@7
   ``UIStreamRenderer`` from the same workload, under a message id as long as
   the ones ``ChatView`` makes, so both bodies have the same size.
+* Diagnostics (``http_bench.py --diagnose``), to show what the log costs.
+  ``POST bench/chat-nolog``: the workload view whose ``RunRecorder`` stores
+  no chunk rows; it still reads every chunk, flushes at the same points
+  (one thread hop, one transaction, the ``UPDATE`` of the run) and stores
+  the message and the run at the end. ``POST bench/demo-nodb``: the demo's
+  ``ChatView`` whose recorder makes no database call once the run row
+  exists. To get there, ``uistream_app.chat.RunRecorder`` is replaced by a
+  subclass that behaves exactly as the original unless the request came
+  through one of these two views.
+* ``GET bench/ping``: the runner's readiness probe.
 * ``GET bench/queries``: the SQL statements every database connection of
   this process ran, by kind and table (counted by an ``execute_wrapper``
   installed on each new connection), and the latest ``Run``;
@@ -26,6 +36,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +50,13 @@ from django.views.decorators.csrf import csrf_exempt
 from loop_plugin import model_steps, recorded_tools
 from uistream_plugin import source_events
 
+from uistream_app import chat as chat_module
 from uistream_app.chat import new_message_id
 from uistream_app.models import Run
 from uistream_app.protocol.sse import DONE_FRAME
 from uistream_app.protocol.ui.encoder import UIMessageEncoder
 from uistream_app.protocol.ui.render import UIStreamRenderer
+from uistream_app.recording import RunRecorder
 from uistream_app.runs import ScriptedModel
 from uistream_app.views import SSE_HEADERS, ChatView
 
@@ -70,6 +83,61 @@ class WorkloadChatView(ChatView):
     model = workload_model
     tools = TOOLS
     max_steps = len(STEPS)
+
+
+# -- diagnostics: the same views, writing less ------------------------------------------
+
+#: "" (the app as it is), "no-chunk-rows" or "no-db"; set by the view, read
+#: by the recorder (the run task copies the request's context).
+_recorder_mode: ContextVar[str] = ContextVar("recorder_mode", default="")
+
+
+class DiagnosticRecorder(RunRecorder):
+    """``RunRecorder`` itself unless the request came through a diagnostic
+    view: ``no-chunk-rows`` stores no chunk rows (everything else as is);
+    ``no-db`` makes no database call at all after the run row was created
+    (pending chunks are dropped at each flush; the run stays ``running``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.mode = _recorder_mode.get()
+
+    def _chunk_rows(self, rows: Any) -> Any:
+        return [] if self.mode == "no-chunk-rows" else super()._chunk_rows(rows)
+
+    async def flush(self) -> None:
+        if self.mode != "no-db":
+            return await super().flush()
+        self._pending.clear()
+        self._last_flush = self._clock()
+
+    async def finish(self, status: str, **kwargs: Any) -> None:
+        if self.mode != "no-db":
+            return await super().finish(status, **kwargs)
+        self._finished = True
+        self._pending.clear()
+
+
+chat_module.RunRecorder = DiagnosticRecorder  # type: ignore[misc]
+
+
+class DiagnosticMixin:
+    recorder_mode = ""
+
+    async def handle(self, request: HttpRequest) -> Any:
+        token = _recorder_mode.set(self.recorder_mode)
+        try:
+            return await super().handle(request)  # type: ignore[misc]
+        finally:
+            _recorder_mode.reset(token)
+
+
+class NoLogChatView(DiagnosticMixin, WorkloadChatView):
+    recorder_mode = "no-chunk-rows"
+
+
+class DemoNoDBChatView(DiagnosticMixin, ChatView):
+    recorder_mode = "no-db"
 
 
 # -- the bare baseline -----------------------------------------------------------------
@@ -107,7 +175,7 @@ _TABLE = re.compile(r'^\s*(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+"?([\w]+)"?', r
 
 def _count(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
     match = _TABLE.match(sql)
-    key = f"{match.group(1).split()[0].upper()} {match.group(2)}" if match else sql.lstrip()[:6].upper()
+    key = f"{match.group(1).split()[0].upper()} {match.group(2)}" if match else sql.split(None, 1)[0].upper()
     with _lock:
         _counts[key] += 1
     return execute(sql, params, many, context)
@@ -139,6 +207,8 @@ def ping_view(request: HttpRequest) -> HttpResponse:
 
 urlpatterns = [
     path("bench/chat", WorkloadChatView.as_view(), name="bench-chat"),
+    path("bench/chat-nolog", NoLogChatView.as_view(), name="bench-chat-nolog"),
+    path("bench/demo-nodb", DemoNoDBChatView.as_view(), name="bench-demo-nodb"),
     path("bench/baseline", baseline_view, name="bench-baseline"),
     path("bench/queries", queries_view, name="bench-queries"),
     path("bench/ping", ping_view, name="bench-ping"),

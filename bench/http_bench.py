@@ -1,6 +1,7 @@
 """The HTTP path, measured over real sockets on 127.0.0.1 (issue 4).
 
-    .venv/bin/python bench/http_bench.py [--only 1|2|3] [--reps N] [--streams 200] [--profile DIR]
+    .venv/bin/python bench/http_bench.py [--only 1|2|3] [--reps N] [--streams 200] [--diagnose]
+        [--sqlite wal|default] [--flush-ms MS] [--profile DIR]
 
 Each benchmark starts its own ``daphne`` (one process) on the demo project
 with ``bench/bench_settings.py``: a file SQLite database, freshly migrated
@@ -19,8 +20,10 @@ streams for 3.
    frames (made at start-up by the project's encoder and renderer), one
    frame per yield. Warm-up pairs, then ``--reps`` pairs A B A B; the ratio
    is baseline time / view time per pair (view throughput relative to the
-   baseline's), median over pairs. Both bodies are checked first: the
-   same chunks, byte for byte, but the message id.
+   baseline's), median over pairs; the same for the server's CPU time per
+   request (``/proc/<pid>/stat``), which a busy machine disturbs less.
+   Both bodies are checked first: the same chunks, byte for byte, but the
+   message id.
 2. **Database writes** of one standard-workload run: every SQL statement
    of the server process is counted (``execute_wrapper`` on each
    connection); INSERT / UPDATE / DELETE are the writes, split into the
@@ -37,9 +40,14 @@ streams for 3.
    open, per stream; server CPU; this client's own event-loop lag (a
    5 ms sleeper), to tell the client's share of a gap from the server's.
 
-``--profile DIR`` attaches ``py-spy record`` (``pip install py-spy``) to
-each server and prints where its time went (all threads, leaf and
-inclusive), raw samples kept in ``DIR``.
+``--diagnose`` adds diagnostic arms (``bench_urls.py``) to 1 and 3, and
+to 1 a table of the standard run's chunk rows written outside the server
+four ways (``bulk_create`` as the recorder does, raw ``executemany`` with
+two JSON encoders, one row per flush).
+
+``--profile DIR`` attaches ``py-spy record --gil`` (``pip install py-spy``)
+to each server and prints where its CPU time went (samples of whichever
+thread holds the GIL; leaf and inclusive), raw samples kept in ``DIR``.
 """
 
 from __future__ import annotations
@@ -71,6 +79,7 @@ HOST = "127.0.0.1"
 TEXT_DELTA = b'"type":"text-delta"'
 WRITES = ("INSERT", "UPDATE", "DELETE")
 LOG_TABLES = ("INSERT uistream_app_runchunk", "UPDATE uistream_app_run")
+PROFILES: list[Path] = []
 
 
 # -- the server --------------------------------------------------------------------------
@@ -85,7 +94,14 @@ def free_port() -> int:
 class Server:
     """daphne, one process, on a fresh migrated SQLite file."""
 
-    def __init__(self, name: str, delay_ms: int, profile_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        delay_ms: int,
+        sqlite: str = "wal",
+        flush_ms: int | None = None,
+        profile_dir: Path | None = None,
+    ) -> None:
         self.name = name
         self.dir = Path(tempfile.mkdtemp(prefix=f"uistream-http-bench-{name}-"))
         self.port = free_port()
@@ -95,6 +111,8 @@ class Server:
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
             "UISTREAM_BENCH_DIR": str(self.dir),
             "UISTREAM_DEMO_DELAY_MS": str(delay_ms),
+            "UISTREAM_BENCH_SQLITE": sqlite,
+            "UISTREAM_BENCH_FLUSH_MS": str(flush_ms or ""),
         }
         self.profile_dir = profile_dir
         self.proc: subprocess.Popen[bytes] | None = None
@@ -127,8 +145,19 @@ class Server:
             if spy is None:
                 raise RuntimeError("--profile needs py-spy: .venv/bin/pip install py-spy")
             self.spy = subprocess.Popen(
-                [spy, "record", "-p", str(self.proc.pid), "-f", "raw", "-r", "200", "--nonblocking"]
-                + ["-o", str(self.profile_path)],
+                [
+                    spy,
+                    "record",
+                    "-p",
+                    str(self.proc.pid),
+                    "-f",
+                    "raw",
+                    "-r",
+                    "200",
+                    "--nonblocking",
+                    "-o",
+                    str(self.profile_path),
+                ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
@@ -165,7 +194,7 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.spy.kill()
             if self.profile_path.exists():
-                print_profile(self.profile_path)
+                PROFILES.append(self.profile_path)
         if self.proc is not None:
             self.proc.terminate()
             try:
@@ -182,7 +211,7 @@ class Server:
 
 @contextmanager
 def server(name: str, args: argparse.Namespace) -> Iterator[Server]:
-    srv = Server(name, args.delay_ms, Path(args.profile) if args.profile else None)
+    srv = Server(name, args.delay_ms, args.sqlite, args.flush_ms, Path(args.profile) if args.profile else None)
     try:
         srv.start()
         yield srv
@@ -212,7 +241,7 @@ def print_profile(path: Path, top: int = 25) -> None:
             inclusive[f] += n
     if not total:
         return
-    print(f"\n  py-spy, {path.name}: {total} samples (all threads, idle excluded)")
+    print(f"\n  py-spy, {path.name}: {total} samples holding the GIL (all threads)")
     print("  self%   function")
     for name, n in leaf.most_common(top):
         print(f"  {100 * n / total:5.1f}   {name}")
@@ -232,6 +261,7 @@ class Response:
     writes: int  # chunks of the chunked encoding: one per server write
     seconds: float
     wire_bytes: int
+    server_cpu: float = 0.0  # the server's CPU time during the request, when measured
 
     def header(self, name: str) -> list[str]:
         return [v for k, v in self.headers if k.lower() == name.lower()]
@@ -372,9 +402,17 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     right = [i > 0 for i in range(len(header))]
 
     def line(r: list[str]) -> str:
-        return "| " + " | ".join(c.rjust(w) if ra else c.ljust(w) for c, w, ra in zip(r, widths, right)) + " |"
+        return (
+            "| "
+            + " | ".join(c.rjust(w) if ra else c.ljust(w) for c, w, ra in zip(r, widths, right, strict=True))
+            + " |"
+        )
 
-    sep = "|" + "|".join(("-" * (w + 1) + ":") if ra else ("-" * (w + 2)) for w, ra in zip(widths, right)) + "|"
+    sep = (
+        "|"
+        + "|".join(("-" * (w + 1) + ":") if ra else ("-" * (w + 2)) for w, ra in zip(widths, right, strict=True))
+        + "|"
+    )
     return "\n".join([line(header), sep, *(line(r) for r in rows)])
 
 
@@ -396,55 +434,186 @@ def fnum(n: float) -> str:
 # -- 1. throughput -------------------------------------------------------------------------------
 
 
+ARMS = {
+    "view": ("ChatView (SQLite log on)", "/bench/chat"),
+    "baseline": ("bare StreamingHttpResponse", "/bench/baseline"),
+    "nolog": ("diagnostic: ChatView, no chunk rows", "/bench/chat-nolog"),
+}
+
+
 def bench_throughput(args: argparse.Namespace) -> None:
     print("\n## 1. The standard workload through the whole view vs a bare StreamingHttpResponse\n")
+    arms = ["view", "baseline", *(["nolog"] if args.diagnose else [])]
     with server("throughput", args) as srv:
         client = Client(srv.port)
-        view = client.chat("/bench/chat", "Run the workload.")
-        base = client.send("POST", "/bench/baseline", b"{}", {"Content-Type": "application/json"})
-        a, b = chunks_of(view.body), chunks_of(base.body)
-        if a != b:
-            diff = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y) if len(a) == len(b) else "length"
-            raise AssertionError(f"the view and the baseline differ (at {diff}): {len(a)} vs {len(b)} frames")
-        frames = len(a)
-        print(f"checked: both bodies are {frames:,} frames, {len(view.body):,} / {len(base.body):,} bytes, same chunks")
 
         def one(kind: str) -> Response:
-            if kind == "view":
-                return client.chat("/bench/chat", "Run the workload.")
-            return client.send("POST", "/bench/baseline", b"{}", {"Content-Type": "application/json"})
+            target = ARMS[kind][1]
+            cpu = srv.cpu_seconds()
+            if kind == "baseline":
+                response = client.send("POST", target, b"{}", {"Content-Type": "application/json"})
+            else:
+                response = client.chat(target, "Run the workload.")
+            response.server_cpu = srv.cpu_seconds() - cpu
+            return response
 
+        bodies = {kind: one(kind).body for kind in arms}
+        reference = chunks_of(bodies["baseline"])
+        for kind in arms:
+            got = chunks_of(bodies[kind])
+            if got != reference:
+                at = next((i for i, (x, y) in enumerate(zip(got, reference, strict=False)) if x != y), "the end")
+                raise AssertionError(f"{kind} differs from the baseline at frame {at}")
+        frames = len(reference)
+        sizes = " / ".join(f"{len(bodies[k]):,}" for k in arms)
+        print(f"checked: {' / '.join(arms)} bodies are {frames:,} frames, {sizes} bytes, the same chunks")
         for _ in range(args.warmup):
-            one("view")
-            one("baseline")
-        samples: dict[str, list[Response]] = {"view": [], "baseline": []}
+            for kind in arms:
+                one(kind)
+        samples: dict[str, list[Response]] = {kind: [] for kind in arms}
         cpu0, t0 = srv.cpu_seconds(), time.perf_counter()
         for _ in range(args.reps):
-            for kind in ("view", "baseline"):
+            for kind in arms:
                 samples[kind].append(one(kind))
         cpu = (srv.cpu_seconds() - cpu0) / (time.perf_counter() - t0)
-    ratios = [b.seconds / a.seconds for a, b in zip(samples["view"], samples["baseline"])]
+    print(f"{args.reps} interleaved rounds ({' '.join(arms)}) after {args.warmup} warm-up rounds; ", end="")
+    print(f"server CPU {cpu:.2f} cores\n")
     rows = []
-    for kind, label in (("view", "ChatView (SQLite log on)"), ("baseline", "bare StreamingHttpResponse")):
+    for kind in arms:
         times = sorted(r.seconds for r in samples[kind])
         med = statistics.median(times)
+        paired = sorted(b.seconds / a.seconds for a, b in zip(samples[kind], samples["baseline"], strict=True))
+        cpu_paired = sorted(
+            b.server_cpu / a.server_cpu for a, b in zip(samples[kind], samples["baseline"], strict=True)
+        )
         rows.append(
             [
-                label,
+                ARMS[kind][0],
                 ms(med),
                 f"{ms(times[0])} – {ms(times[-1])}",
                 fnum(frames / med),
                 f"{len(samples[kind][0].body) / med / 1e6:.1f}",
                 fnum(statistics.median(r.writes for r in samples[kind])),
+                f"{statistics.median(paired):.2f}x ({paired[0]:.2f}–{paired[-1]:.2f})",
+                ms(statistics.median(r.server_cpu for r in samples[kind])),
+                f"{statistics.median(cpu_paired):.2f}x",
             ]
         )
-    print(f"{args.reps} interleaved pairs after {args.warmup} warm-up pairs; server CPU {cpu:.2f} cores\n")
-    print(table(rows, ["", "median", "min – max", "frames/s", "MB/s", "body writes"]))
-    ratios.sort()
+    header = ["", "median", "min – max", "frames/s", "MB/s", "body writes", "throughput / baseline"]
+    print(table(rows, [*header, "server CPU", "CPU: baseline / this"]))
+    ratios = sorted(b.seconds / a.seconds for a, b in zip(samples["view"], samples["baseline"], strict=True))
     print(
         f"\nview / baseline throughput, median of {len(ratios)} paired runs: **{statistics.median(ratios):.2f}x**"
         f" (range {ratios[0]:.2f}x – {ratios[-1]:.2f}x; target >= 0.7x)"
     )
+
+
+def insert_costs(args: argparse.Namespace) -> None:
+    """``--diagnose``: the standard run's chunk rows written outside the
+    server, four ways, in a child process on its own migrated SQLite file
+    (same configuration)."""
+    tmp = Path(tempfile.mkdtemp(prefix="uistream-http-bench-rows-"))
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "bench_settings",
+        "UISTREAM_BENCH_DIR": str(tmp),
+        "UISTREAM_BENCH_SQLITE": args.sqlite,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH)]),
+    }
+    try:
+        subprocess.run([PY, __file__, "--insert-costs-child"], cwd=ROOT, env=env, check=True, timeout=600)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def insert_costs_child(reps: int = 5) -> None:
+    import django
+
+    django.setup()
+    import orjson
+    from django.core.management import call_command
+    from django.db import connection, transaction
+    from uistream_plugin import source_events
+
+    from uistream_app.models import Conversation, Message, Run, RunChunk, StoredJSONEncoder
+    from uistream_app.protocol.ui.encoder import UIMessageEncoder
+    from uistream_app.protocol.ui.reader import UIMessageReader
+    from uistream_app.recording import FLUSH_AT
+
+    call_command("migrate", verbosity=0)
+    workload = json.loads((ROOT.parent / "shared" / "bench" / "workload.json").read_text())
+    encoder = UIMessageEncoder("msg_rows")
+    chunks = [chunk for event in source_events(workload) for chunk in encoder.feed(event)]
+    batches: list[list[Any]] = [[]]
+    for chunk in chunks:  # the recorder's flushes of a fast run: one per step
+        batches[-1].append(chunk)
+        if chunk["type"] in FLUSH_AT:
+            batches.append([])
+    batches = [b for b in batches if b]
+    conversation = Conversation.objects.create(pk="rows")
+    message = Message.objects.create(pk="msg_rows", conversation=conversation, role="assistant", parts=[], position=0)
+    sql = f'INSERT INTO "{RunChunk._meta.db_table}" ("run_id", "seq", "offset_ms", "chunk") VALUES (%s, %s, %s, %s)'
+
+    def orm(run: Run) -> None:
+        seq = 0
+        for batch in batches:
+            rows = [RunChunk(run_id=run.pk, seq=seq + i, offset_ms=1, chunk=c) for i, c in enumerate(batch)]
+            seq += len(batch)
+            with transaction.atomic():
+                RunChunk.objects.bulk_create(rows)
+                Run.objects.filter(pk=run.pk).update(chunk_count=seq)
+
+    def raw(dumps: Any) -> Any:
+        def write(run: Run) -> None:
+            run_id = Run._meta.pk.get_db_prep_value(run.pk, connection)  # type: ignore[union-attr]
+            seq = 0
+            for batch in batches:
+                params = [(run_id, seq + i, 1, dumps(c)) for i, c in enumerate(batch)]
+                seq += len(batch)
+                with transaction.atomic():
+                    with connection.cursor() as cursor:
+                        cursor.executemany(sql, params)
+                    Run.objects.filter(pk=run.pk).update(chunk_count=seq)
+
+        return write
+
+    def one_row_per_flush(run: Run) -> None:
+        run_id = Run._meta.pk.get_db_prep_value(run.pk, connection)  # type: ignore[union-attr]
+        seq = 0
+        for batch in batches:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute(sql, (run_id, seq, 1, orjson.dumps(batch).decode()))
+                Run.objects.filter(pk=run.pk).update(chunk_count=seq + len(batch))
+            seq += len(batch)
+
+    def reader(run: Run) -> None:
+        read = UIMessageReader(message_id="msg_rows").feed
+        for chunk in chunks:
+            read(chunk)
+
+    ways = [
+        ("`bulk_create` of `RunChunk` objects (what `RunRecorder` does)", orm),
+        ("`cursor.executemany`, same rows, `StoredJSONEncoder`", raw(StoredJSONEncoder().encode)),
+        ("`cursor.executemany`, same rows, `orjson`", raw(lambda c: orjson.dumps(c).decode())),
+        ("one row per flush (the batch as one JSON array)", one_row_per_flush),
+        ("for scale: `UIMessageReader.feed` over all chunks (the recorder does this too)", reader),
+    ]
+    rows = []
+    for label, write in ways:
+        times = []
+        for _ in range(reps):
+            run = Run.objects.create(conversation=conversation, message=message, status="running", model="rows")
+            t0 = time.perf_counter()
+            write(run)
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        rows.append([label, ms(statistics.median(times)), f"{ms(times[0])} – {ms(times[-1])}"])
+    print(
+        f"\nthe standard run's {len(chunks):,} chunk rows in {len(batches)} flushes, "
+        f"outside the server ({reps} runs):\n"
+    )
+    print(table(rows, ["how the rows are written", "median", "min – max"]))
 
 
 # -- 2. database writes ------------------------------------------------------------------------------
@@ -524,15 +693,21 @@ class StreamResult:
     deltas: list[float] = field(default_factory=list)
     done: bool = False
     started: float = 0.0
+    first_byte: float = 0.0
     error: str = ""
 
 
-async def one_stream(port: int, raw: bytes, result: StreamResult, opened: asyncio.Event, tally: list[int]) -> None:
+async def one_stream(
+    port: int, raw: bytes, result: StreamResult, opened: asyncio.Event, tally: list[int], ended: asyncio.Event
+) -> None:
     result.started = time.perf_counter()
     try:
         reader, writer = await asyncio.open_connection(HOST, port)
     except OSError as exc:
         result.error = repr(exc)
+        tally[1] -= 1
+        if tally[0] >= tally[1]:
+            opened.set()
         return
     try:
         writer.write(raw)
@@ -546,6 +721,7 @@ async def one_stream(port: int, raw: bytes, result: StreamResult, opened: asynci
             now = time.perf_counter()
             if first:
                 result.status = int(data.split(b" ", 2)[1])
+                result.first_byte = now
                 first = False
             buf += data
             *frames, buf = buf.split(b"\n\n")
@@ -562,6 +738,12 @@ async def one_stream(port: int, raw: bytes, result: StreamResult, opened: asynci
         result.error = repr(exc)
     finally:
         writer.close()
+        if result.done:
+            ended.set()
+        if not result.deltas:  # failed: it will not open, don't wait for it
+            tally[1] -= 1
+            if tally[0] >= tally[1]:
+                opened.set()
 
 
 async def lag_monitor(stop: asyncio.Event, lags: list[float], period: float = 0.005) -> None:
@@ -578,22 +760,23 @@ async def rss_sampler(srv: Server, stop: asyncio.Event, samples: list[int]) -> N
 
 
 async def run_streams(
-    srv: Server, client: Client, n: int, count: int, ramp: float
+    srv: Server, client: Client, target: str, n: int, count: int, ramp: float
 ) -> tuple[list[StreamResult], dict[str, Any]]:
     requests = [
-        client.chat_request("/api/chat", f"count to {count}", chat_id=f"s{i}-{uuid.uuid4().hex[:8]}") for i in range(n)
+        client.chat_request(target, f"count to {count}", chat_id=f"s{i}-{uuid.uuid4().hex[:8]}") for i in range(n)
     ]
     results = [StreamResult() for _ in range(n)]
     opened = asyncio.Event()
+    ended = asyncio.Event()
     tally = [0, n]
     stop = asyncio.Event()
     lags: list[float] = []
     rss: list[int] = []
     monitors = [asyncio.create_task(lag_monitor(stop, lags)), asyncio.create_task(rss_sampler(srv, stop, rss))]
-    cpu0, threads0, t0 = srv.cpu_seconds(), srv.threads(), time.perf_counter()
+    cpu0, threads0, t0, own0 = srv.cpu_seconds(), srv.threads(), time.perf_counter(), time.process_time()
     tasks = []
-    for i, (raw, result) in enumerate(zip(requests, results)):
-        tasks.append(asyncio.create_task(one_stream(srv.port, raw, result, opened, tally)))
+    for i, (raw, result) in enumerate(zip(requests, results, strict=True)):
+        tasks.append(asyncio.create_task(one_stream(srv.port, raw, result, opened, tally, ended)))
         if ramp and i < n - 1:
             await asyncio.sleep(ramp / n)
     info: dict[str, Any] = {}
@@ -602,11 +785,20 @@ async def run_streams(
         info["rss_open"] = srv.rss_kib()
         info["threads_open"] = srv.threads()
         info["open_at"] = time.perf_counter() - t0
+        cpu_open, deltas_open = srv.cpu_seconds(), sum(len(r.deltas) for r in results)
+        # Steady state: from all streams open to the first one ending.
+        await asyncio.wait_for(ended.wait(), timeout=300)
+        cpu_end, deltas_end = srv.cpu_seconds(), sum(len(r.deltas) for r in results)
+        if deltas_end > deltas_open:
+            info["steady_us"] = (cpu_end - cpu_open) / (deltas_end - deltas_open) * 1e6
+            info["steady_rate"] = (deltas_end - deltas_open) / (time.perf_counter() - t0 - info["open_at"])
     except TimeoutError:
         info["rss_open"] = None
     await asyncio.wait_for(asyncio.gather(*tasks), timeout=300)
     info["wall"] = time.perf_counter() - t0
-    info["cpu"] = (srv.cpu_seconds() - cpu0) / info["wall"]
+    info["cpu_seconds"] = srv.cpu_seconds() - cpu0
+    info["cpu"] = info["cpu_seconds"] / info["wall"]
+    info["client_cpu"] = (time.process_time() - own0) / info["wall"]
     info["threads_before"] = threads0
     stop.set()
     await asyncio.gather(*monitors)
@@ -615,33 +807,45 @@ async def run_streams(
     return results, info
 
 
-def bench_concurrency(args: argparse.Namespace) -> None:
+def bench_concurrency(args: argparse.Namespace, target: str = "/api/chat", what: str = "") -> None:
     n, count, delay = args.streams, args.count, args.delay_ms
-    print(f"\n## 3. {n} concurrent streams, demo model 'count to {count}' at {delay} ms\n")
+    print(f"\n## 3. {n} concurrent streams, demo model 'count to {count}' at {delay} ms{what}\n")
     with server("concurrency", args) as srv:
         client = Client(srv.port)
-        client.chat("/api/chat", "count to 5")  # session + first-use imports
-        asyncio.run(run_streams(srv, client, 10, 20, 0))  # warm-up
+        client.chat(target, "count to 5")  # session + first-use imports
+        asyncio.run(run_streams(srv, client, target, 10, 20, 0))  # warm-up
         time.sleep(1.0)
         client.queries(reset=True)
         rss_before = srv.rss_kib()
-        results, info = asyncio.run(run_streams(srv, client, n, count, args.ramp))
+        results, info = asyncio.run(run_streams(srv, client, target, n, count, args.ramp))
         time.sleep(0.5)
         queries = client.queries()
     failed = [r for r in results if r.status != 200 or not r.done or len(r.deltas) != count or r.error]
-    gaps = sorted(b - a for r in results for a, b in zip(r.deltas, r.deltas[1:]))
-    per_stream_p99 = sorted(pct(sorted(b - a for a, b in zip(r.deltas, r.deltas[1:])), 99) for r in results if r.deltas)
     pacing = delay / 1000
+    ttfb = sorted(r.first_byte - r.started for r in results if r.first_byte)
+    ttfd = sorted(r.deltas[0] - r.started for r in results if r.deltas)
+    gaps = sorted(b - a for r in results for a, b in zip(r.deltas, r.deltas[1:], strict=False))
+    per_stream_p99 = sorted(
+        pct(sorted(b - a for a, b in zip(r.deltas, r.deltas[1:], strict=False)), 99) for r in results if r.deltas
+    )
     durations = sorted(r.deltas[-1] - r.deltas[0] for r in results if len(r.deltas) > 1)
     print(
         f"{n - len(failed)}/{n} streams complete ({count} text deltas + [DONE] each); all open "
         f"{info.get('open_at', float('nan')):.2f} s after the first request, all done after {info['wall']:.2f} s; "
-        f"server CPU {info['cpu']:.2f} cores (of 2)"
+        f"server CPU {info['cpu']:.2f} cores, this client {info['client_cpu']:.2f} (of {os.cpu_count()}); "
+        f"server CPU per text delta {info['cpu_seconds'] / max(1, sum(len(r.deltas) for r in results)) * 1e6:.0f} µs "
+        f"(set-up and reasoning included)"
     )
+    if "steady_us" in info:
+        print(
+            f"steady state (all open until the first ends): {info['steady_rate']:,.0f} text deltas/s "
+            f"(paced demand {n / pacing:,.0f}/s), server CPU {info['steady_us']:.0f} µs per text delta"
+        )
     if failed:
         sample = failed[0]
         print(
-            f"  ! {len(failed)} failed, e.g. status {sample.status} done {sample.done} deltas {len(sample.deltas)} {sample.error}"
+            f"  ! {len(failed)} failed, e.g. status {sample.status}, [DONE] {sample.done}, "
+            f"{len(sample.deltas)} deltas {sample.error}"
         )
     rows = [
         [
@@ -660,6 +864,8 @@ def bench_concurrency(args: argparse.Namespace) -> None:
             ms(per_stream_p99[-1]),
             "",
         ],
+        ["request → response headers", ms(pct(ttfb, 50)), ms(pct(ttfb, 90)), ms(pct(ttfb, 99)), ms(ttfb[-1]), ""],
+        ["request → first text delta", ms(pct(ttfd, 50)), ms(pct(ttfd, 90)), ms(pct(ttfd, 99)), ms(ttfd[-1]), ""],
         [
             "client loop lag (5 ms sleeper)",
             ms(pct(info["lags"], 50)),
@@ -694,11 +900,15 @@ def bench_concurrency(args: argparse.Namespace) -> None:
     chunks_total = sum(len(r.deltas) for r in results)
     print(
         f"database during the {n} streams: {writes:,} writes ({log:,} log), {transactions:,} transactions; "
-        f"about {chunks_total:,} text-delta chunks"
+        f"about {chunks_total:,} text-delta chunks; runs stored: {queries.get('runs')}"
     )
 
 
 # -- main ------------------------------------------------------------------------------------------
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main() -> None:
@@ -711,16 +921,44 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=200, help="text deltas per stream in 3 (default 200)")
     parser.add_argument("--delay-ms", type=int, default=20, help="the demo model's pacing (default 20)")
     parser.add_argument("--ramp", type=float, default=1.0, help="seconds over which 3 opens its streams (default 1)")
+    parser.add_argument(
+        "--sqlite",
+        choices=["wal", "default"],
+        default="wal",
+        help="SQLite configuration (bench_settings.py): wal (default) or the demo's default",
+    )
+    parser.add_argument("--flush-ms", type=int, help="UISTREAM['FLUSH_EVERY_MS'] of the server (default: the app's)")
+    parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="1: add the view storing no chunk rows; 3: rerun with a recorder making no DB call",
+    )
+    parser.add_argument("--insert-costs-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--profile", metavar="DIR", help="py-spy each server, print where the time went")
     args = parser.parse_args()
+    if args.insert_costs_child:
+        insert_costs_child()
+        return
     which = set(args.only or ["1", "2", "3"])
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; daphne, one process; SQLite file database")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; daphne, one process; "
+        f"SQLite file database ({args.sqlite} configuration)"
+        + (f"; FLUSH_EVERY_MS={args.flush_ms}" if args.flush_ms else "")
+        + f"; {load()}"
+    )
     if "1" in which:
         bench_throughput(args)
+        if args.diagnose:
+            insert_costs(args)
     if "2" in which:
         bench_writes(args)
     if "3" in which:
         bench_concurrency(args)
+        if args.diagnose:
+            bench_concurrency(args, "/bench/demo-nodb", " (diagnostic: the recorder makes no database call)")
+    print(f"\n({load()} at the end)")
+    for path in PROFILES:
+        print_profile(path)
 
 
 if __name__ == "__main__":

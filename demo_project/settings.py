@@ -49,7 +49,8 @@ WSGI_APPLICATION = "demo_project.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # The demo's chat page (demo_project/templates/demo/index.html).
+        "DIRS": [BASE_DIR / "demo_project" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -87,7 +88,19 @@ def _database_from_url(url: str) -> dict[str, object]:
 if os.environ.get("DATABASE_URL"):
     DATABASES = {"default": _database_from_url(os.environ["DATABASE_URL"])}
 else:
-    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "db.sqlite3"}}
+    # WAL and immediate transactions: many streams write their logs at once
+    # (without them a burst of new chats fails with "database is locked").
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": BASE_DIR / "db.sqlite3",
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
 
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
 LANGUAGE_CODE = "en-us"
@@ -96,6 +109,11 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# The built chat page (frontend/ → demo_project/static/demo/, by scripts/setup;
+# not in git). Listed only once built: a missing directory is a warning
+# (staticfiles.W004) at every command.
+_BUILT_PAGE = BASE_DIR / "demo_project" / "static"
+STATICFILES_DIRS = [_BUILT_PAGE] if _BUILT_PAGE.is_dir() else []
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The conversations API (uistream_app.api) and its OpenAPI schema at /api/schema/.
@@ -117,6 +135,10 @@ UISTREAM: dict[str, object] = {
     ],
     # The demo page works without a login: visitors own chats by session.
     "ALLOW_ANONYMOUS": True,
+    # A reload in the middle of an answer drops its connection: the answer
+    # goes on and the page resumes it (useChat's resume). The Stop button
+    # uses the stop endpoint, so stopping still stops.
+    "ON_DISCONNECT": "finish",
 }
 if os.environ.get("REDIS_URL"):
     UISTREAM["BROKER"] = {"BACKEND": "redis", "URL": os.environ["REDIS_URL"]}
