@@ -240,6 +240,11 @@ def scenario_events(spec_events: list[Any]) -> Iterator[ev.Event]:
 def canonical_chunks(directory: Path) -> list[Chunk]:
     """Encode a fixture's source (events.jsonl or stored_message.json)."""
     scenario = json.loads((directory / "scenario.json").read_text())
+    logged = directory / "chunks.jsonl"
+    if logged.exists():
+        # Exported from a stored run whose log no events re-encode to (a
+        # stopped run's abort): the chunks themselves are the source.
+        return [json.loads(line) for line in logged.read_text().split("\n") if line]
     stored = directory / "stored_message.json"
     if stored.exists():
         from uistream_app.protocol.ui.replay import replay_message

@@ -56,6 +56,8 @@ __all__ = [
 
 #: Problems kept per check (the count goes on).
 MAX_PROBLEMS: Final = 20
+#: Chunks between two compactions of the reader's pending text.
+COMPACT_EVERY: Final = 1000
 
 _TERMINAL: Final = frozenset(("finish", "error", "abort"))
 #: Chunks the encoder only sends inside a step (rule 5).
@@ -215,14 +217,17 @@ class SchemaVerifier(BaseVerifier):
 
 
 class ReaderVerifier(BaseVerifier):
-    """Rule 2. ``message`` is what the chunks built, up to any error."""
+    """Rule 2. ``message`` is what the chunks built, up to any error;
+    given a ``message`` to continue (a run that continues an assistant
+    message after an approval), the chunks are read onto it, as the
+    client reads them onto the message it holds."""
 
     name = "reader"
     label = "the SDK's reader (UIMessageReader) accepts every chunk"
 
-    def __init__(self, *, message_id: str = "") -> None:
+    def __init__(self, *, message_id: str = "", message: dict[str, Any] | None = None) -> None:
         super().__init__()
-        self.reader = UIMessageReader(message_id=message_id)
+        self.reader = UIMessageReader(message=message, message_id=message_id)
 
     def feed(self, chunk: Any, seq: int | None = None, offset_ms: int | None = None) -> None:
         if not self.reader.failed:
@@ -231,6 +236,11 @@ class ReaderVerifier(BaseVerifier):
             except UIMessageStreamError as exc:
                 self.problem(f"{exc} (the client stops reading here)", seq)
         self.count += 1
+        if self.count % COMPACT_EVERY == 0 and not self.reader.failed:
+            # Reading the message joins the text pieces the reader keeps
+            # per delta (~50 bytes each): memory follows the message's
+            # size, not its chunk count.
+            _ = self.reader.message
 
     @property
     def message(self) -> dict[str, Any]:

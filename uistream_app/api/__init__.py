@@ -1,0 +1,21 @@
+"""The conversations API (Django REST framework): what a chat front end
+needs besides the stream itself.
+
+* ``conversations/``: list (paginated; ``search``, ``ordering``,
+  ``updated_after``/``updated_before``) and create;
+* ``conversations/<id>/``: retrieve, rename (``PATCH {"title": ...}``),
+  delete;
+* ``conversations/<id>/messages/``: the messages as ``UIMessage`` objects,
+  ready for ``useChat({ messages })``;
+* ``runs/`` (``conversation``, ``status``, ``model`` filters) and
+  ``runs/<id>/``: a stored run, never its ``error_detail``;
+* ``runs/<id>/transcript/<format>/``: the run's wire in any registered
+  dialect (``ai7``, ``ai6``, ``ai5``…) or its log as JSON lines;
+* ``schema/``: the OpenAPI schema (drf-spectacular).
+
+Ownership is the chat views' own (``views.OwnerMixin``): a signed-in user
+owns their conversations; with ``UISTREAM["ALLOW_ANONYMOUS"]`` an
+anonymous visitor owns the session's. Staff are no exception here (the
+admin is theirs). Someone else's conversation or run is a 404, the same
+answer as a missing one.
+"""

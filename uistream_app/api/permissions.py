@@ -1,0 +1,102 @@
+"""Who the API acts for, and the checks that keep each owner to their own.
+
+``OwnedMixin`` mirrors ``views.OwnerMixin`` for DRF's synchronous views:
+the request's user when signed in; else, with ``ALLOW_ANONYMOUS``, the
+session (created only by a request that creates something). Django's CSRF
+check covers every unsafe request: DRF's ``SessionAuthentication`` checks
+it only for a signed-in user, but an anonymous visitor's session owns
+conversations too, and a cross-site form must not delete them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from drf_spectacular.openapi import AutoSchema
+from rest_framework.authentication import CSRFCheck
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+from rest_framework.schemas.inspectors import ViewInspector
+from rest_framework.views import APIView
+
+from ..conf import settings as uistream_settings
+from ..models import Conversation, Run
+
+__all__ = ["ChatOwner", "OwnedMixin", "enforce_csrf"]
+
+
+def _no_response(request: HttpRequest) -> HttpResponse:
+    return HttpResponse()
+
+
+def enforce_csrf(request: Request) -> None:
+    """Django's CSRF check on the underlying request; ``PermissionDenied``
+    (403) naming the reason when it fails."""
+    check = CSRFCheck(_no_response)
+    check.process_request(request._request)
+    reason = check.process_view(request._request, _no_response, (), {})
+    if reason:
+        raise PermissionDenied(f"CSRF Failed: {reason}")
+
+
+class ChatOwner(BasePermission):
+    """A signed-in user, or anyone when the view allows anonymous owners."""
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        if request.user and request.user.is_authenticated:
+            return True
+        allowed = getattr(view, "get_allow_anonymous", None)
+        return bool(allowed is not None and allowed())
+
+
+class OwnedMixin(APIView):
+    """Owner scoping for the API's views (mixed in before a DRF generic)."""
+
+    #: The schema of every API view is drf-spectacular's, whatever the
+    #: project's ``DEFAULT_SCHEMA_CLASS``: ``schema/`` works out of the box.
+    schema: ViewInspector | None = AutoSchema()
+    #: None: ``UISTREAM["ALLOW_ANONYMOUS"]``.
+    allow_anonymous: bool | None = None
+
+    def get_allow_anonymous(self) -> bool:
+        if self.allow_anonymous is not None:
+            return self.allow_anonymous
+        return bool(uistream_settings.ALLOW_ANONYMOUS)
+
+    def get_owner(self, *, create_session: bool = False) -> dict[str, Any] | None:
+        """``{"owner": user}``, ``{"owner": None, "session_key": key}``, or
+        None for an anonymous visitor who has no session yet (owns nothing).
+        ``create_session`` gives them one."""
+        user = self.request.user
+        if user is not None and user.is_authenticated:
+            return {"owner": user}
+        session = self.request.session
+        if session.session_key is None:
+            if not create_session:
+                return None
+            session.save()
+        return {"owner": None, "session_key": session.session_key}
+
+    def owned_conversations(self) -> QuerySet[Conversation]:
+        if getattr(self, "swagger_fake_view", False):  # drf-spectacular reading the view
+            return Conversation.objects.none()
+        owner = self.get_owner()
+        if owner is None:
+            return Conversation.objects.none()
+        return Conversation.objects.filter(**owner)
+
+    def owned_runs(self) -> QuerySet[Run]:
+        if getattr(self, "swagger_fake_view", False):
+            return Run.objects.none()
+        owner = self.get_owner()
+        if owner is None:
+            return Run.objects.none()
+        return Run.objects.filter(**{f"conversation__{key}": value for key, value in owner.items()})
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        if request.method not in SAFE_METHODS and not (request.user and request.user.is_authenticated):
+            enforce_csrf(request)

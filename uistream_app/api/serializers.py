@@ -1,0 +1,113 @@
+"""The API's JSON shapes. A message is the AI SDK's ``UIMessage`` exactly
+(``Message.as_ui_message``), so ``useChat({ messages })`` takes the list
+as it comes. A run never shows its ``error_detail``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from ..chat_request import ID_RE
+from ..inspect.formats import transcript_formats
+from ..models import Conversation, Message, Run
+
+__all__ = ["ConversationSerializer", "RunSerializer", "UIMessageSerializer"]
+
+
+class ConversationSerializer(serializers.ModelSerializer[Conversation]):
+    id = serializers.RegexField(
+        rf"^(?:{ID_RE.pattern})\Z",
+        max_length=128,
+        required=False,
+        help_text="The chat id (useChat's `id`): letters, digits, '-' and '_'. Generated when left out.",
+    )
+    message_count = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Conversation
+        fields = ("id", "title", "created_at", "updated_at", "metadata", "message_count")
+        read_only_fields = ("created_at", "updated_at")
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields = super().get_fields()
+        if self.instance is not None and not isinstance(self.instance, (list, tuple)) and hasattr(self.instance, "pk"):
+            fields["id"].read_only = True  # a chat keeps its id
+        return fields
+
+    def validate_metadata(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("metadata is a JSON object")
+        return value
+
+    def get_message_count(self, conversation: Conversation) -> int:
+        annotated = getattr(conversation, "message_count", None)
+        if annotated is not None:
+            return int(annotated)
+        return conversation.messages.count()
+
+
+class UIMessageSerializer(serializers.Serializer[Message]):
+    """One ``UIMessage``: ``id``, ``role``, ``metadata`` (only when set),
+    ``parts``."""
+
+    id = serializers.CharField(read_only=True)
+    role = serializers.ChoiceField(choices=Message.Role.choices, read_only=True)
+    metadata = serializers.JSONField(read_only=True, required=False)
+    parts = serializers.ListField(child=serializers.DictField(), read_only=True)
+
+    def to_representation(self, instance: Message) -> dict[str, Any]:
+        return instance.as_ui_message()
+
+
+def _ms(delta: Any) -> int | None:
+    return None if delta is None else int(delta.total_seconds() * 1000)
+
+
+class RunSerializer(serializers.ModelSerializer[Run]):
+    time_to_first_chunk_ms = serializers.SerializerMethodField()
+    duration_ms = serializers.SerializerMethodField()
+    transcripts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = (
+            "id",
+            "conversation",
+            "message",
+            "status",
+            "finish_reason",
+            "error_code",
+            "model",
+            "usage",
+            "sdk_version",
+            "trigger",
+            "started_at",
+            "first_chunk_at",
+            "finished_at",
+            "time_to_first_chunk_ms",
+            "duration_ms",
+            "chunk_count",
+            "transcripts",
+        )
+        read_only_fields = fields
+
+    def get_time_to_first_chunk_ms(self, run: Run) -> int | None:
+        return _ms(run.time_to_first_chunk)
+
+    def get_duration_ms(self, run: Run) -> int | None:
+        return _ms(run.duration)
+
+    @extend_schema_field(
+        {"type": "object", "additionalProperties": {"type": "string", "format": "uri"}},
+    )
+    def get_transcripts(self, run: Run) -> dict[str, str]:
+        """Format name → the URL of the run's transcript in it."""
+        request = self.context.get("request")
+        out = {}
+        for found in transcript_formats():
+            url = reverse("uistream:run-transcript", kwargs={"pk": run.pk, "transcript_format": found.name})
+            out[found.name] = request.build_absolute_uri(url) if request is not None else url
+        return out

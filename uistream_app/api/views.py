@@ -1,0 +1,195 @@
+"""The API's views: DRF generics, each scoped to the request's owner
+(``permissions.OwnedMixin``). See the package docstring for the routes.
+
+Override points, DRF style: ``get_queryset`` (what the owner sees),
+``perform_create`` / ``perform_update`` / ``perform_destroy`` (the side
+effects), ``pagination_class`` and ``filter_backends`` (class attributes).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.core.handlers.asgi import ASGIRequest
+from django.db import IntegrityError, transaction
+from django.db.models import Count, QuerySet
+from django.http import StreamingHttpResponse
+from django.shortcuts import get_object_or_404
+from django.utils.http import content_disposition_header
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, status
+from rest_framework.exceptions import APIException, NotFound
+from rest_framework.filters import OrderingFilter, SearchFilter
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.serializers import BaseSerializer
+
+from ..inspect.formats import astream_transcript, download_name, get_format, stream_transcript, transcript_formats
+from ..live import get_broker
+from ..models import Conversation, Message, Run
+from .filters import RunFilter, UpdatedRangeFilter
+from .permissions import ChatOwner, OwnedMixin
+from .serializers import ConversationSerializer, RunSerializer, UIMessageSerializer
+
+__all__ = [
+    "ConversationDetailView",
+    "ConversationListView",
+    "ConversationMessagesView",
+    "RunDetailView",
+    "RunListView",
+    "RunTranscriptView",
+]
+
+
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state."
+    default_code = "conflict"
+
+
+class ConversationPagination(PageNumberPagination):
+    page_size = 20
+    page_size_query_param = "page_size"
+    max_page_size = 100
+
+
+class MessagePagination(PageNumberPagination):
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
+class RunPagination(ConversationPagination):
+    pass
+
+
+def new_chat_id() -> str:
+    return secrets.token_urlsafe(16)
+
+
+class ConversationListView(OwnedMixin, generics.ListCreateAPIView[Conversation]):
+    """The owner's conversations, most recently active first; or a new one."""
+
+    serializer_class = ConversationSerializer
+    permission_classes = (ChatOwner,)
+    pagination_class = ConversationPagination
+    filter_backends = (UpdatedRangeFilter, SearchFilter, OrderingFilter)
+    search_fields = ("title", "=id")
+    ordering_fields = ("updated_at", "created_at", "title")
+    ordering = ("-updated_at",)
+
+    def get_queryset(self) -> QuerySet[Conversation]:
+        return self.owned_conversations().annotate(message_count=Count("messages"))
+
+    def perform_create(self, serializer: BaseSerializer[Conversation]) -> None:
+        chat_id = serializer.validated_data.get("id") or new_chat_id()
+        if Conversation.objects.filter(pk=chat_id).exists():
+            raise Conflict("that conversation id is taken", code="duplicate")
+        owner = self.get_owner(create_session=True)
+        assert owner is not None
+        try:
+            with transaction.atomic():
+                serializer.save(id=chat_id, **owner)
+        except IntegrityError:
+            raise Conflict("that conversation id is taken", code="duplicate") from None
+
+
+class ConversationDetailView(OwnedMixin, generics.RetrieveUpdateDestroyAPIView[Conversation]):
+    """One conversation: read it, rename it (``PATCH {"title": ...}``),
+    delete it (409 while a reply is streaming: stop it first)."""
+
+    serializer_class = ConversationSerializer
+    permission_classes = (ChatOwner,)
+
+    def get_queryset(self) -> QuerySet[Conversation]:
+        return self.owned_conversations().annotate(message_count=Count("messages"))
+
+    def perform_destroy(self, instance: Conversation) -> None:
+        if async_to_sync(get_broker().active_run)(instance.pk) is not None:
+            raise Conflict("a reply is still streaming in this chat; stop it first", code="run_active")
+        instance.delete()
+
+
+class ConversationMessagesView(OwnedMixin, generics.ListAPIView[Message]):
+    """The conversation's messages, in order, as ``UIMessage`` objects: pass
+    ``results`` to ``useChat({ id, messages })`` to reload a chat."""
+
+    serializer_class = UIMessageSerializer
+    permission_classes = (ChatOwner,)
+    pagination_class = MessagePagination
+
+    def get_queryset(self) -> QuerySet[Message]:
+        if getattr(self, "swagger_fake_view", False):
+            return Message.objects.none()
+        conversation = get_object_or_404(self.owned_conversations(), pk=self.kwargs["pk"])
+        return Message.objects.filter(conversation=conversation).order_by("position")
+
+
+class RunListView(OwnedMixin, generics.ListAPIView[Run]):
+    """The owner's runs, newest first; filter by ``conversation``."""
+
+    serializer_class = RunSerializer
+    permission_classes = (ChatOwner,)
+    pagination_class = RunPagination
+    filter_backends = (RunFilter,)
+
+    def get_queryset(self) -> QuerySet[Run]:
+        return self.owned_runs().order_by("-started_at")
+
+
+class RunDetailView(OwnedMixin, generics.RetrieveAPIView[Run]):
+    """One stored run: status, timing, usage, links to its transcripts."""
+
+    serializer_class = RunSerializer
+    permission_classes = (ChatOwner,)
+
+    def get_queryset(self) -> QuerySet[Run]:
+        return self.owned_runs()
+
+
+_FORMATS_HELP = "One of: " + ", ".join(f"`{f.name}` ({f.label})" for f in transcript_formats()) + "."
+
+
+class RunTranscriptView(OwnedMixin, generics.GenericAPIView[Run]):
+    """The run's whole wire in one format, streamed from its log."""
+
+    permission_classes = (ChatOwner,)
+    serializer_class = RunSerializer  # for the schema's path parameter only
+
+    def get_queryset(self) -> QuerySet[Run]:
+        return self.owned_runs()
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "transcript_format", OpenApiTypes.STR, OpenApiParameter.PATH, required=True, description=_FORMATS_HELP
+            )
+        ],
+        responses={
+            (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description="A UI message stream (SSE)."),
+            (200, "application/jsonl"): OpenApiResponse(OpenApiTypes.STR, description="The log as JSON lines."),
+            404: OpenApiResponse(description="No such run for this owner, or no such format."),
+        },
+    )
+    def get(self, request: Request, pk: Any, transcript_format: str) -> StreamingHttpResponse:
+        run = self.get_object()
+        found = get_format(transcript_format)
+        if found is None:
+            names = ", ".join(f.name for f in transcript_formats())
+            raise NotFound(f"unknown transcript format {transcript_format!r}; use one of {names}")
+        body: Any
+        if isinstance(request._request, ASGIRequest):
+            body = astream_transcript(run, found.name)
+        else:
+            body = stream_transcript(run, found.name)
+        response = StreamingHttpResponse(body, content_type=f"{found.content_type}; charset=utf-8")
+        disposition = content_disposition_header(
+            request.query_params.get("download") == "1", download_name(run, found.name)
+        )
+        if disposition is not None:
+            response["Content-Disposition"] = disposition
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
