@@ -1,0 +1,553 @@
+"""The WebSocket path under load, over real sockets on 127.0.0.1 (issue 5).
+
+    .venv/bin/python bench/ws_bench.py [--sockets 500] [--count 100] [--delay-ms 20] [--ramp 2]
+
+One ``daphne`` process serves the demo project (``demo_project.asgi``: the
+Origin check, ``AuthMiddlewareStack``, ``ChatConsumer``) with the demo's
+settings: its SQLite database (WAL, ``synchronous=NORMAL``) as a fresh file,
+migrated, in a temporary directory, so the ``RunRecorder`` writes every
+run's log; the in-process broker; ``DJANGO_DEBUG=0``; the demo model paced
+at ``UISTREAM_DEMO_DELAY_MS=--delay-ms``. ``--flush-every-ms`` changes the
+recorder's ``FLUSH_EVERY_MS`` (a diagnosis, not the demo).
+
+A second daphne then serves a *baseline*: the same stack whose consumer
+replays a captured run's frames at the same pacing with nothing behind it
+(no run, recorder, broker or database): what daphne and Channels cost by
+themselves (``--no-baseline`` skips it).
+
+``--sockets`` clients (the ``websockets`` package, in this process), each
+its own visitor (a session of its own, sent as the handshake's cookie, with
+the site's Origin), connect over ``--ramp`` seconds; when all are open they
+all send ``{"type": "send", …}`` "count to ``--count``" at once, each to a
+chat of its own, and read until ``end``. Every socket's frames are checked
+(``start``, sequences from 0 without gaps, the numbers 1 to N, ``end``).
+
+Reported:
+
+* the gap between successive paced frames of a socket (text and reasoning
+  deltas: the demo model sleeps ``--delay-ms`` before each), pooled over all
+  sockets: p50 / p90 / p99 / max against the pacing; the target is
+  p99 <= 2x the pacing;
+* time from ``send`` to the first chunk frame;
+* the server's RSS (``VmRSS`` of ``/proc/<pid>/status``): after a warm-up,
+  with every socket open and idle, at its peak while all stream (sampled
+  every 50 ms), and after; per socket = the difference / sockets;
+* the server's CPU time while streaming, and this client process's own
+  CPU time and event-loop lag (a 5 ms sleeper), to tell the client's share
+  of a gap from the server's (the clients share the machine: a client
+  near 100% of a core delays what it reads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+try:
+    from websockets.asyncio.client import connect
+    from websockets.typing import Origin
+except ImportError:  # pragma: no cover - a hint, not a code path
+    sys.exit("bench/ws_bench.py needs the websockets package: .venv/bin/pip install websockets")
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+HOST = "127.0.0.1"
+PACED = frozenset(("text-delta", "reasoning-delta"))
+APP = "demo_project.asgi:application"
+BASELINE = "ws_bench:baseline"
+WARM_UP = 5
+TABLE_COLUMNS = [
+    "server",
+    "streams ok",
+    "frames/s",
+    "gap p50",
+    "p90",
+    "p99",
+    "max",
+    "first chunk p50 / p99",
+    "KiB/socket open / peak",
+    "server CPU",
+    "server CPU per frame",
+    "client CPU",
+]
+TABLE_HEADER = "| " + " | ".join(TABLE_COLUMNS) + " |"
+
+
+# -- the server ------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """daphne, one process, on the demo's settings and a fresh SQLite file."""
+
+    def __init__(
+        self,
+        delay_ms: int,
+        app: str = APP,
+        label: str = "baseline",
+        *,
+        flush_every_ms: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="uistream-ws-bench-"))
+        self.port = free_port()
+        self.app = app
+        self.label = label
+        # The demo's settings, its database (SQLite in WAL mode) moved to the
+        # temporary directory.
+        lines = [
+            "from demo_project.settings import *  # noqa: F403",
+            "from demo_project.settings import DATABASES, UISTREAM",
+            f"DATABASES = {{'default': {{**DATABASES['default'], 'NAME': {str(self.dir / 'bench.sqlite3')!r}}}}}",
+        ]
+        if flush_every_ms is not None:  # a diagnosis, not the demo
+            lines.append(f"UISTREAM = {{**UISTREAM, 'FLUSH_EVERY_MS': {flush_every_ms}}}")
+        (self.dir / "ws_bench_settings.py").write_text("\n".join(lines) + "\n")
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "ws_bench_settings",
+            "DJANGO_DEBUG": "0",
+            "UISTREAM_DEMO_DELAY_MS": str(delay_ms),
+            "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "bench"), str(self.dir))),
+            **(env or {}),
+        }
+        for name in ("REDIS_URL", "DATABASE_URL"):  # the demo's in-process broker and SQLite
+            self.env.pop(name, None)
+        self.log = self.dir / "daphne.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        subprocess.run([PY, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=self.env, check=True)
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [PY, "-m", "daphne", "-v", "0", "-b", HOST, "-p", str(self.port), self.app],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection((HOST, self.port), timeout=0.5):
+                    return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"daphne did not start:\n{self.log.read_text()[-2000:]}") from None
+                time.sleep(0.05)
+
+    def sessions(self, count: int) -> list[str]:
+        """``count`` new sessions in the server's database, as cookies."""
+        code = (
+            "import django, sys; django.setup()\n"
+            "from importlib import import_module\n"
+            "from django.conf import settings\n"
+            "Store = import_module(settings.SESSION_ENGINE).SessionStore\n"
+            "for _ in range(int(sys.argv[1])):\n"
+            "    s = Store(); s.create(); print(f'{settings.SESSION_COOKIE_NAME}={s.session_key}')\n"
+        )
+        out = subprocess.run([PY, "-c", code, str(count)], cwd=ROOT, env=self.env, check=True, capture_output=True)
+        return out.stdout.decode().split()
+
+    def rss_kib(self) -> int:
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+    def cpu_seconds(self) -> float:
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def run_statuses(self) -> dict[str, int]:
+        code = (
+            "import django; django.setup()\n"
+            "import json\n"
+            "from collections import Counter\n"
+            "from uistream_app.models import Run\n"
+            "print(json.dumps(Counter(Run.objects.values_list('status', flat=True))))\n"
+        )
+        out = subprocess.run([PY, "-c", code], cwd=ROOT, env=self.env, check=True, capture_output=True)
+        result: dict[str, int] = orjson.loads(out.stdout)
+        return result
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def url(self) -> str:
+        return f"ws://{HOST}:{self.port}/ws/chat/"
+
+    @property
+    def origin(self) -> Origin:
+        return Origin(f"http://{HOST}:{self.port}")
+
+
+# -- the clients ------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    sent_at: float = 0.0
+    arrivals: list[float] = field(default_factory=list)  # paced frames only
+    first_chunk_at: float | None = None
+    sequences: list[int] = field(default_factory=list)
+    text: str = ""
+    end: str | None = None
+
+
+def send_frame(chat_id: str, text: str) -> str:
+    frame = {
+        "type": "send",
+        "requestId": uuid.uuid4().hex[:16],
+        "id": chat_id,
+        "trigger": "submit-message",
+        "messages": [{"id": "u-" + chat_id, "role": "user", "parts": [{"type": "text", "text": text}]}],
+        "headers": {},
+        "body": {},
+    }
+    return orjson.dumps(frame).decode()
+
+
+async def chat(ws: Any, chat_id: str, text: str, result: Result, capture: list[dict[str, Any]] | None = None) -> None:
+    result.sent_at = time.perf_counter()
+    await ws.send(send_frame(chat_id, text))
+    async for raw in ws:
+        now = time.perf_counter()
+        frame = orjson.loads(raw)
+        kind = frame["type"]
+        if capture is not None:
+            capture.append(frame)
+        if kind == "chunk":
+            if result.first_chunk_at is None:
+                result.first_chunk_at = now
+            result.sequences.append(frame["sequence"])
+            chunk = frame["chunk"]
+            if chunk["type"] in PACED:
+                result.arrivals.append(now)
+                if chunk["type"] == "text-delta":
+                    result.text += chunk["delta"]
+        elif kind in ("end", "error", "no-active"):
+            result.end = kind if kind != "error" else f"error: {frame.get('errorText')}"
+            return
+
+
+async def lag_probe(stop: asyncio.Event, lags: list[float], period: float = 0.005) -> None:
+    while not stop.is_set():
+        before = time.perf_counter()
+        await asyncio.sleep(period)
+        lags.append(time.perf_counter() - before - period)
+
+
+async def sample_rss(server: Server, stop: asyncio.Event, peak: list[int]) -> None:
+    while not stop.is_set():
+        peak[0] = max(peak[0], server.rss_kib())
+        await asyncio.sleep(0.05)
+
+
+async def run(args: argparse.Namespace, server: Server, cookies: list[str]) -> dict[str, Any]:
+    """The load: warm-up, ``--sockets`` sockets opened, then all send at once."""
+    count, sockets = args.count, args.sockets
+    # Warm-up, so that what any first run loads is in the "before" figure;
+    # the first one is a whole run whose frames the baseline replays.
+    captured: list[dict[str, Any]] = []
+    for i, cookie in enumerate(cookies[:WARM_UP]):
+        async with connect(server.url, additional_headers={"Cookie": cookie}, origin=server.origin) as ws:
+            await chat(ws, f"warm-{i}", f"count to {count if i == 0 else 5}", Result(), captured if i == 0 else None)
+    await asyncio.sleep(0.5)
+    rss_before = server.rss_kib()
+
+    opened = 0
+    all_open = asyncio.Event()
+    go = asyncio.Event()
+    done = asyncio.Event()
+    finished = 0
+    results = [Result() for _ in range(sockets)]
+
+    async def client(i: int) -> None:
+        nonlocal opened, finished
+        await asyncio.sleep(args.ramp * i / sockets)
+        async with connect(
+            server.url,
+            additional_headers={"Cookie": cookies[WARM_UP + i]},
+            origin=server.origin,
+            compression=None,
+            ping_interval=None,
+            max_queue=None,
+            open_timeout=60,
+        ) as ws:
+            opened += 1
+            if opened == sockets:
+                all_open.set()
+            await go.wait()
+            try:
+                await chat(ws, f"bench-{i}", f"count to {count}", results[i])
+            finally:
+                finished += 1
+                if finished == sockets:
+                    done.set()
+            await done.wait()  # every socket stays open until all runs are over
+
+    tasks = [asyncio.create_task(client(i)) for i in range(sockets)]
+    await asyncio.wait_for(all_open.wait(), timeout=args.timeout)
+    await asyncio.sleep(0.5)
+    rss_open = server.rss_kib()
+
+    stop = asyncio.Event()
+    peak = [rss_open]
+    lags: list[float] = []
+    probes = [asyncio.create_task(sample_rss(server, stop, peak)), asyncio.create_task(lag_probe(stop, lags))]
+    spy = start_profiler(server, f"{args.profile}.{server.label}") if args.profile else None
+    if spy is not None:
+        await asyncio.sleep(1)  # py-spy attaches
+    cpu0, own0, t0 = server.cpu_seconds(), time.process_time(), time.perf_counter()
+    go.set()
+    await asyncio.wait_for(done.wait(), timeout=args.timeout)
+    elapsed, cpu = time.perf_counter() - t0, server.cpu_seconds() - cpu0
+    client_cpu = time.process_time() - own0
+    stop.set()
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(timeout=30)
+    await asyncio.gather(*probes)
+    await asyncio.sleep(0.5)
+    rss_after_runs = server.rss_kib()
+    await asyncio.gather(*tasks)
+    return {
+        "results": results,
+        "captured": captured,
+        "rss_before": rss_before,
+        "rss_open": rss_open,
+        "rss_peak": peak[0],
+        "rss_after_runs": rss_after_runs,
+        "elapsed": elapsed,
+        "cpu": cpu,
+        "client_cpu": client_cpu,
+        "lags": lags,
+    }
+
+
+def start_profiler(server: Server, output: str) -> subprocess.Popen[bytes]:
+    """``py-spy record --gil`` of the server into ``output`` (raw stacks)."""
+    assert server.proc is not None
+    spy = str(Path(PY).parent / "py-spy")
+    return subprocess.Popen(
+        [spy, "record", "--pid", str(server.proc.pid), "--format", "raw", "--rate", "250", "--gil", "-o", output],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+def report(args: argparse.Namespace, label: str, m: dict[str, Any]) -> dict[str, Any]:
+    results: list[Result] = m["results"]
+    expected = " ".join(str(n) for n in range(1, args.count + 1))
+    bad = [
+        i
+        for i, r in enumerate(results)
+        if r.end != "end" or r.sequences != list(range(len(r.sequences))) or r.text != expected
+    ]
+    gaps = [(b - a) * 1000 for r in results for a, b in zip(r.arrivals, r.arrivals[1:], strict=False)]
+    ttfc = [(r.first_chunk_at - r.sent_at) * 1000 for r in results if r.first_chunk_at is not None]
+    pacing = args.delay_ms
+    n = args.sockets
+    frames = sum(len(r.sequences) + 2 for r in results)
+    row = {
+        "label": label,
+        "ok": n - len(bad),
+        "frames_per_s": frames / m["elapsed"],
+        "p50": pct(gaps, 50),
+        "p90": pct(gaps, 90),
+        "p99": pct(gaps, 99),
+        "max": max(gaps),
+        "ttfc_p50": pct(ttfc, 50),
+        "ttfc_p99": pct(ttfc, 99),
+        "kib_open": (m["rss_open"] - m["rss_before"]) / n,
+        "kib_peak": (m["rss_peak"] - m["rss_before"]) / n,
+        "cpu": m["cpu"] / m["elapsed"],
+    }
+    print(f"== {label}")
+    print(f"all streams checked: {row['ok']} ok, {len(bad)} bad" + (f" (e.g. socket {bad[0]})" if bad else ""))
+    print(f"{frames} frames in {m['elapsed']:.2f} s ({row['frames_per_s']:.0f} frames/s)")
+    print(
+        f"gap between paced frames ({len(gaps)} gaps): p50 {row['p50']:.1f} ms, p90 {row['p90']:.1f} ms, "
+        f"p99 {row['p99']:.1f} ms ({row['p99'] / pacing:.2f}x pacing), max {row['max']:.1f} ms; "
+        f"mean {statistics.fmean(gaps):.1f} ms"
+    )
+    print(f"send -> first chunk: p50 {row['ttfc_p50']:.1f} ms, p99 {row['ttfc_p99']:.1f} ms, max {max(ttfc):.1f} ms")
+    print(
+        f"server RSS: {m['rss_before'] / 1024:.1f} MiB after warm-up, {m['rss_open'] / 1024:.1f} MiB with "
+        f"{n} sockets open ({row['kib_open']:.1f} KiB/socket), peak {m['rss_peak'] / 1024:.1f} MiB while "
+        f"streaming ({row['kib_peak']:.1f} KiB/socket), {m['rss_after_runs'] / 1024:.1f} MiB after the runs "
+        "(sockets still open)"
+    )
+    row["us_per_frame"] = m["cpu"] / frames * 1e6
+    print(
+        f"server CPU while streaming: {m['cpu']:.2f} s in {m['elapsed']:.2f} s ({row['cpu']:.0%}), "
+        f"{row['us_per_frame']:.0f} µs per frame"
+    )
+    lags = m["lags"]
+    row["client_cpu"] = m["client_cpu"] / m["elapsed"]
+    print(
+        f"clients (this process): CPU {row['client_cpu']:.0%}; event-loop lag (5 ms sleeper) "
+        f"p50 {pct(lags, 50) * 1000:.1f} ms, p99 {pct(lags, 99) * 1000:.1f} ms"
+    )
+    row["met"] = not bad and row["p99"] <= 2 * pacing
+    return row
+
+
+# -- the baseline: daphne and Channels alone ------------------------------------------------
+#
+# ``ws_bench:baseline`` is an ASGI application for daphne: the demo's stack
+# (Origin check, AuthMiddlewareStack, a consumer at ws/chat/) whose consumer
+# answers a send with the frames of a real run (captured in the warm-up,
+# file in UISTREAM_WS_BENCH_FRAMES), paced as the demo model paces them,
+# with no run, recorder, broker or database behind it: what daphne and
+# Channels cost by themselves.
+
+_baseline_app: Any = None
+
+
+async def baseline(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    global _baseline_app
+    if _baseline_app is None:
+        _baseline_app = _make_baseline()
+    await _baseline_app(scope, receive, send)
+
+
+def _make_baseline() -> Any:
+    import django
+
+    django.setup()
+    from channels.auth import AuthMiddlewareStack  # type: ignore[import-untyped]
+    from channels.generic.websocket import AsyncWebsocketConsumer  # type: ignore[import-untyped]
+    from channels.routing import URLRouter  # type: ignore[import-untyped]
+    from channels.security.websocket import AllowedHostsOriginValidator  # type: ignore[import-untyped]
+    from django.urls import path
+
+    chunks = orjson.loads(Path(os.environ["UISTREAM_WS_BENCH_FRAMES"]).read_bytes())
+    delay = float(os.environ["UISTREAM_DEMO_DELAY_MS"]) / 1000
+
+    class BaselineConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
+        tasks: set[asyncio.Task[None]]
+
+        async def connect(self) -> None:
+            self.tasks = set()
+            await self.accept()
+
+        async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+            request_id = orjson.loads(text_data or "{}")["requestId"]
+            task = asyncio.create_task(self.stream(request_id))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+        async def stream(self, request_id: str) -> None:
+            rid = orjson.dumps(request_id).decode()
+            await self.send(text_data='{"type":"start","requestId":' + rid + "}")
+            for seq, chunk in enumerate(chunks):
+                if chunk["type"] in PACED:
+                    await asyncio.sleep(delay)
+                frame = '{"type":"chunk","requestId":' + rid + ',"sequence":' + str(seq) + ',"chunk":'
+                await self.send(text_data=frame + orjson.dumps(chunk).decode() + "}")
+            await self.send(text_data='{"type":"end","requestId":' + rid + "}")
+
+        async def disconnect(self, code: int) -> None:
+            for task in self.tasks:
+                task.cancel()
+
+    routes = URLRouter([path("ws/chat/", BaselineConsumer.as_asgi())])
+    return AllowedHostsOriginValidator(AuthMiddlewareStack(routes))
+
+
+def measure(args: argparse.Namespace, label: str, server: Server) -> dict[str, Any]:
+    try:
+        server.start()
+        cookies = server.sessions(args.sockets + WARM_UP)
+        measured = asyncio.run(run(args, server, cookies))
+        row = report(args, label, measured)
+        if server.app == APP:
+            print(f"runs stored: {server.run_statuses()}")
+        row["captured"] = measured["captured"]
+        return row
+    finally:
+        server.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sockets", type=int, default=500)
+    parser.add_argument("--count", type=int, default=100)
+    parser.add_argument("--delay-ms", type=int, default=20)
+    parser.add_argument("--ramp", type=float, default=2.0, help="seconds over which the sockets connect")
+    parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
+    parser.add_argument("--no-baseline", action="store_true", help="measure ChatConsumer only")
+    parser.add_argument(
+        "--flush-every-ms", type=int, help="diagnosis: the demo settings with another UISTREAM['FLUSH_EVERY_MS']"
+    )
+    parser.add_argument("--profile", metavar="PREFIX", help="py-spy record --gil each server while it streams")
+    args = parser.parse_args()
+    print(
+        f"{args.sockets} sockets, 'count to {args.count}' each, demo model paced at {args.delay_ms} ms, "
+        "one daphne process"
+    )
+    label = "ChatConsumer (demo_project.asgi)"
+    if args.flush_every_ms is not None:
+        label += f", FLUSH_EVERY_MS={args.flush_every_ms}"
+    server = Server(args.delay_ms, label="consumer", flush_every_ms=args.flush_every_ms)
+    rows = [measure(args, label, server)]
+    if not args.no_baseline:
+        with tempfile.NamedTemporaryFile(suffix=".json") as frames:
+            frames.write(orjson.dumps([f["chunk"] for f in rows[0]["captured"] if f["type"] == "chunk"]))
+            frames.flush()
+            env = {"UISTREAM_WS_BENCH_FRAMES": frames.name}
+            rows.append(measure(args, "baseline (daphne + Channels only)", Server(args.delay_ms, BASELINE, env=env)))
+    print()
+    print(TABLE_HEADER)
+    print("|---" + "|---:" * (len(TABLE_COLUMNS) - 1) + "|")
+    for r in rows:
+        print(
+            f"| {r['label']} | {r['ok']}/{args.sockets} | {r['frames_per_s']:,.0f} | {r['p50']:.1f} ms | "
+            f"{r['p90']:.1f} ms | **{r['p99']:.1f} ms** ({r['p99'] / args.delay_ms:.2f}x) | {r['max']:.0f} ms | "
+            f"{r['ttfc_p50']:.0f} / {r['ttfc_p99']:.0f} ms | {r['kib_open']:.0f} / {r['kib_peak']:.0f} | "
+            f"{r['cpu']:.0%} | {r['us_per_frame']:.0f} µs | {r['client_cpu']:.0%} |"
+        )
+    met = rows[0]["met"]
+    print(f"\ntarget (ChatConsumer p99 gap <= 2x pacing): {'met' if met else 'NOT met'}")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""WebSocket routes of the app (DESIGN.md): ``ws/chat/``, ai@7's
+``WebSocketChatTransport`` served by ``ChatConsumer``.
+
+Put them behind Channels' auth and Origin check, as the demo's ``asgi.py``
+does::
+
+    from channels.auth import AuthMiddlewareStack
+    from channels.routing import ProtocolTypeRouter, URLRouter
+    from channels.security.websocket import AllowedHostsOriginValidator
+
+    application = ProtocolTypeRouter({
+        "http": get_asgi_application(),
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    })
+
+A project that subclasses ``ChatConsumer`` routes its own class instead.
+"""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from .consumers import ChatConsumer
+
+__all__ = ["websocket_urlpatterns"]
+
+websocket_urlpatterns = [
+    path("ws/chat/", ChatConsumer.as_asgi(), name="uistream-chat-ws"),
+]
