@@ -1,0 +1,207 @@
+"""``RunAgentInput``, parsed strictly: what an AG-UI endpoint may trust.
+
+``parse_run_agent_input`` takes the raw request body and returns an
+``AGUIInput`` or raises ``AGUIInputError`` naming the problem and where it
+is (``field`` is a path such as ``messages[2].content[0].source``). Nothing
+here touches a database. Rules (AG-UI 1.0's ``RunAgentInputSchema``):
+
+1. The body is UTF-8 JSON, an object, at most ``max_bytes`` long and at
+   most ``MAX_DEPTH`` containers deep.
+2. ``threadId`` and ``runId`` are strings (the view applies its own id
+   rule to the thread id, which names the stored conversation);
+   ``parentRunId`` and ``protocolVersion`` are strings when present, and a
+   protocol version must be ``1`` or ``1.x``.
+3. ``messages`` is a list (at most ``MAX_MESSAGES``) of 1.0 messages,
+   checked field by field (``events.validate_message``). Tolerant where
+   the protocol says so: a message whose ``role`` is missing or ``null``
+   reads as the default role, ``assistant`` (the role a streamed message
+   has when its producer left it out: a client that models the role as
+   optional sends back what it built that way). Unknown keys are ignored
+   (the 1.0 objects are open for forward compatibility); a known key with
+   a wrong type, or ``null`` where the schema has no ``null``, is refused.
+4. ``tools`` (``{name, description, parameters?, metadata?}``) and
+   ``context`` (``{description, value}``) are lists when present; absent
+   is empty. ``null`` is refused, as the client's schema does.
+5. ``state`` is any JSON value; ``null`` reads as absent (the 1.0 schema
+   makes it nullable). ``forwardedProps`` is any JSON value but ``null``.
+6. ``resume`` is a list of ``{interruptId, status: "resolved" |
+   "cancelled", payload?, metadata?}`` when present.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from .events import validate_message
+
+__all__ = [
+    "DEFAULT_ROLE",
+    "MAX_DEPTH",
+    "MAX_MESSAGES",
+    "AGUIInput",
+    "AGUIInputError",
+    "parse_run_agent_input",
+]
+
+MAX_DEPTH: Final = 32
+MAX_MESSAGES: Final = 10_000
+#: What a message without a role (or with ``"role": null``) is read as.
+DEFAULT_ROLE: Final = "assistant"
+
+
+class AGUIInputError(ValueError):
+    """A request the endpoint refuses: ``status``, a stable ``code``, a
+    message for people and the ``field`` it is about."""
+
+    def __init__(self, message: str, *, code: str = "invalid", field: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.field = field
+        self.status = status
+
+
+@dataclass(frozen=True)
+class AGUIInput:
+    """A checked ``RunAgentInput``, snake_case. ``messages`` are the 1.0
+    messages as sent, each with its ``role`` filled in (rule 3)."""
+
+    thread_id: str
+    run_id: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    context: list[dict[str, Any]] = field(default_factory=list)
+    state: Any = None
+    forwarded_props: Any = None
+    resume: list[dict[str, Any]] = field(default_factory=list)
+    parent_run_id: str | None = None
+    protocol_version: str | None = None
+
+    @property
+    def last_message(self) -> dict[str, Any] | None:
+        return self.messages[-1] if self.messages else None
+
+
+def _depth_ok(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return False
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((v, depth + 1) for v in children)
+    return True
+
+
+def _string(data: dict[str, Any], key: str, *, required: bool) -> str | None:
+    if key not in data or (data[key] is None and not required):
+        if required:
+            raise AGUIInputError(f"{key} is required", field=key)
+        if key in data:
+            raise AGUIInputError(f"{key} is null: leave it out", field=key)
+        return None
+    value = data[key]
+    if not isinstance(value, str):
+        raise AGUIInputError(f"{key} must be a string", field=key)
+    return value
+
+
+def _list(data: dict[str, Any], key: str) -> list[Any]:
+    if key not in data:
+        return []
+    value = data[key]
+    if not isinstance(value, list):
+        raise AGUIInputError(f"{key} must be a list", field=key)
+    return value
+
+
+def _objects(items: list[Any], key: str, required: dict[str, type], optional: dict[str, type]) -> list[dict[str, Any]]:
+    for i, item in enumerate(items):
+        where = f"{key}[{i}]"
+        if not isinstance(item, dict):
+            raise AGUIInputError(f"{where} must be an object", field=where)
+        for name, kind in required.items():
+            if not isinstance(item.get(name), kind):
+                raise AGUIInputError(f"{where}.{name} must be a {kind.__name__}", field=f"{where}.{name}")
+        for name, kind in optional.items():
+            if name in item and not isinstance(item[name], kind):
+                raise AGUIInputError(f"{where}.{name} must be a {kind.__name__}", field=f"{where}.{name}")
+    return items
+
+
+_FIELD_IN_PROBLEM: Final = re.compile(r"(?:needs )?'(\w+)'")
+
+
+def _message(message: Any, where: str) -> dict[str, Any]:
+    if isinstance(message, dict) and message.get("role") is None:
+        message = {**message, "role": DEFAULT_ROLE}
+    problem = validate_message(message, where)
+    if problem:
+        named = _FIELD_IN_PROBLEM.match(problem)
+        raise AGUIInputError(f"{where} {problem}", field=f"{where}.{named.group(1)}" if named else where)
+    assert isinstance(message, dict)
+    return message
+
+
+def parse_run_agent_input(body: bytes, *, max_bytes: int) -> AGUIInput:
+    """Rules 1-6 of the module docstring."""
+    if len(body) > max_bytes:
+        raise AGUIInputError(f"the request body is larger than {max_bytes} bytes", code="too_large", status=413)
+    if not body.strip():
+        raise AGUIInputError("the request body is empty; send a RunAgentInput", code="empty")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise AGUIInputError(f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise AGUIInputError("the request body must be a JSON object", code="invalid_json")
+    if not _depth_ok(data, MAX_DEPTH):
+        raise AGUIInputError(f"the request body is nested deeper than {MAX_DEPTH} levels", code="too_deep")
+    thread_id = _string(data, "threadId", required=True)
+    run_id = _string(data, "runId", required=True)
+    assert thread_id is not None
+    assert run_id is not None
+    parent_run_id = _string(data, "parentRunId", required=False)
+    version = _string(data, "protocolVersion", required=False)
+    if version is not None and version.split(".", 1)[0] != "1":
+        raise AGUIInputError(
+            f"protocol version {version!r} is not spoken here; use 1.x",
+            code="unsupported_protocol_version",
+            field="protocolVersion",
+        )
+    if "messages" not in data:
+        raise AGUIInputError("messages is required (a list of messages)", field="messages")
+    raw_messages = _list(data, "messages")
+    if len(raw_messages) > MAX_MESSAGES:
+        raise AGUIInputError(f"messages holds more than {MAX_MESSAGES} messages", field="messages")
+    messages = [_message(m, f"messages[{i}]") for i, m in enumerate(raw_messages)]
+    tools = _objects(_list(data, "tools"), "tools", {"name": str, "description": str}, {"metadata": dict})
+    for i, tool in enumerate(tools):
+        if "parameters" in tool and tool["parameters"] is None:
+            raise AGUIInputError(f"tools[{i}].parameters is null: leave it out", field=f"tools[{i}].parameters")
+    context = _objects(_list(data, "context"), "context", {"description": str, "value": str}, {})
+    resume = _objects(_list(data, "resume"), "resume", {"interruptId": str}, {"metadata": dict})
+    for i, entry in enumerate(resume):
+        if entry.get("status") not in ("resolved", "cancelled"):
+            raise AGUIInputError(f"resume[{i}].status must be 'resolved' or 'cancelled'", field=f"resume[{i}].status")
+        if "payload" in entry and entry["payload"] is None:
+            raise AGUIInputError(f"resume[{i}].payload is null: leave it out", field=f"resume[{i}].payload")
+    if "forwardedProps" in data and data["forwardedProps"] is None:
+        raise AGUIInputError("forwardedProps is null: leave it out", field="forwardedProps")
+    return AGUIInput(
+        thread_id=thread_id,
+        run_id=run_id,
+        messages=messages,
+        tools=tools,
+        context=context,
+        state=data.get("state"),
+        forwarded_props=data.get("forwardedProps"),
+        resume=resume,
+        parent_run_id=parent_run_id,
+        protocol_version=version,
+    )

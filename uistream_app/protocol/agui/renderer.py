@@ -1,0 +1,715 @@
+"""Canonical UI message chunks → the AG-UI 1.0 event stream.
+
+The canonical log speaks ai@7 (``protocol.ui.chunks``); ``AGUIRenderer``
+turns one run's chunks into AG-UI events, as ``UIStreamRenderer`` turns them
+into the UI message stream: pure (chunks in, bytes out), one instance per
+stream, the same ``render`` / ``render_many`` / ``done`` API, so the views'
+``render_subscription`` serves either dialect unchanged. A stored run's log
+renders the same way, so any conversation can be served as AG-UI.
+
+Framing: one event is ``data: <compact JSON>\\n\\n`` with ``\\n`` line ends
+only (the TypeScript client splits on ``\\n\\n`` and breaks on CRLF); there
+is no ``[DONE]``: ``RUN_FINISHED``/``RUN_ERROR`` end the stream. Every event
+carries ``timestamp`` (integer milliseconds, read from ``clock`` once per
+chunk); absent fields are left out, never ``null``.
+
+Mapping rules (``base`` is the ``start`` chunk's ``messageId``, else the
+run id; ``owner`` is the innermost open subagent, see rule 12):
+
+ 1. ``start`` → ``RUN_STARTED {threadId, runId, parentRunId?}`` with the
+    renderer's ``metadata`` (once; any other first chunk starts the run
+    too); ``messageMetadata`` → rule 10.
+ 2. ``start-step`` / ``finish-step`` → ``STEP_STARTED`` / ``STEP_FINISHED``
+    named ``step-0``, ``step-1``… in stream order.
+ 3. A text part is one assistant message: ``text-start`` →
+    ``TEXT_MESSAGE_START {messageId: "<base>-<part id>", role:
+    "assistant"}``, ``text-delta`` → ``TEXT_MESSAGE_CONTENT``, ``text-end``
+    → ``TEXT_MESSAGE_END``. Empty deltas are not sent (ag-ui-validate
+    AGUI105). Ids are unique per run: the encoder's part ids are unique per
+    message (``text-0``, ``text-1``…), and a message id the stream already
+    used gets a ``-2``, ``-3``… suffix.
+ 4. A reasoning part is a span holding one reasoning message, both under
+    ``<base>-<part id>``: ``reasoning-start`` → ``REASONING_START`` +
+    ``REASONING_MESSAGE_START {role: "reasoning"}``, deltas →
+    ``REASONING_MESSAGE_CONTENT``, ``reasoning-end`` →
+    ``REASONING_MESSAGE_END`` + ``REASONING_END``. Provider metadata
+    (signatures) is not carried.
+ 5. A tool call goes out whole once its input is known:
+    ``TOOL_CALL_START {toolCallId, toolCallName, parentMessageId}``, one
+    ``TOOL_CALL_ARGS`` with the input as compact JSON, ``TOOL_CALL_END``.
+    Deliberate: input fragments are buffered, not streamed, because only a
+    complete input is known to be JSON (ag-ui-validate AGUI204) and a call
+    cut off mid-arguments (a stop, a source that just stops) must not
+    reach the client as a call it would think it has to answer (every call
+    without a result counts as pending). Such a call is never sent. The
+    input is ``tool-input-available``'s; for ``tool-input-error`` it is the
+    input when that is a JSON value and nothing when it is the unparseable
+    raw text; for a call whose output arrives without either (a replayed
+    stored turn) it is the parsed fragments.
+ 6. ``parentMessageId`` is the last text message opened in the current
+    step, so a step's text and its calls make one assistant message on the
+    client, as the model produced them; a call with no text before it in
+    its step, or whose last text belongs to another subagent (a call
+    belongs to the message that carries it), gets a synthetic
+    ``<base>-tools-N`` shared by the step's next calls (the client creates
+    that message; ag-ui-validate notes it at info level, AGUI208).
+ 7. Outcomes → ``TOOL_CALL_RESULT {messageId: "<toolCallId>-result",
+    toolCallId, content, role: "tool"}``: ``tool-output-available``'s
+    output as text (a string as it is, anything else as compact JSON);
+    ``tool-output-error`` and ``tool-input-error`` their ``errorText``,
+    ``tool-output-denied`` the SDK's "Tool call execution denied.", each
+    with ``metadata: {"uistream": {"outcome": "error" | "input-error" |
+    "denied"}}`` so a client can tell them apart. Preliminary outputs are
+    not sent (a second result would make a second tool message). An outcome
+    for a call the stream never started is not sent (AGUI207).
+ 8. ``tool-approval-request`` makes the call pending on a person: the run
+    ends ``RUN_FINISHED`` with ``outcome: {type: "interrupt", interrupts:
+    [{id: approvalId, reason: "tool-approval", toolCallId, message?}]}``,
+    unless an approval response or an outcome for the call followed.
+ 9. Ends: ``finish`` → ``RUN_FINISHED {threadId, runId}`` (``metadata:
+    {"uistream": {"finishReason"}}`` when there is one); ``abort`` (a stop,
+    or a client that left) → ``RUN_FINISHED`` with ``outcome: {type:
+    "cancelled"}`` ("stopped before it completed … and did not fail");
+    ``error`` → ``RUN_ERROR {message: errorText, code: "run_failed"}``,
+    the text already masked in the log. Before any of them every open
+    message, reasoning span, step and subagent is closed (a subagent with
+    ``SUBAGENT_ERROR`` when the run did not finish), innermost first, so
+    both clients accept the end; buffered calls are dropped (rule 5).
+    After the end nothing more is rendered; ``done()`` ends a stream whose
+    log had no end with ``RUN_ERROR {code: "incomplete"}``.
+10. Everything else is ``CUSTOM {name: "uistream:<chunk type>", value: the
+    chunk without its type}``: ``data-*`` parts (``uistream:data-weather``,
+    value ``{data, id?, transient?}``), sources, files, ``custom``,
+    ``reset-step``, approval responses; ``messageMetadata`` of ``start`` and
+    ``finish`` and ``message-metadata`` chunks as
+    ``uistream:message-metadata``. Names are namespaced (AGUI903).
+11. A transient ``data-agui-event`` chunk carries an AG-UI event that has
+    no UI chunk (what hand-written agents emit through
+    ``protocol.agui.handles``: named steps, state, activity, custom, raw,
+    subagents) and renders as that event, re-stamped; a carried
+    ``RUN_FINISHED`` only lends its ``result`` to the run's end. A carried step or
+    subagent end that closes nothing open, or a start that reopens an open
+    one, is dropped, as is a carried event that is not valid.
+12. While a carried ``SUBAGENT_STARTED`` is open, every attributable event
+    this renderer makes is tagged with its ``subagentRunId`` (and carried
+    ones that arrive untagged); a closing event keeps the tag of its
+    opener.
+
+A chunk that would break the AG-UI stream (a delta for a part never
+started, a second start of an open part) is dropped: the UI reader would
+refuse it too. The input is never mutated.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from ..ui.chunks import Chunk
+from ..ui.render import DENIED_ERROR_TEXT, _dumps_lenient
+from .events import ATTRIBUTABLE, AGUIEventFormatError, Event, validate_event
+
+__all__ = [
+    "CARRIER_TYPE",
+    "CUSTOM_PREFIX",
+    "ERROR_CODE",
+    "INCOMPLETE_CODE",
+    "AGUIRenderer",
+    "encode_event",
+    "json_text",
+    "now_ms",
+]
+
+#: The canonical chunk type that carries an AG-UI event (rule 11).
+CARRIER_TYPE: Final = "data-agui-event"
+#: The namespace of the CUSTOM events made from UI chunks (rule 10).
+CUSTOM_PREFIX: Final = "uistream:"
+#: ``RUN_ERROR.code`` for a run whose log ends in an ``error`` chunk.
+ERROR_CODE: Final = "run_failed"
+#: ``RUN_ERROR.code`` when the log ends without an end (``done()``).
+INCOMPLETE_CODE: Final = "incomplete"
+INCOMPLETE_TEXT: Final = "The stream ended before the run did."
+STOPPED_TEXT: Final = "The run was stopped."
+APPROVAL_REASON: Final = "tool-approval"
+
+#: Carried events that render as they are (rule 11); steps and subagents
+#: are tracked as scopes.
+_CARRIED: Final = frozenset(
+    (
+        "STATE_SNAPSHOT",
+        "STATE_DELTA",
+        "MESSAGES_SNAPSHOT",
+        "ACTIVITY_SNAPSHOT",
+        "ACTIVITY_DELTA",
+        "RAW",
+        "CUSTOM",
+        "REASONING_ENCRYPTED_VALUE",
+    )
+)
+_SCOPES: Final = frozenset(("STEP_STARTED", "STEP_FINISHED", "SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR"))
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds since the epoch: the default ``clock``."""
+    return time.time_ns() // 1_000_000
+
+
+def encode_event(event: Event) -> bytes:
+    """One SSE frame: ``data: <compact JSON>\\n\\n``. What orjson refuses
+    (a lone surrogate, an integer beyond 64 bits) takes the UI renderer's
+    slower path, which still writes valid JSON."""
+    try:
+        return b"data: " + orjson.dumps(event) + b"\n\n"
+    except TypeError:
+        return b"data: " + _dumps_lenient(event) + b"\n\n"
+
+
+def json_text(value: Any) -> str:
+    """``value`` as compact JSON text (tool arguments, tool output)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return _dumps_lenient(value).decode()
+
+
+def result_text(output: Any) -> str:
+    """A tool output as ``TOOL_CALL_RESULT.content``: a string as it is,
+    anything else as compact JSON (rule 7)."""
+    return output if isinstance(output, str) else json_text(output)
+
+
+class _Unset:
+    pass
+
+
+_UNSET: Final = _Unset()
+
+
+@dataclass(slots=True)
+class _Call:
+    name: str
+    parent: str
+    owner: str | None
+    deltas: list[str] = field(default_factory=list)
+    value: Any = _UNSET  # the input, once known; None: known to have no JSON value
+    emitted: bool = False
+
+
+@dataclass(slots=True)
+class _Scope:
+    kind: str  # "ui-step" | "step" | "subagent"
+    key: str  # step name or subagent run id
+    owner: str | None
+
+
+class AGUIRenderer:
+    """AG-UI SSE bytes for one run's canonical chunks.
+
+    ``render(chunk)`` gives the chunk's events (``b""`` when it makes none),
+    ``render_many(chunks)`` those of several, ``done()`` what ends a stream
+    whose log did not (usually ``b""``). ``events(chunk)`` and
+    ``close_events()`` give the same events as dicts. ``clock`` returns
+    integer milliseconds (default: the wall clock); fixtures pass a fixed
+    one. ``metadata`` goes on ``RUN_STARTED``. Make one per stream.
+    """
+
+    def __init__(
+        self,
+        thread_id: str,
+        run_id: str,
+        *,
+        parent_run_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.parent_run_id = parent_run_id
+        self.metadata = metadata
+        self.clock = clock
+        self.started = False
+        self.terminated = False
+        self._now = 0
+        self._base = run_id
+        self._used_ids: set[str] = set()
+        self._texts: dict[str, tuple[str, str | None]] = {}
+        self._reasoning: dict[str, tuple[str, str | None]] = {}
+        self._calls: dict[str, _Call] = {}
+        self._interrupts: dict[str, dict[str, Any]] = {}
+        self._scopes: list[_Scope] = []
+        self._used_subagents: set[str] = set()
+        self._steps = 0
+        self._tool_parents = 0
+        self._parent: tuple[str, str | None] | None = None  # (message id, its owner)
+        self._run_result: Any = None
+        self._dispatch: dict[str, Callable[[Chunk, list[Event]], None]] = {
+            "start": self._start,
+            "start-step": self._start_step,
+            "finish-step": self._finish_step,
+            "text-start": self._text_start,
+            "text-delta": self._text_delta,
+            "text-end": self._text_end,
+            "reasoning-start": self._reasoning_start,
+            "reasoning-delta": self._reasoning_delta,
+            "reasoning-end": self._reasoning_end,
+            "tool-input-start": self._tool_input_start,
+            "tool-input-delta": self._tool_input_delta,
+            "tool-input-available": self._tool_input_available,
+            "tool-input-error": self._tool_input_error,
+            "tool-output-available": self._tool_output_available,
+            "tool-output-error": self._tool_output_error,
+            "tool-output-denied": self._tool_output_denied,
+            "tool-approval-request": self._tool_approval_request,
+            "tool-approval-response": self._tool_approval_response,
+            "message-metadata": self._message_metadata,
+            "finish": self._finish,
+            "abort": self._abort,
+            "error": self._error,
+            CARRIER_TYPE: self._carried,
+        }
+
+    # -- public ---------------------------------------------------------------------
+
+    def events(self, chunk: Chunk) -> list[Event]:
+        """The AG-UI events ``chunk`` makes (``[]`` after the run ended)."""
+        if self.terminated:
+            return []
+        out: list[Event] = []
+        self._now = self.clock()
+        if not self.started:
+            self._begin(out)
+        chunk_type = chunk.get("type")
+        handler = self._dispatch.get(chunk_type) if isinstance(chunk_type, str) else None
+        if handler is None:
+            if isinstance(chunk_type, str):
+                self._custom(chunk_type, chunk, out)
+        else:
+            handler(chunk, out)
+        return out
+
+    def render(self, chunk: Chunk) -> bytes:
+        return b"".join([encode_event(e) for e in self.events(chunk)])
+
+    def render_many(self, chunks: Iterable[Chunk]) -> bytes:
+        # The hot path: a text or reasoning delta of an open part is one
+        # event built and framed here (measured: half the time of the general
+        # path on the standard workload); everything else goes through
+        # events(). The bytes are the same either way.
+        frames: list[bytes] = []
+        append = frames.append
+        dumps = orjson.dumps
+        texts, reasoning = self._texts, self._reasoning
+        for chunk in chunks:
+            kind = chunk.get("type")
+            if kind == "text-delta" or kind == "reasoning-delta":
+                parts = texts if kind == "text-delta" else reasoning
+                entry = parts.get(chunk.get("id", ""))
+                delta = chunk.get("delta")
+                if entry is not None and not self.terminated and delta.__class__ is str:
+                    if delta:
+                        self._now = now = self.clock()
+                        event_type = "TEXT_MESSAGE_CONTENT" if kind == "text-delta" else "REASONING_MESSAGE_CONTENT"
+                        event: Event = {"type": event_type, "timestamp": now}
+                        if entry[1] is not None:
+                            event["subagentRunId"] = entry[1]
+                        event["messageId"] = entry[0]
+                        event["delta"] = delta
+                        try:
+                            append(b"data: " + dumps(event) + b"\n\n")
+                        except TypeError:
+                            append(encode_event(event))
+                    continue
+            for event in self.events(chunk):
+                append(encode_event(event))
+        return b"".join(frames)
+
+    def close_events(self) -> list[Event]:
+        """What ends the stream if its log did not: closes everything open
+        and sends ``RUN_ERROR {code: "incomplete"}``; ``[]`` otherwise."""
+        if self.terminated:
+            return []
+        out: list[Event] = []
+        self._now = self.clock()
+        if not self.started:
+            self._begin(out)
+        self._close_all(out, finished=False, reason=INCOMPLETE_TEXT)
+        out.append({"type": "RUN_ERROR", "timestamp": self._now, "message": INCOMPLETE_TEXT, "code": INCOMPLETE_CODE})
+        self.terminated = True
+        return out
+
+    def done(self) -> bytes:
+        return b"".join([encode_event(e) for e in self.close_events()])
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _event(self, event_type: str, owner: str | None, fields: dict[str, Any]) -> Event:
+        event: Event = {"type": event_type, "timestamp": self._now}
+        if owner is not None:
+            event["subagentRunId"] = owner
+        event.update(fields)
+        return event
+
+    def _owner(self) -> str | None:
+        for scope in reversed(self._scopes):
+            if scope.kind == "subagent":
+                return scope.key
+        return None
+
+    def _begin(self, out: list[Event]) -> None:
+        self.started = True
+        event: Event = {"type": "RUN_STARTED", "timestamp": self._now}
+        if self.metadata is not None:
+            event["metadata"] = self.metadata
+        event["threadId"] = self.thread_id
+        event["runId"] = self.run_id
+        if self.parent_run_id is not None:
+            event["parentRunId"] = self.parent_run_id
+        out.append(event)
+
+    def _new_id(self, wanted: str) -> str:
+        candidate, n = wanted, 1
+        while candidate in self._used_ids:
+            n += 1
+            candidate = f"{wanted}-{n}"
+        self._used_ids.add(candidate)
+        return candidate
+
+    def _custom(self, chunk_type: str, chunk: Chunk, out: list[Event]) -> None:
+        value = {k: v for k, v in chunk.items() if k != "type"}
+        out.append(self._event("CUSTOM", self._owner(), {"name": CUSTOM_PREFIX + chunk_type, "value": value}))
+
+    def _metadata_event(self, metadata: Any, out: list[Event]) -> None:
+        out.append(
+            self._event("CUSTOM", self._owner(), {"name": CUSTOM_PREFIX + "message-metadata", "value": metadata})
+        )
+
+    def _close_parts(self, out: list[Event]) -> None:
+        for agui_id, owner in self._texts.values():
+            out.append(self._event("TEXT_MESSAGE_END", owner, {"messageId": agui_id}))
+        self._texts.clear()
+        for agui_id, owner in self._reasoning.values():
+            out.append(self._event("REASONING_MESSAGE_END", owner, {"messageId": agui_id}))
+            out.append(self._event("REASONING_END", owner, {"messageId": agui_id}))
+        self._reasoning.clear()
+
+    def _close_scope(self, scope: _Scope, out: list[Event], *, finished: bool, reason: str) -> None:
+        if scope.kind == "subagent":
+            if finished:
+                out.append({"type": "SUBAGENT_FINISHED", "timestamp": self._now, "subagentRunId": scope.key})
+            else:
+                out.append(
+                    {"type": "SUBAGENT_ERROR", "timestamp": self._now, "subagentRunId": scope.key, "message": reason}
+                )
+        else:
+            out.append(self._event("STEP_FINISHED", scope.owner, {"stepName": scope.key}))
+
+    def _close_all(self, out: list[Event], *, finished: bool, reason: str) -> None:
+        self._close_parts(out)
+        while self._scopes:
+            self._close_scope(self._scopes.pop(), out, finished=finished, reason=reason)
+        self._parent = None
+
+    # -- lifecycle and steps ----------------------------------------------------------
+
+    def _start(self, chunk: Chunk, out: list[Event]) -> None:
+        message_id = chunk.get("messageId")
+        if isinstance(message_id, str) and message_id:
+            self._base = message_id
+        metadata = chunk.get("messageMetadata")
+        if metadata is not None:
+            self._metadata_event(metadata, out)
+
+    def _start_step(self, chunk: Chunk, out: list[Event]) -> None:
+        for scope in self._scopes:
+            if scope.kind == "ui-step":
+                self._finish_step(chunk, out)
+                break
+        owner = self._owner()
+        name = f"step-{self._steps}"
+        self._steps += 1
+        self._scopes.append(_Scope("ui-step", name, owner))
+        self._parent = None
+        out.append(self._event("STEP_STARTED", owner, {"stepName": name}))
+
+    def _finish_step(self, chunk: Chunk, out: list[Event]) -> None:
+        # AG-UI steps and subagents need not nest: a carried step or subagent
+        # opened inside this step may stay open after it.
+        for i in range(len(self._scopes) - 1, -1, -1):
+            scope = self._scopes[i]
+            if scope.kind == "ui-step":
+                self._close_parts(out)
+                del self._scopes[i]
+                out.append(self._event("STEP_FINISHED", scope.owner, {"stepName": scope.key}))
+                break
+        self._parent = None
+
+    def _message_metadata(self, chunk: Chunk, out: list[Event]) -> None:
+        if "messageMetadata" in chunk:
+            self._metadata_event(chunk["messageMetadata"], out)
+
+    def _finish(self, chunk: Chunk, out: list[Event]) -> None:
+        metadata = chunk.get("messageMetadata")
+        if metadata is not None:
+            self._metadata_event(metadata, out)
+        self._close_all(out, finished=True, reason="")
+        event: Event = {"type": "RUN_FINISHED", "timestamp": self._now}
+        reason = chunk.get("finishReason")
+        if isinstance(reason, str):
+            event["metadata"] = {"uistream": {"finishReason": reason}}
+        event["threadId"] = self.thread_id
+        event["runId"] = self.run_id
+        if self._run_result is not None:
+            event["result"] = self._run_result
+        if self._interrupts:
+            event["outcome"] = {"type": "interrupt", "interrupts": list(self._interrupts.values())}
+        out.append(event)
+        self.terminated = True
+
+    def _abort(self, chunk: Chunk, out: list[Event]) -> None:
+        self._close_all(out, finished=False, reason=STOPPED_TEXT)
+        event: Event = {"type": "RUN_FINISHED", "timestamp": self._now}
+        reason = chunk.get("reason")
+        if isinstance(reason, str):
+            event["metadata"] = {"uistream": {"abortReason": reason}}
+        event["threadId"] = self.thread_id
+        event["runId"] = self.run_id
+        event["outcome"] = {"type": "cancelled"}
+        out.append(event)
+        self.terminated = True
+
+    def _error(self, chunk: Chunk, out: list[Event]) -> None:
+        text = chunk.get("errorText")
+        message = text if isinstance(text, str) else ""
+        self._close_all(out, finished=False, reason=message)
+        out.append({"type": "RUN_ERROR", "timestamp": self._now, "message": message, "code": ERROR_CODE})
+        self.terminated = True
+
+    # -- text and reasoning -------------------------------------------------------------
+
+    def _text_start(self, chunk: Chunk, out: list[Event]) -> None:
+        part = chunk.get("id")
+        if not isinstance(part, str) or part in self._texts:
+            return
+        owner = self._owner()
+        agui_id = self._new_id(f"{self._base}-{part}")
+        self._texts[part] = (agui_id, owner)
+        self._parent = (agui_id, owner)
+        out.append(self._event("TEXT_MESSAGE_START", owner, {"messageId": agui_id, "role": "assistant"}))
+
+    def _text_delta(self, chunk: Chunk, out: list[Event]) -> None:
+        entry = self._texts.get(chunk.get("id", ""))
+        delta = chunk.get("delta")
+        if entry is not None and isinstance(delta, str) and delta:
+            out.append(self._event("TEXT_MESSAGE_CONTENT", entry[1], {"messageId": entry[0], "delta": delta}))
+
+    def _text_end(self, chunk: Chunk, out: list[Event]) -> None:
+        entry = self._texts.pop(chunk.get("id", ""), None)
+        if entry is not None:
+            out.append(self._event("TEXT_MESSAGE_END", entry[1], {"messageId": entry[0]}))
+
+    def _reasoning_start(self, chunk: Chunk, out: list[Event]) -> None:
+        part = chunk.get("id")
+        if not isinstance(part, str) or part in self._reasoning:
+            return
+        owner = self._owner()
+        agui_id = self._new_id(f"{self._base}-{part}")
+        self._reasoning[part] = (agui_id, owner)
+        out.append(self._event("REASONING_START", owner, {"messageId": agui_id}))
+        out.append(self._event("REASONING_MESSAGE_START", owner, {"messageId": agui_id, "role": "reasoning"}))
+
+    def _reasoning_delta(self, chunk: Chunk, out: list[Event]) -> None:
+        entry = self._reasoning.get(chunk.get("id", ""))
+        delta = chunk.get("delta")
+        if entry is not None and isinstance(delta, str) and delta:
+            out.append(self._event("REASONING_MESSAGE_CONTENT", entry[1], {"messageId": entry[0], "delta": delta}))
+
+    def _reasoning_end(self, chunk: Chunk, out: list[Event]) -> None:
+        entry = self._reasoning.pop(chunk.get("id", ""), None)
+        if entry is not None:
+            out.append(self._event("REASONING_MESSAGE_END", entry[1], {"messageId": entry[0]}))
+            out.append(self._event("REASONING_END", entry[1], {"messageId": entry[0]}))
+
+    # -- tool calls -----------------------------------------------------------------------
+
+    def _call(self, chunk: Chunk) -> tuple[str, _Call] | None:
+        """The call a chunk names, opened if this is the first word of it."""
+        call_id = chunk.get("toolCallId")
+        if not isinstance(call_id, str):
+            return None
+        call = self._calls.get(call_id)
+        if call is None:
+            name = chunk.get("toolName")
+            if not isinstance(name, str):
+                return None
+            owner = self._owner()
+            if self._parent is None or self._parent[1] != owner:
+                self._parent = (self._new_id(f"{self._base}-tools-{self._tool_parents}"), owner)
+                self._tool_parents += 1
+            call = self._calls[call_id] = _Call(name, self._parent[0], owner)
+        return call_id, call
+
+    def _emit_call(self, call_id: str, call: _Call, out: list[Event]) -> None:
+        if call.emitted:
+            return
+        call.emitted = True
+        value = call.value
+        if value is _UNSET:
+            try:
+                value = orjson.loads("".join(call.deltas)) if call.deltas else None
+            except orjson.JSONDecodeError:
+                value = None
+        out.append(
+            self._event(
+                "TOOL_CALL_START",
+                call.owner,
+                {"toolCallId": call_id, "toolCallName": call.name, "parentMessageId": call.parent},
+            )
+        )
+        if value is not None:
+            out.append(self._event("TOOL_CALL_ARGS", call.owner, {"toolCallId": call_id, "delta": json_text(value)}))
+        out.append(self._event("TOOL_CALL_END", call.owner, {"toolCallId": call_id}))
+
+    def _result(self, call_id: str, content: str, outcome: str | None, out: list[Event]) -> None:
+        self._interrupts.pop(call_id, None)
+        event = self._event(
+            "TOOL_CALL_RESULT",
+            self._owner(),
+            {"messageId": self._new_id(f"{call_id}-result"), "toolCallId": call_id, "content": content, "role": "tool"},
+        )
+        if outcome is not None:
+            event["metadata"] = {"uistream": {"outcome": outcome}}
+        out.append(event)
+
+    def _tool_input_start(self, chunk: Chunk, out: list[Event]) -> None:
+        self._call(chunk)
+
+    def _tool_input_delta(self, chunk: Chunk, out: list[Event]) -> None:
+        call = self._calls.get(chunk.get("toolCallId", ""))
+        delta = chunk.get("inputTextDelta")
+        if call is not None and not call.emitted and isinstance(delta, str):
+            call.deltas.append(delta)
+
+    def _tool_input_available(self, chunk: Chunk, out: list[Event]) -> None:
+        found = self._call(chunk)
+        if found is None:
+            return
+        call_id, call = found
+        if not call.emitted:
+            call.value = chunk.get("input")
+            self._emit_call(call_id, call, out)
+
+    def _tool_input_error(self, chunk: Chunk, out: list[Event]) -> None:
+        found = self._call(chunk)
+        if found is None:
+            return
+        call_id, call = found
+        if not call.emitted:
+            value = chunk.get("input")
+            # A string input is the raw text that did not parse: no JSON to send.
+            call.value = None if isinstance(value, str) else value
+            self._emit_call(call_id, call, out)
+        text = chunk.get("errorText")
+        self._result(call_id, text if isinstance(text, str) else "", "input-error", out)
+
+    def _known_call(self, chunk: Chunk, out: list[Event]) -> str | None:
+        call_id = chunk.get("toolCallId")
+        call = self._calls.get(call_id) if isinstance(call_id, str) else None
+        if call is None:
+            return None
+        assert isinstance(call_id, str)
+        self._emit_call(call_id, call, out)
+        return call_id
+
+    def _tool_output_available(self, chunk: Chunk, out: list[Event]) -> None:
+        call_id = self._known_call(chunk, out)
+        if call_id is not None and chunk.get("preliminary") is not True:
+            self._result(call_id, result_text(chunk.get("output")), None, out)
+
+    def _tool_output_error(self, chunk: Chunk, out: list[Event]) -> None:
+        call_id = self._known_call(chunk, out)
+        if call_id is not None:
+            text = chunk.get("errorText")
+            self._result(call_id, text if isinstance(text, str) else "", "error", out)
+
+    def _tool_output_denied(self, chunk: Chunk, out: list[Event]) -> None:
+        call_id = self._known_call(chunk, out)
+        if call_id is not None:
+            self._result(call_id, DENIED_ERROR_TEXT, "denied", out)
+
+    def _tool_approval_request(self, chunk: Chunk, out: list[Event]) -> None:
+        call_id = self._known_call(chunk, out)
+        approval_id = chunk.get("approvalId")
+        if call_id is None or not isinstance(approval_id, str):
+            return
+        interrupt: dict[str, Any] = {"id": approval_id, "reason": APPROVAL_REASON, "toolCallId": call_id}
+        owner = self._calls[call_id].owner
+        if owner is not None:
+            interrupt["subagentRunId"] = owner
+        reason = chunk.get("reason")
+        if isinstance(reason, str):
+            interrupt["message"] = reason
+        self._interrupts[call_id] = interrupt
+
+    def _tool_approval_response(self, chunk: Chunk, out: list[Event]) -> None:
+        approval_id = chunk.get("approvalId")
+        for call_id, interrupt in list(self._interrupts.items()):
+            if interrupt["id"] == approval_id:
+                del self._interrupts[call_id]
+        self._custom("tool-approval-response", chunk, out)
+
+    # -- carried AG-UI events (rules 11, 12) -------------------------------------------------
+
+    def _carried(self, chunk: Chunk, out: list[Event]) -> None:
+        carried = chunk.get("data")
+        event_type = carried.get("type") if isinstance(carried, dict) else None
+        if event_type == "RUN_FINISHED" and isinstance(carried, dict) and carried.get("result") is not None:
+            self._run_result = carried["result"]  # goes on the RUN_FINISHED that ends the run
+            return
+        if event_type not in _CARRIED and event_type not in _SCOPES:
+            self._custom(CARRIER_TYPE, chunk, out)
+            return
+        assert isinstance(carried, dict)
+        assert isinstance(event_type, str)
+        event: Event = {"type": event_type, "timestamp": self._now}
+        event.update((k, v) for k, v in carried.items() if k not in ("type", "timestamp"))
+        if event_type in ATTRIBUTABLE and "subagentRunId" not in event:
+            owner = self._owner()
+            if owner is not None:
+                event["subagentRunId"] = owner
+        try:
+            validate_event(event)
+        except AGUIEventFormatError:
+            return
+        if event_type in _CARRIED:
+            out.append(event)
+        elif event_type == "STEP_STARTED":
+            owner = event.get("subagentRunId")
+            if not any(s.kind == "step" and s.key == event["stepName"] and s.owner == owner for s in self._scopes):
+                self._scopes.append(_Scope("step", event["stepName"], owner))
+                out.append(event)
+        elif event_type == "STEP_FINISHED":
+            owner = event.get("subagentRunId")
+            for i in range(len(self._scopes) - 1, -1, -1):
+                scope = self._scopes[i]
+                if scope.kind == "step" and scope.key == event["stepName"] and scope.owner == owner:
+                    del self._scopes[i]
+                    out.append(event)
+                    break
+        elif event_type == "SUBAGENT_STARTED":
+            run_id = event["subagentRunId"]
+            parent = event.get("parentSubagentRunId")
+            if run_id not in self._used_subagents and (parent is None or parent in self._used_subagents):
+                self._used_subagents.add(run_id)
+                self._scopes.append(_Scope("subagent", run_id, None))
+                out.append(event)
+        else:  # SUBAGENT_FINISHED / SUBAGENT_ERROR
+            for i in range(len(self._scopes) - 1, -1, -1):
+                scope = self._scopes[i]
+                if scope.kind == "subagent" and scope.key == event["subagentRunId"]:
+                    del self._scopes[i]
+                    out.append(event)
+                    break
