@@ -1,0 +1,96 @@
+// Talking to the Django side: the chat endpoints of uistream_app.urls and
+// the conversations API (DRF), with Django's CSRF token on every unsafe
+// request. The page is served by Django, which puts the endpoints' URLs and
+// the token in <div id="root" data-...> (demo_project/templates/demo/index.html).
+
+const root = document.getElementById('root');
+
+export const urls = {
+  chat: root?.dataset.chatUrl ?? '/api/chat',
+  conversations: root?.dataset.conversationsUrl ?? '/api/conversations/',
+  runs: root?.dataset.runsUrl ?? '/api/runs/',
+  admin: root?.dataset.adminUrl ?? '/admin/',
+};
+
+function cookie(name) {
+  for (const pair of document.cookie.split('; ')) {
+    const at = pair.indexOf('=');
+    if (pair.slice(0, at) === name) return decodeURIComponent(pair.slice(at + 1));
+  }
+  return undefined;
+}
+
+// The cookie wins over the page's copy: Django rotates the token at login.
+export function csrfToken() {
+  return cookie(root?.dataset.csrfCookieName ?? 'csrftoken') ?? root?.dataset.csrfToken ?? '';
+}
+
+export function csrfHeaders() {
+  return { 'X-CSRFToken': csrfToken() };
+}
+
+// The text of a failed request: uistream answers {"error": {"message"}},
+// DRF {"detail"}; anything else as it came.
+export function errorText(raw) {
+  try {
+    const body = JSON.parse(raw);
+    return body?.error?.message ?? body?.detail ?? raw;
+  } catch {
+    return raw;
+  }
+}
+
+async function request(url, { method = 'GET', json, signal } = {}) {
+  const headers = { Accept: 'application/json' };
+  if (method !== 'GET') Object.assign(headers, csrfHeaders());
+  if (json !== undefined) headers['Content-Type'] = 'application/json';
+  const response = await fetch(url, {
+    method,
+    headers,
+    body: json === undefined ? undefined : JSON.stringify(json),
+    credentials: 'same-origin',
+    signal,
+  });
+  if (response.status === 204) return null;
+  const text = await response.text();
+  if (!response.ok) {
+    const error = new Error(errorText(text) || `${method} ${url}: ${response.status}`);
+    error.status = response.status;
+    throw error;
+  }
+  return text ? JSON.parse(text) : null;
+}
+
+const conversationUrl = id => `${urls.conversations}${encodeURIComponent(id)}/`;
+
+export const api = {
+  listConversations: signal => request(`${urls.conversations}?page_size=100`, { signal }),
+  renameConversation: (id, title) => request(conversationUrl(id), { method: 'PATCH', json: { title } }),
+  deleteConversation: id => request(conversationUrl(id), { method: 'DELETE' }),
+
+  // The stored messages as UIMessages, for useChat({ messages }); a chat
+  // the server does not know yet (a new one) has none.
+  async messages(id, signal) {
+    try {
+      const page = await request(`${conversationUrl(id)}messages/?page_size=1000`, { signal });
+      return page.results;
+    } catch (error) {
+      if (error.status === 404) return [];
+      throw error;
+    }
+  },
+
+  // How each answer's run ended (message id -> "completed", "stopped"…):
+  // the stored message itself does not say it was stopped.
+  async runStatuses(id, signal) {
+    const page = await request(`${urls.runs}?conversation=${encodeURIComponent(id)}&page_size=100`, { signal });
+    const statuses = {};
+    // Newest first: a message continued after an approval keeps its last run's.
+    for (const run of page.results) statuses[run.message] ??= run.status;
+    return statuses;
+  },
+
+  // Stop the answer on purpose (stored as "stopped"; a dropped connection
+  // is not the same thing on the server).
+  stop: id => request(`${urls.chat}/${encodeURIComponent(id)}/stop`, { method: 'POST' }),
+};

@@ -1,0 +1,512 @@
+"""The demo end to end, in real Chromium: the built chat page (frontend/),
+served by the demo project the way ``scripts/demo`` serves it, on its
+offline model, talked to by the real ``useChat``.
+
+What a newcomer would try: ask about the weather and see the tool cards and
+the answer; reload in the middle of an answer and watch it resume to the
+same final text; stop an answer and find it stopped after a reload; approve
+and deny an email the model wants to send (also after a reload); edit and
+regenerate; the conversation list; a phone-sized screen; the run's
+transcript in the admin.
+
+The server is ``manage.py runserver`` (daphne's, which also serves the
+static files with DEBUG on) in a subprocess on a free port, with the demo
+settings and a fresh SQLite database. Needs Debian's ``chromium``, the
+``playwright`` package and the built page (``scripts/setup``); skipped
+without them, a failure in CI. ``UISTREAM_SCREENSHOTS=docs`` keeps the
+screenshots (docs/chat.png, docs/chat-mobile.png, docs/transcript.png);
+each is checked, not just saved.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from .conftest import in_ci
+from .server import free_port
+from .test_admin_browser import decode_png
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+BUILT_PAGE = ROOT / "demo_project" / "static" / "demo" / "manifest.json"
+ADMIN_PASSWORD = "demo-admin-pw"
+#: Long enough to reload or stop in the middle of "count to 300" (6 s).
+DELAY_MS = "20"
+TIMEOUT_MS = 30_000
+
+COUNT_TO_300 = " ".join(str(i) for i in range(1, 301))
+
+
+def require(ready: bool, message: str) -> None:
+    if not ready:
+        if in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+# -- the demo server and the browser ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The demo at http://127.0.0.1:PORT, on its own SQLite database."""
+    require(BUILT_PAGE.is_file(), f"the chat page is not built ({BUILT_PAGE} is missing): run scripts/setup")
+    workdir = tmp_path_factory.mktemp("demo")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "demo_project.settings",
+        "DATABASE_URL": f"sqlite:///{workdir / 'db.sqlite3'}",
+        "UISTREAM_DEMO_DELAY_MS": DELAY_MS,
+        "DJANGO_DEBUG": "1",
+        "DJANGO_SUPERUSER_PASSWORD": ADMIN_PASSWORD,
+    }
+    # Offline, in-process: whatever this shell has configured.
+    for name in ("REDIS_URL", "OPENAI_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "DJANGO_ALLOWED_HOSTS"):
+        env.pop(name, None)
+
+    def manage(*args: str) -> None:
+        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True)
+
+    manage("migrate", "--noinput")
+    manage("createsuperuser", "--noinput", "--username", "admin", "--email", "admin@example.com")
+    port = free_port()
+    log = (workdir / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/", timeout=2) as response:
+                    assert response.status == 200
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.flush()
+                    raise RuntimeError(
+                        "the demo did not start: " + (workdir / "server.log").read_text()[-2000:]
+                    ) from None
+                time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require(False, "playwright is not installed")
+    require(os.path.exists(CHROMIUM), f"{CHROMIUM} is missing (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def open_context(chromium: Any, **options: Any) -> Any:
+    """A new visitor (no cookies): their own session, their own chats."""
+    context = chromium.new_context(**{"viewport": {"width": 1280, "height": 800}, "device_scale_factor": 1, **options})
+    context.set_default_timeout(TIMEOUT_MS)
+    return context
+
+
+def watch(page: Any) -> Any:
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.on("dialog", lambda dialog: (page.errors.append("dialog: " + dialog.message), dialog.dismiss()))
+    return page
+
+
+@pytest.fixture
+def page(chromium: Any, demo: str) -> Iterator[Any]:
+    context = open_context(chromium)
+    page = watch(context.new_page())
+    try:
+        yield page
+        assert page.errors == []
+    finally:
+        context.close()
+
+
+# -- what a person does on the page -------------------------------------------------------------------
+
+
+def expect(target: Any) -> Any:
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(target)
+
+
+def send(page: Any, text: str) -> None:
+    box = page.get_by_label("Message", exact=True)
+    box.fill(text)
+    box.press("Enter")
+
+
+def wait_ready(page: Any) -> None:
+    expect(page.locator(".chat")).to_have_attribute("data-status", "ready")
+
+
+def last_answer(page: Any) -> Any:
+    return page.locator(".message.assistant").last
+
+
+def answer_text(page: Any) -> str:
+    return "".join(last_answer(page).locator(".text").all_inner_texts())
+
+
+def chat_id(page: Any) -> str:
+    return parse_qs(urlsplit(page.url).query)["chat"][0]
+
+
+def wait_for_text(page: Any, fragment: str) -> None:
+    page.wait_for_function(
+        """fragment => {
+            const answers = document.querySelectorAll('.message.assistant');
+            const last = answers[answers.length - 1];
+            return !!last && [...last.querySelectorAll('.text')].map(e => e.textContent).join('').includes(fragment);
+        }""",
+        arg=fragment,
+    )
+
+
+def runs(page: Any, base: str, chat: str) -> list[dict[str, Any]]:
+    """The chat's stored runs, through the API with the page's session."""
+    response = page.request.get(f"{base}/api/runs/?conversation={chat}")
+    assert response.ok, response.text()
+    results: list[dict[str, Any]] = response.json()["results"]
+    return results
+
+
+def keep(name: str, png: bytes) -> None:
+    directory = os.environ.get("UISTREAM_SCREENSHOTS")
+    if directory:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        (Path(directory) / name).write_bytes(png)
+
+
+def check_screenshot(png: bytes, size: tuple[int, int], colours: dict[tuple[int, int, int], float]) -> None:
+    """The right size, not blank, and each colour of ``colours`` covering at
+    least that share of the picture."""
+    width, height, rows = decode_png(png)
+    assert (width, height) == size
+    counts: Counter[tuple[int, int, int]] = Counter()
+    for row in rows:
+        counts.update(zip(row[0::3], row[1::3], row[2::3], strict=True))
+    total = width * height
+
+    def share(rgb: tuple[int, int, int], tolerance: int) -> float:
+        near = (n for c, n in counts.items() if all(abs(c[k] - rgb[k]) <= tolerance for k in range(3)))
+        return sum(near) / total
+
+    assert len(counts) > 40
+    assert share((255, 255, 255), 2) < 0.9
+    for rgb, least in colours.items():
+        assert share(rgb, 10) >= least, (rgb, share(rgb, 10))
+
+
+SIDEBAR = (0x1F, 0x24, 0x30)
+USER_BUBBLE = (0x2F, 0x5B, 0xD3)
+TOOL_DONE = (0x2F, 0x85, 0x5A)
+APPROVE_BUTTON = TOOL_DONE
+ADMIN_HEADER = (0x41, 0x76, 0x90)  # the section headings of Django's admin
+ADMIN_TOOL_DONE = (0x5F, 0x9C, 0x4D)  # the inspector's answered tool call
+
+
+# -- the tests ----------------------------------------------------------------------------------------
+
+
+def test_weather_shows_tool_cards_and_the_answer(page: Any, demo: str) -> None:
+    chat_posts: list[dict[str, str]] = []
+    page.on("request", lambda r: r.url.endswith("/api/chat") and chat_posts.append(r.headers))
+    page.goto(demo + "/")
+    expect(page.locator(".empty")).to_contain_text("Chat with the demo model")
+
+    send(page, "What's the weather in Paris and Rome?")
+    cards = page.locator(".tool-card[data-tool=get_weather]")
+    expect(cards).to_have_count(2)
+    for card in cards.all():
+        expect(card).to_have_attribute("data-state", "output-available")
+        expect(card.locator(".badge")).to_have_text("done")
+    expect(cards.first.locator(".json").first).to_have_text('{"city": "Paris"}')
+    expect(cards.first).to_contain_text("temperature_c")
+    wait_for_text(page, "In Rome it is")
+    wait_ready(page)
+    assert re.fullmatch(
+        r"In Paris it is -?\d+°C and [a-z ]+, with \d+% humidity\. "
+        r"In Rome it is -?\d+°C and [a-z ]+, with \d+% humidity\.",
+        answer_text(page),
+    ), answer_text(page)
+
+    # The reasoning is there, folded until opened.
+    reasoning = last_answer(page).locator("details.reasoning").first
+    assert reasoning.evaluate("e => e.open") is False
+    assert not reasoning.locator(".reasoning-text").is_visible()
+    reasoning.locator("summary").click()
+    expect(reasoning.locator(".reasoning-text")).to_contain_text("get_weather")
+    reasoning.locator("summary").click()
+
+    # The request carried Django's CSRF token (the server checks it).
+    cookie = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    assert chat_posts
+    assert chat_posts[0].get("x-csrftoken") == cookie
+
+    # The conversation is listed, titled by its first message, and stored.
+    item = page.locator(f".conversation[data-chat-id='{chat_id(page)}']")
+    expect(item.locator(".title")).to_have_text("What's the weather in Paris and Rome?")
+    assert [run["status"] for run in runs(page, demo, chat_id(page))] == ["completed"]
+
+    # A second question in the same chat, for the screenshot: arithmetic.
+    send(page, "compute 12 * (3 + 4)")
+    expect(page.locator(".tool-card[data-tool=calculate]")).to_have_attribute("data-state", "output-available")
+    wait_for_text(page, "12 * (3 + 4) = 84")
+    wait_ready(page)
+    page.set_viewport_size({"width": 1280, "height": 960})
+    page.locator(".messages").evaluate("e => { e.scrollTop = e.scrollHeight; }")
+    png = page.screenshot()
+    check_screenshot(png, (1280, 960), {SIDEBAR: 0.15, USER_BUBBLE: 0.002, TOOL_DONE: 0.0005})
+    keep("chat.png", png)
+
+
+def test_reload_mid_answer_resumes_to_the_same_text(page: Any, demo: str) -> None:
+    page.goto(demo + "/")
+    send(page, "count to 300")
+    wait_for_text(page, " 30 ")
+    assert not answer_text(page).endswith(" 300")
+
+    with page.expect_response(lambda r: r.url.endswith(f"/api/chat/{chat_id(page)}/stream")) as resumed:
+        page.reload()
+    assert resumed.value.status == 200  # a run to resume, not a 204
+    # It streams again after the reload, then ends on the full count.
+    expect(page.locator(".chat")).to_have_attribute("data-status", "streaming")
+    wait_for_text(page, " 300")
+    wait_ready(page)
+    assert answer_text(page) == COUNT_TO_300
+    expect(page.locator(".message.assistant")).to_have_count(1)
+
+    # What is stored is what was shown.
+    page.reload()
+    wait_ready(page)
+    assert answer_text(page) == COUNT_TO_300
+    assert [run["status"] for run in runs(page, demo, chat_id(page))] == ["completed"]
+
+
+def test_stop_mid_answer_is_stored_as_stopped(page: Any, demo: str) -> None:
+    page.goto(demo + "/")
+    send(page, "count to 300")
+    wait_for_text(page, " 20 ")
+    with page.expect_response(lambda r: r.url.endswith(f"/api/chat/{chat_id(page)}/stop")) as stop:
+        page.get_by_role("button", name="Stop").click()
+    assert stop.value.status == 200
+    assert stop.value.json() == {"stopped": True}
+    wait_ready(page)
+    expect(last_answer(page).locator(".badge-run-stopped")).to_have_text("Stopped")
+    shown = answer_text(page)
+    assert shown.startswith("1 2 3")
+    assert " 20" in shown
+    assert not shown.endswith(" 300")
+
+    page.reload()
+    wait_ready(page)
+    expect(last_answer(page).locator(".badge-run-stopped")).to_have_text("Stopped")
+    assert answer_text(page) == shown
+    assert [run["status"] for run in runs(page, demo, chat_id(page))] == ["stopped"]
+    # Nothing runs on: the stored text stays as it is.
+    time.sleep(0.5)
+    page.reload()
+    wait_ready(page)
+    assert answer_text(page) == shown
+
+
+def ask_for_an_email(page: Any, demo: str) -> Any:
+    page.goto(demo + "/")
+    send(page, "email ada@example.com saying hello")
+    card = page.locator(".tool-card[data-tool=send_email]")
+    expect(card).to_have_attribute("data-state", "approval-requested")
+    expect(card.locator(".badge")).to_have_text("needs approval")
+    expect(card.locator(".json").first).to_contain_text('"to": "ada@example.com"')
+    wait_ready(page)
+    # The pending approval is in the stored message: it is back after a reload.
+    page.reload()
+    wait_ready(page)
+    expect(card).to_have_attribute("data-state", "approval-requested")
+    expect(card.get_by_role("button", name="Approve")).to_be_enabled()
+    expect(card.get_by_role("button", name="Deny")).to_be_enabled()
+    return card
+
+
+def test_approve_an_email(page: Any, demo: str) -> None:
+    card = ask_for_an_email(page, demo)
+    check_screenshot(page.screenshot(), (1280, 800), {APPROVE_BUTTON: 0.0005})
+    card.get_by_role("button", name="Approve").click()
+    expect(card).to_have_attribute("data-state", "output-available")
+    expect(card.locator(".json").nth(1)).to_contain_text('"status": "sent"')
+    wait_for_text(page, "Done: the email to ada@example.com is sent")
+    wait_ready(page)
+    # The same assistant message was continued, and stays so.
+    expect(page.locator(".message.assistant")).to_have_count(1)
+    page.reload()
+    wait_ready(page)
+    expect(card).to_have_attribute("data-state", "output-available")
+    assert "Done: the email to ada@example.com is sent" in answer_text(page)
+    assert [run["status"] for run in runs(page, demo, chat_id(page))] == ["completed", "completed"]
+
+
+def test_deny_an_email(page: Any, demo: str) -> None:
+    card = ask_for_an_email(page, demo)
+    card.get_by_role("button", name="Deny").click()
+    expect(card).to_have_attribute("data-state", "output-denied")
+    expect(card).to_contain_text("The tool did not run")
+    wait_for_text(page, "I did not run send_email: The user denied this tool call.")
+    wait_ready(page)
+    page.reload()
+    wait_ready(page)
+    expect(card).to_have_attribute("data-state", "output-denied")
+    assert card.get_by_role("button", name="Approve").count() == 0
+
+
+def test_edit_regenerate_and_the_conversation_list(page: Any, demo: str) -> None:
+    page.goto(demo + "/")
+    send(page, "compute 2 + 3")
+    wait_for_text(page, "2 + 3 = 5.")
+    wait_ready(page)
+    first = chat_id(page)
+    answer_id = last_answer(page).get_attribute("data-message-id")
+
+    page.get_by_role("button", name="Regenerate").click()
+    expect(page.locator(".chat")).not_to_have_attribute("data-status", "ready")
+    wait_ready(page)
+    assert answer_text(page) == "2 + 3 = 5."
+    expect(page.locator(".message")).to_have_count(2)
+    assert last_answer(page).get_attribute("data-message-id") != answer_id
+
+    page.locator(".message.user").get_by_role("button", name="Edit").click()
+    page.get_by_label("Edit message").fill("compute 4 * 5")
+    page.get_by_role("button", name="Save & resend").click()
+    wait_for_text(page, "4 * 5 = 20.")
+    wait_ready(page)
+    expect(page.locator(".message")).to_have_count(2)
+    expect(page.locator(".message.user")).to_have_text(re.compile("compute 4 \\* 5"))
+
+    # A new chat, then back to the first one through the list.
+    page.get_by_role("button", name="+ New chat").click()
+    expect(page.locator(".empty")).to_be_visible()
+    assert chat_id(page) != first
+    send(page, "count to 3")
+    wait_for_text(page, "1 2 3")
+    wait_ready(page)
+    expect(page.locator(".conversation")).to_have_count(2)
+    page.locator(f".conversation[data-chat-id='{first}'] .open").click()
+    expect(page.locator(".message.user")).to_have_text(re.compile("compute 4 \\* 5"))
+    assert chat_id(page) == first
+    assert answer_text(page) == "4 * 5 = 20."
+    page.go_back()
+    wait_for_text(page, "1 2 3")
+
+    # Rename and delete through the API's endpoints.
+    item = page.locator(f".conversation[data-chat-id='{first}']")
+    item.get_by_role("button", name="Rename").click()
+    page.get_by_label("Title").fill("Arithmetic")
+    page.get_by_label("Title").press("Enter")
+    expect(item.locator(".title")).to_have_text("Arithmetic")
+    item.get_by_role("button", name="Delete").click()
+    expect(page.locator(".conversation")).to_have_count(1)
+    assert page.request.get(f"{demo}/api/conversations/{first}/").status == 404
+
+
+def test_a_phone_sized_screen(chromium: Any, demo: str) -> None:
+    context = open_context(
+        chromium, viewport={"width": 390, "height": 844}, device_scale_factor=1, is_mobile=True, has_touch=True
+    )
+    try:
+        page = watch(context.new_page())
+        page.goto(demo + "/")
+        sidebar = page.locator(".sidebar")
+        box = sidebar.bounding_box()
+        assert box is not None
+        assert box["x"] + box["width"] <= 0
+        send(page, "What's the weather in Tokyo?")
+        expect(page.locator(".tool-card[data-tool=get_weather]")).to_have_attribute("data-state", "output-available")
+        wait_for_text(page, "In Tokyo it is")
+        wait_ready(page)
+        # Nothing sticks out sideways; the composer is on screen.
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        composer = page.locator(".composer").bounding_box()
+        assert composer is not None
+        assert composer["y"] + composer["height"] <= 844
+        png = page.screenshot()
+        check_screenshot(png, (390, 844), {USER_BUBBLE: 0.002, TOOL_DONE: 0.0005})
+        keep("chat-mobile.png", png)
+
+        # The list slides in, and picking a chat folds it again.
+        page.get_by_role("button", name="Conversations").click()
+        page.wait_for_function("document.querySelector('.sidebar').getBoundingClientRect().left >= 0")
+        page.locator(".conversation .open").first.click()
+        page.wait_for_function("document.querySelector('.sidebar').getBoundingClientRect().right <= 0")
+        assert page.errors == []
+    finally:
+        context.close()
+
+
+def test_the_transcript_in_the_admin(page: Any, demo: str) -> None:
+    page.goto(demo + "/")
+    send(page, "What's the weather in Paris?")
+    wait_for_text(page, "In Paris it is")
+    wait_ready(page)
+    chat = chat_id(page)
+    answer = answer_text(page)
+
+    page.goto(demo + "/admin/")
+    page.locator("#id_username").fill("admin")
+    page.locator("#id_password").fill(ADMIN_PASSWORD)
+    page.locator("input[type=submit]").click()
+    page.goto(f"{demo}/admin/uistream_app/run/?q={chat}")
+    rows = page.locator("#result_list tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("completed")
+    rows.first.locator("th a").click()
+
+    # The inspector: the run's summary, its message, every chunk it sent.
+    expect(page.locator("h1")).to_contain_text("Run ")
+    expect(page.locator(".uistream-inspector")).to_contain_text("completed")
+    chunks = page.locator(".uistream-chunks")
+    expect(chunks).to_contain_text("tool-input-available")
+    expect(chunks).to_contain_text("tool-output-available")
+    expect(page.locator(".uistream-message").first).to_contain_text(answer)
+    # The picture: the message as the user saw it, the timeline, the chunks.
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.evaluate(
+        "window.scrollTo(0, document.querySelector('#message').getBoundingClientRect().top + window.scrollY - 8)"
+    )
+    png = page.screenshot()
+    check_screenshot(png, (1280, 900), {ADMIN_HEADER: 0.03, ADMIN_TOOL_DONE: 0.0002})
+    keep("transcript.png", png)
