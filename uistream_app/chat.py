@@ -55,8 +55,9 @@ logger = logging.getLogger("uistream_app.chat")
 
 
 def not_found(what: str = "chat") -> BadRequest:
-    # The same answer for "missing" and "someone else's" (no oracle).
-    return BadRequest(f"{what} not found", code="not_found", status=404)
+    """The one answer for "missing" and "someone else's" alike, whatever
+    was looked for (``what`` is kept for readers of the code): no oracle."""
+    return BadRequest("not found: no such chat or message of yours", code="not_found", status=404)
 
 
 def new_message_id() -> str:
@@ -416,15 +417,21 @@ async def execute_run(
     failure: list[BaseException] = []
     status = "completed"
     flusher = asyncio.create_task(_flush_when_due(recorder), name=f"uistream-flush-{recorder.run.pk}")
+    in_flight: asyncio.Future[None] | None = None
     try:
         async for batch in aencode_batches(
             source, encoder, error_text=error_text, expose_errors=expose_errors, on_error=failure.append
         ):
-            await recorder.add(batch)
-            await channel.publish(batch)
+            # Recorded and published as one unit that a cancellation (stop,
+            # disconnect) cannot split: a batch in the log was also sent.
+            in_flight = asyncio.ensure_future(_record_then_publish(recorder, channel, batch))
+            await asyncio.shield(in_flight)
+            in_flight = None
         if failure:
             status = "failed"
     except asyncio.CancelledError:
+        if in_flight is not None:
+            await asyncio.gather(in_flight, return_exceptions=True)
         status = "stopped" if stopped.is_set() else "cancelled"
         tail = encoder.abort("stopped" if stopped.is_set() else None)
         if tail:
@@ -471,6 +478,11 @@ async def _flush_when_due(recorder: RunRecorder, idle: float = 0.25) -> None:
             except Exception:  # logged; finish() retries what is pending
                 logger.exception("periodic flush of run %s failed", recorder.run.pk)
                 await asyncio.sleep(idle)
+
+
+async def _record_then_publish(recorder: RunRecorder, channel: RunChannel, chunks: list[Chunk]) -> None:
+    await recorder.add(chunks)
+    await channel.publish(chunks)
 
 
 async def _record_and_publish(recorder: RunRecorder, channel: RunChannel, chunks: list[Chunk]) -> None:

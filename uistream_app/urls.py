@@ -6,15 +6,18 @@
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
 
-from . import views
+from . import agui_views, views
+from .api import urls as api_urls
 
 app_name = "uistream"
 
 urlpatterns = [
     path("csrf", views.csrf_token_view, name="csrf"),
     path("chat", views.ChatView.as_view(), name="chat"),
+    path("agui", agui_views.AGUIView.as_view(), name="agui"),
     path("chat/<str:chat_id>/stream", views.ChatStreamView.as_view(), name="chat-stream"),
     path("chat/<str:chat_id>/stop", views.ChatStopView.as_view(), name="chat-stop"),
     path(
@@ -22,4 +25,7 @@ urlpatterns = [
         views.StoredMessageStreamView.as_view(),
         name="message-stream",
     ),
+    path("conversations/", include(api_urls.conversation_patterns)),
+    path("runs/", include(api_urls.run_patterns)),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
 ]
