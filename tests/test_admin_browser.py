@@ -226,7 +226,7 @@ def test_the_inspector_in_chromium(page: Any, live_server: Any) -> None:
     keep("inspector.png", png)
 
     # The wire shows each dialect; the downloads are links to the whole run.
-    assert page.locator("details.uistream-wire").count() == 3
+    assert page.locator("details.uistream-wire").count() == len(DIALECTS)  # ai7, ai6, ai5, agui
     assert 'data: {"type":"start","messageId":"msg-1"}' in page.locator("details.uistream-wire pre").first.inner_text()
     href = page.locator(".uistream-downloads a").first.get_attribute("href")
     download = page.request.get(live_server.url + href)

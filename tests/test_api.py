@@ -275,7 +275,7 @@ def test_a_run_never_shows_its_error_detail(alice: Any) -> None:
     assert data["chunk_count"] == run.chunk_count
     assert data["time_to_first_chunk_ms"] == 350
     assert data["duration_ms"] > 350
-    assert set(data["transcripts"]) == {"ai7", "ai6", "ai5", "jsonl"}
+    assert set(data["transcripts"]) == {"ai7", "ai6", "ai5", "agui", "jsonl"}
     assert data["transcripts"]["ai5"].endswith(transcript(run, "ai5"))
 
 
@@ -299,7 +299,7 @@ def test_transcript_as_json_lines_and_as_a_download(alice: Any) -> None:
     assert download["Content-Disposition"] == f'attachment; filename="run-{run.pk}.ai7.sse"'
     missing = client.get(transcript(run, "agui-someday"))
     assert missing.status_code == 404
-    assert "use one of ai7, ai6, ai5, jsonl" in missing.json()["detail"]
+    assert "use one of ai7, ai6, ai5, agui, jsonl" in missing.json()["detail"]
 
 
 def test_run_filters(alice: Any) -> None:

@@ -81,8 +81,8 @@ def test_replay_writes_bytes_to_a_binary_stdout() -> None:
 
 def test_replay_refuses_what_it_cannot_find() -> None:
     run = make_full_run()
-    with pytest.raises(CommandError, match="unknown format 'agui'"):
-        run_command("uistream_replay", str(run.pk), "--format", "agui")
+    with pytest.raises(CommandError, match="unknown format 'agui-someday'"):
+        run_command("uistream_replay", str(run.pk), "--format", "agui-someday")
     with pytest.raises(CommandError, match="no run 00000000-0000-4000-8000-000000000000"):
         run_command("uistream_replay", "00000000-0000-4000-8000-000000000000")
     with pytest.raises(CommandError, match="neither a run id nor a prefix"):
@@ -251,3 +251,13 @@ def test_an_exported_fixture_passes_the_real_clients(node: str, tmp_path: Path) 
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "# fail 0" in result.stdout
+
+
+def test_replay_writes_a_stored_run_as_agui() -> None:
+    from uistream_app.testing import verify_sse
+
+    run = make_full_run()
+    out, _ = run_command("uistream_replay", str(run.pk), "--format", "agui")
+    events = verify_sse(out.encode())  # the client's rules and ag-ui-validate's
+    assert events[0]["type"] == "RUN_STARTED"
+    assert events[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")

@@ -6,7 +6,7 @@
 the content type of a download, and a label. The inspector shows, the API
 serves and ``uistream_replay`` writes every dialect registered here, in
 registration order; another protocol joins them all with one
-``register_dialect`` call (AG-UI will, once its renderer exists).
+``register_dialect`` call (AG-UI is registered below).
 
 The canonical log itself downloads as JSON lines (``LOG_FORMAT``): one
 ``{"seq", "offsetMs", "chunk"}`` object a line, the chunk exactly as the
@@ -102,6 +102,17 @@ def _ui_stream(version: int) -> Callable[[Run], TranscriptRenderer]:
 
 for _version in (7, 6, 5):
     register_dialect(f"ai{_version}", _ui_stream(_version), label=f"ai@{_version} SSE")
+
+
+def _agui(run: Run) -> TranscriptRenderer:
+    from ..protocol.agui.renderer import AGUIRenderer
+
+    # The thread is the conversation and the run is the run, as the AG-UI
+    # view names them; timestamps are the time of rendering.
+    return AGUIRenderer(str(run.conversation_id), str(run.pk))
+
+
+register_dialect("agui", _agui, label="AG-UI SSE")
 
 
 class TranscriptFormat(NamedTuple):
