@@ -24,6 +24,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from uistream_app.inspect.formats import DIALECTS
+
 from .conftest import in_ci
 from .test_admin import make_full_run
 
