@@ -8,49 +8,18 @@ replay, steal and stale-answer approvals, and are refused with nothing run.
 from __future__ import annotations
 
 import copy
-import json
-import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.core.asgi import get_asgi_application
 
 from uistream_app.models import Conversation, Message, Run
 
-from .conftest import JS_DIR
-from .server import ASGIServer
 from .test_chat_http import Browser, read_chunks, wait_for
+from .test_chat_real_client import run_client, server  # noqa: F401  (server: fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 EMAIL = "email ada@example.com saying the build is green"
-
-
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "1")
-    srv = ASGIServer(get_asgi_application())
-    url = srv.start()
-    try:
-        yield url
-    finally:
-        srv.stop()
-
-
-def run_client(node: str, base: str, browser: Browser, **options: Any) -> dict[str, Any]:
-    cookie = "; ".join(f"{k}={v}" for k, v in browser.client.cookies.items())
-    payload = {"base": base, "cookie": cookie, "csrf": browser.token, **options}
-    result = subprocess.run(
-        [node, str(JS_DIR / "chat_client.mjs"), json.dumps(payload)],
-        capture_output=True,
-        text=True,
-        cwd=JS_DIR,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    out: dict[str, Any] = json.loads(result.stdout)
-    return out
 
 
 def idle() -> bool:
