@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def two_servers(redis_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:  # noqa: F811
+def two_servers(redis_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
     monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "5")
     uistream = {
         "ALLOW_ANONYMOUS": True,

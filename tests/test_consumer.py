@@ -740,7 +740,7 @@ def test_daphne_closes_on_bad_frames_and_refuses_a_foreign_origin(node: str, dap
 @db
 def test_real_client_two_tabs_on_two_processes_through_redis(
     node: str,
-    redis_config: dict[str, Any],  # noqa: F811
+    redis_config: dict[str, Any],
 ) -> None:
     env = daphne_env({**DEMO, "BROKER": redis_config})
     cookie = session_cookie()
