@@ -30,11 +30,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import orjson
+from .protocol.jsonbody import MAX_DEPTH, JSONBodyError, load_json_object
 
 __all__ = ["MAX_DEPTH", "BadRequest", "ChatRequest", "parse_chat_request", "valid_id"]
 
-MAX_DEPTH: Final = 32
 MAX_MESSAGES: Final = 10_000
 ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
 TRIGGERS: Final = ("submit-message", "regenerate-message")
@@ -88,21 +87,6 @@ def valid_id(value: object) -> bool:
     return isinstance(value, str) and ID_RE.fullmatch(value) is not None
 
 
-def _depth_ok(value: Any, limit: int) -> bool:
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            if depth > limit:
-                return False
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            if depth > limit:
-                return False
-            stack.extend((v, depth + 1) for v in item)
-    return True
-
-
 def _check_id(value: object, where: str) -> str:
     if not isinstance(value, str):
         raise BadRequest(f"{where} must be a string", field=where)
@@ -154,18 +138,10 @@ def _check_message(message: object, where: str) -> dict[str, Any]:
 
 def parse_chat_request(body: bytes, *, max_bytes: int) -> ChatRequest:
     """Rules 1-6 of the module docstring."""
-    if len(body) > max_bytes:
-        raise BadRequest(f"the request body is larger than {max_bytes} bytes", code="too_large", status=413)
-    if not body.strip():
-        raise BadRequest("the request body is empty; send useChat's JSON body", code="empty")
     try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from None
-    if not isinstance(data, dict):
-        raise BadRequest("the request body must be a JSON object", code="invalid_json")
-    if not _depth_ok(data, MAX_DEPTH):
-        raise BadRequest(f"the request body is nested deeper than {MAX_DEPTH} levels", code="too_deep")
+        data = load_json_object(body, max_bytes=max_bytes, expected="useChat's JSON body")
+    except JSONBodyError as exc:
+        raise BadRequest(exc.message, code=exc.code, status=exc.status) from None
     chat_id = _check_id(data.get("id"), "id")
     trigger = data.get("trigger", "submit-message")
     if trigger not in TRIGGERS:

@@ -34,8 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import orjson
-
+from ..jsonbody import MAX_DEPTH, JSONBodyError, load_json_object
 from .events import validate_message
 
 __all__ = [
@@ -47,7 +46,6 @@ __all__ = [
     "parse_run_agent_input",
 ]
 
-MAX_DEPTH: Final = 32
 MAX_MESSAGES: Final = 10_000
 #: What a message without a role (or with ``"role": null``) is read as.
 DEFAULT_ROLE: Final = "assistant"
@@ -84,18 +82,6 @@ class AGUIInput:
     @property
     def last_message(self) -> dict[str, Any] | None:
         return self.messages[-1] if self.messages else None
-
-
-def _depth_ok(value: Any, limit: int) -> bool:
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth > limit:
-                return False
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((v, depth + 1) for v in children)
-    return True
 
 
 def _string(data: dict[str, Any], key: str, *, required: bool) -> str | None:
@@ -150,18 +136,10 @@ def _message(message: Any, where: str) -> dict[str, Any]:
 
 def parse_run_agent_input(body: bytes, *, max_bytes: int) -> AGUIInput:
     """Rules 1-6 of the module docstring."""
-    if len(body) > max_bytes:
-        raise AGUIInputError(f"the request body is larger than {max_bytes} bytes", code="too_large", status=413)
-    if not body.strip():
-        raise AGUIInputError("the request body is empty; send a RunAgentInput", code="empty")
     try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise AGUIInputError(f"the request body is not valid JSON: {exc}", code="invalid_json") from None
-    if not isinstance(data, dict):
-        raise AGUIInputError("the request body must be a JSON object", code="invalid_json")
-    if not _depth_ok(data, MAX_DEPTH):
-        raise AGUIInputError(f"the request body is nested deeper than {MAX_DEPTH} levels", code="too_deep")
+        data = load_json_object(body, max_bytes=max_bytes, expected="a RunAgentInput")
+    except JSONBodyError as exc:
+        raise AGUIInputError(exc.message, code=exc.code, status=exc.status) from None
     thread_id = _string(data, "threadId", required=True)
     run_id = _string(data, "runId", required=True)
     assert thread_id is not None

@@ -1,0 +1,60 @@
+"""A request body as a JSON object, checked before anything reads it.
+
+Shared by every endpoint that takes JSON (useChat's POST, AG-UI's
+RunAgentInput): the size limit, an empty body, JSON that does not parse or
+is not UTF-8, a body that is not an object, and nesting deeper than
+``MAX_DEPTH`` all raise ``JSONBodyError`` with a stable ``code`` and the
+HTTP status the endpoint answers with.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import orjson
+
+__all__ = ["MAX_DEPTH", "JSONBodyError", "depth_ok", "load_json_object"]
+
+MAX_DEPTH: Final = 32
+
+
+class JSONBodyError(ValueError):
+    def __init__(self, message: str, *, code: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status
+
+
+def depth_ok(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests at most ``limit`` containers deep (iterative:
+    a hostile body cannot exhaust the stack)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            if depth > limit:
+                return False
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            if depth > limit:
+                return False
+            stack.extend((v, depth + 1) for v in item)
+    return True
+
+
+def load_json_object(body: bytes, *, max_bytes: int, expected: str) -> dict[str, Any]:
+    """``body`` parsed; ``expected`` names what the client should send."""
+    if len(body) > max_bytes:
+        raise JSONBodyError(f"the request body is larger than {max_bytes} bytes", code="too_large", status=413)
+    if not body.strip():
+        raise JSONBodyError(f"the request body is empty; send {expected}", code="empty")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise JSONBodyError(f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise JSONBodyError("the request body must be a JSON object", code="invalid_json")
+    if not depth_ok(data, MAX_DEPTH):
+        raise JSONBodyError(f"the request body is nested deeper than {MAX_DEPTH} levels", code="too_deep")
+    return data
