@@ -227,6 +227,7 @@ class RedisRunChannel(RunChannel):
         self._stream_key = broker._stream_key(run_id)
         self._stop_key = broker._stop_key(run_id)
         self._watcher: asyncio.Task[None] | None = None
+        self._watching = True
 
     @property
     def next_seq(self) -> int:
@@ -314,6 +315,7 @@ class RedisRunChannel(RunChannel):
 
     def _start_watcher(self) -> None:
         loop = asyncio.get_running_loop()
+        self._watching = True
         self._watcher = loop.create_task(self._watch(), name=f"uistream-run-watcher:{self.run_id}")
 
     async def _stop_watcher(self) -> None:
@@ -327,8 +329,12 @@ class RedisRunChannel(RunChannel):
         # asyncio.wait, not await: the watcher's CancelledError is not ours,
         # and close() often runs in a run task that is being cancelled
         # already (a client went away), which must still close the run.
+        # On Python 3.11 redis-py can swallow the cancellation of a blocked
+        # read (its timeout helper); the flag ends the loop at the next turn,
+        # and the wait is bounded by one block, so close() never hangs.
+        self._watching = False
         task.cancel()
-        await asyncio.wait([task])
+        await asyncio.wait([task], timeout=self._broker.block_seconds + 1)
 
     async def _watch(self) -> None:
         """Rules 4 and 5: refresh the keys, and wait for stop requests in
@@ -338,7 +344,7 @@ class RedisRunChannel(RunChannel):
         beat_at = loop.time() + interval
         redis = self._client.redis
         failing = False
-        while True:
+        while self._watching:
             try:
                 wait = beat_at - loop.time()
                 # BLPOP rounds its timeout down to milliseconds, and 0 means
