@@ -424,7 +424,7 @@ async def execute_run(
         ):
             # Recorded and published as one unit that a cancellation (stop,
             # disconnect) cannot split: a batch in the log was also sent.
-            in_flight = asyncio.ensure_future(_record_then_publish(recorder, channel, batch))
+            in_flight = asyncio.ensure_future(_record_and_publish(recorder, channel, batch))
             await asyncio.shield(in_flight)
             in_flight = None
         if failure:
@@ -435,7 +435,7 @@ async def execute_run(
         status = "stopped" if stopped.is_set() else "cancelled"
         tail = encoder.abort("stopped" if stopped.is_set() else None)
         if tail:
-            await asyncio.shield(_record_and_publish(recorder, channel, tail))
+            await asyncio.shield(_record_and_publish(recorder, channel, tail, closing=True))
         raise
     except Exception as exc:  # a failure of ours (recording, broker): still close cleanly
         logger.exception("run %s failed outside its source", recorder.run.pk)
@@ -443,7 +443,7 @@ async def execute_run(
         status = "failed"
         tail = encoder.error(error_text)
         if tail:
-            await asyncio.shield(_record_and_publish(recorder, channel, tail))
+            await asyncio.shield(_record_and_publish(recorder, channel, tail, closing=True))
     finally:
         flusher.cancel()
         await asyncio.gather(flusher, return_exceptions=True)
@@ -480,16 +480,18 @@ async def _flush_when_due(recorder: RunRecorder, idle: float = 0.25) -> None:
                 await asyncio.sleep(idle)
 
 
-async def _record_then_publish(recorder: RunRecorder, channel: RunChannel, chunks: list[Chunk]) -> None:
-    await recorder.add(chunks)
-    await channel.publish(chunks)
-
-
-async def _record_and_publish(recorder: RunRecorder, channel: RunChannel, chunks: list[Chunk]) -> None:
+async def _record_and_publish(
+    recorder: RunRecorder, channel: RunChannel, chunks: list[Chunk], *, closing: bool = False
+) -> None:
+    """Log ``chunks``, then publish them. For the closing chunks a failed
+    publish is only logged: the log is what counts, and a subscriber that
+    missed them will see the stored run."""
     await recorder.add(chunks)
     try:
         await channel.publish(chunks)
-    except Exception:  # the log is what counts; a subscriber will see the stored run
+    except Exception:
+        if not closing:
+            raise
         logger.exception("could not publish the closing chunks of run %s", recorder.run.pk)
 
 
