@@ -162,10 +162,10 @@ class ChatRunMixin:
         except RunAlreadyActive:
             await sync_to_async(self.discard_run)(run, None if chat.is_continuation else message)
             raise BadRequest("a reply is still streaming in this chat", code="run_active", status=409) from None
-        # A continuation names the calls the message already holds, so their
-        # outputs (and denials) are sent.
-        held = [p["toolCallId"] for p in message.parts if _is_tool_part(p)]
-        encoder = UIMessageEncoder(message.pk, self.get_message_metadata(chat), known_tool_calls=held)
+        # A continuation goes on from the parts the message already holds:
+        # their calls' outputs (and denials) are sent, new part ids follow
+        # theirs. A new message has no parts.
+        encoder = UIMessageEncoder(message.pk, self.get_message_metadata(chat), continues=message.parts)
         recorder = RunRecorder(run, message)
         stopped = asyncio.Event()
         source = self.get_source(history, chat, model)

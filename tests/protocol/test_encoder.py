@@ -343,6 +343,23 @@ def test_a_continuation_can_send_outputs_for_calls_the_message_already_holds() -
     assert enc.feed(ev.ToolCallDelta("call_1", "{")) == []
 
 
+def test_a_continuation_goes_on_from_the_parts_the_message_holds() -> None:
+    held = [
+        {"type": "step-start"},
+        {"type": "reasoning", "text": "hm", "id": "reasoning-0", "state": "done"},
+        {"type": "text", "text": "Sending.", "state": "done"},
+        {"type": "tool-send_email", "toolCallId": "call_1", "state": "approval-responded", "input": {}},
+    ]
+    enc = UIMessageEncoder("msg-1", continues=held)
+    chunks = feed_all(
+        enc, [ev.ToolResult("call_1", "sent"), ev.ReasoningDelta("so"), ev.TextDelta("Done."), ev.TextEnd()]
+    )
+    assert {"type": "tool-output-available", "toolCallId": "call_1", "output": "sent"} in chunks
+    # New parts never reuse an id of the message: a replay of the whole
+    # message (text counted from 0, reasoning by its own id) names them so.
+    assert [c["id"] for c in chunks if c["type"].endswith("-start") and "id" in c] == ["reasoning-1", "text-1"]
+
+
 def test_an_input_error_is_reported_once() -> None:
     enc = UIMessageEncoder()
     first = enc.feed(ev.ToolCall("c1", "calc", "{oops"))

@@ -7,7 +7,12 @@ chunks it returns form a stream the AI SDK accepts. Its rules:
 1. The first output of the message emits ``start`` (with the message id and
    metadata the encoder was given) and ``start-step``.
 2. Part ids are counted per kind, ``text-0``, ``reasoning-0``, ``text-1``…,
-   so the same events always encode to the same bytes.
+   so the same events always encode to the same bytes. A continuation
+   counts on from the continued message's parts (``continues``): ``text-N``
+   after its N text parts, ``reasoning-M`` after its highest reasoning id,
+   so the message's parts keep distinct ids across its runs, and a replay
+   of the whole message (which counts text parts from 0 and keeps
+   reasoning ids) names them as the runs did.
 3. Text and reasoning alternate through parts: opening one closes the other.
    ``TextEnd``/``ReasoningEnd`` close the open part of their kind.
 4. Every open part is closed before ``finish-step``, ``error`` or ``finish``
@@ -22,8 +27,8 @@ chunks it returns form a stream the AI SDK accepts. Its rules:
    started announces itself with ``tool-input-start`` first. A tool output,
    approval or denial for a call the message never announced is dropped
    (the SDK would throw on it). A continuation names the calls the
-   continued message already holds (``known_tool_calls``), so their outputs
-   or denials go out. A call whose input already failed reports no second
+   continued message already holds (``known_tool_calls``, or the tool parts
+   of ``continues``), so their outputs or denials go out. A call whose input already failed reports no second
    ``tool-input-error``.
 7. A tool output that is a string is JSON where it parses, a JSON string
    where it does not; any other value is sent as it is.
@@ -42,7 +47,8 @@ Unknown finish reasons become ``other`` (the SDK rejects anything else).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 import orjson
@@ -72,6 +78,8 @@ _FINISH_ALIASES: Final = {
     "max_tokens": "length",
 }
 
+
+_REASONING_ID: Final = re.compile(r"reasoning-(\d{1,9})")
 
 _STREAMING: Final = 0
 _AVAILABLE: Final = 1
@@ -149,6 +157,7 @@ class UIMessageEncoder:
         message_metadata: Any = None,
         *,
         known_tool_calls: Iterable[str] = (),
+        continues: Iterable[Mapping[str, Any]] = (),
     ) -> None:
         self.message_id = message_id
         self.message_metadata = message_metadata
@@ -164,6 +173,8 @@ class UIMessageEncoder:
         # toolCallId -> _STREAMING, _AVAILABLE or _INPUT_ERROR. Calls the
         # continued message already holds count as available.
         self._tool_calls: dict[str, int] = dict.fromkeys(known_tool_calls, _AVAILABLE)
+        for part in continues:
+            self._count_continued(part)
         # Calls opened as dynamic: every later chunk of the call says so, or
         # the SDK looks for a static part and creates a duplicate (ai@6/7)
         # or throws (ai@5).
@@ -190,6 +201,20 @@ class UIMessageEncoder:
             ev.Data: self._data,
             ev.MessageMetadata: self._message_metadata,
         }
+
+    def _count_continued(self, part: Mapping[str, Any]) -> None:
+        """Rules 2 and 6 for one part of the continued message."""
+        kind = part.get("type")
+        if kind == "text":
+            self._next_text += 1
+        elif kind == "reasoning":
+            own = part.get("id")
+            match = _REASONING_ID.fullmatch(own) if isinstance(own, str) else None
+            self._next_reasoning = max(self._next_reasoning + 1, int(match.group(1)) + 1 if match else 0)
+        elif isinstance(kind, str) and (kind.startswith("tool-") or kind == "dynamic-tool"):
+            call_id = part.get("toolCallId")
+            if isinstance(call_id, str):
+                self._tool_calls[call_id] = _AVAILABLE
 
     # -- public ---------------------------------------------------------------
 
