@@ -284,7 +284,19 @@ def test_8_a_pending_approval_ends_the_run_interrupted() -> None:
     events = run(chunks)
     assert events[-1]["outcome"] == {
         "type": "interrupt",
-        "interrupts": [{"id": "ap1", "reason": "tool-approval", "toolCallId": "c1", "message": "sends mail"}],
+        "interrupts": [
+            {
+                "id": "ap1",
+                "reason": "tool_call",
+                "toolCallId": "c1",
+                "message": "sends mail",
+                "responseSchema": {
+                    "type": "object",
+                    "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+                    "required": ["approved"],
+                },
+            }
+        ],
     }
     assert_accepted(events)
 
@@ -305,6 +317,61 @@ def test_8_an_answered_approval_is_no_interrupt(answer: dict[str, Any]) -> None:
         *END,
     ]
     assert "outcome" not in run(chunks)[-1]
+
+
+# -- rule 13: continuations ------------------------------------------------------------------
+
+HISTORY: list[dict[str, Any]] = [
+    {"id": "u1", "role": "user", "content": "mail ada"},
+    {"id": "m1-text-0", "role": "assistant", "content": "Sending."},
+    {
+        "id": "m1-tools-0",
+        "role": "assistant",
+        "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "send_email", "arguments": "{}"}}],
+    },
+]
+
+
+def test_13_a_continuation_snapshots_the_thread_and_answers_the_earlier_call() -> None:
+    chunks = [
+        {"type": "start", "messageId": "m1"},
+        {"type": "tool-output-available", "toolCallId": "c1", "output": {"sent": True}},
+        {"type": "start-step"},
+        *call("c2", "send_email", input={}),
+        {"type": "finish-step"},
+        {"type": "start-step"},
+        *text("text-1", "Done."),
+        *END,
+    ]
+    events = run(chunks, history=HISTORY)
+    assert events[:3] == [
+        RUN_STARTED,
+        {"type": "MESSAGES_SNAPSHOT", "messages": HISTORY},
+        {
+            "type": "TOOL_CALL_RESULT",
+            "messageId": "c1-result",
+            "toolCallId": "c1",
+            "content": '{"sent":true}',
+            "role": "tool",
+        },
+    ]
+    # A synthetic parent takes the next free N; the call of the earlier run is not sent again.
+    assert [e["parentMessageId"] for e in events if e["type"] == "TOOL_CALL_START"] == ["m1-tools-1"]
+    assert [e["messageId"] for e in events if e["type"] == "TEXT_MESSAGE_START"] == ["m1-text-1"]
+    assert_accepted(events)
+    folded = fold_messages(events, HISTORY)
+    assert [m["id"] for m in folded] == ["u1", "m1-text-0", "m1-tools-0", "c1-result", "m1-tools-1", "m1-text-1"]
+
+
+def test_13_without_history_an_earlier_call_gets_no_result() -> None:
+    chunks = [
+        {"type": "start", "messageId": "m1"},
+        {"type": "tool-output-available", "toolCallId": "c1", "output": "x"},
+        *END,
+    ]
+    types = [e["type"] for e in run(chunks)]
+    assert "TOOL_CALL_RESULT" not in types
+    assert "MESSAGES_SNAPSHOT" not in types
 
 
 # -- rule 9: ends -----------------------------------------------------------------------------

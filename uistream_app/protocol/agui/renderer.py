@@ -64,8 +64,14 @@ run id; ``owner`` is the innermost open subagent, see rule 12):
     for a call the stream never started is not sent (AGUI207).
  8. ``tool-approval-request`` makes the call pending on a person: the run
     ends ``RUN_FINISHED`` with ``outcome: {type: "interrupt", interrupts:
-    [{id: approvalId, reason: "tool-approval", toolCallId, message?}]}``,
-    unless an approval response or an outcome for the call followed.
+    [{id: approvalId, reason: "tool_call", toolCallId, message?,
+    responseSchema}]}``, unless an approval response or an outcome for the
+    call followed. ``tool_call`` is AG-UI's core reason for an interrupt
+    bound to a tool call; ``responseSchema`` (``APPROVAL_RESPONSE_SCHEMA``)
+    says what the answer is: a ``resume`` entry ``{interruptId,
+    status: "resolved", payload: {approved: bool, reason?: str}}``, or
+    ``status: "cancelled"`` (a denial). No ``editedArgs``: an approved call
+    runs with the arguments it was proposed with.
  9. Ends: ``finish`` → ``RUN_FINISHED {threadId, runId}`` (``metadata:
     {"uistream": {"finishReason"}}`` when there is one); ``abort`` (a stop,
     or a client that left) → ``RUN_FINISHED`` with ``outcome: {type:
@@ -94,6 +100,16 @@ run id; ``owner`` is the innermost open subagent, see rule 12):
     this renderer makes is tagged with its ``subagentRunId`` (and carried
     ones that arrive untagged); a closing event keeps the tag of its
     opener.
+13. A run that continues an interrupted message (``history``: the thread's
+    messages in AG-UI form as they stand when the run starts, the
+    continued message included) sends them as ``MESSAGES_SNAPSHOT`` right
+    after ``RUN_STARTED``: the stored conversation is the truth, and the
+    snapshot is what lets a result name a call of an earlier run
+    (AGUI207). Their tool calls are known: an outcome for one goes out as
+    ``TOOL_CALL_RESULT`` against the original ``toolCallId`` without the
+    call being sent again (AG-UI's tool-bound interrupts). Their message
+    ids are taken: a synthetic ``<base>-tools-N`` takes the next free N,
+    any other new id the ``-2`` suffix of rule 3.
 
 A chunk that would break the AG-UI stream (a delta for a part never
 started, a second start of an open part) is dropped: the UI reader would
@@ -103,7 +119,7 @@ refuse it too. The input is never mutated.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -114,6 +130,8 @@ from ..ui.render import DENIED_ERROR_TEXT, _dumps_lenient
 from .events import ATTRIBUTABLE, AGUIEventFormatError, Event, validate_event
 
 __all__ = [
+    "APPROVAL_REASON",
+    "APPROVAL_RESPONSE_SCHEMA",
     "CARRIER_TYPE",
     "CUSTOM_PREFIX",
     "ERROR_CODE",
@@ -134,7 +152,16 @@ ERROR_CODE: Final = "run_failed"
 INCOMPLETE_CODE: Final = "incomplete"
 INCOMPLETE_TEXT: Final = "The stream ended before the run did."
 STOPPED_TEXT: Final = "The run was stopped."
-APPROVAL_REASON: Final = "tool-approval"
+#: ``Interrupt.reason`` of a tool approval: AG-UI's core value for an
+#: interrupt bound to a tool call (rule 8).
+APPROVAL_REASON: Final = "tool_call"
+#: ``Interrupt.responseSchema`` of a tool approval: the ``resume`` payload
+#: it takes (rule 8).
+APPROVAL_RESPONSE_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+    "required": ["approved"],
+}
 
 #: Carried events that render as they are (rule 11); steps and subagents
 #: are tracked as scopes.
@@ -214,7 +241,8 @@ class AGUIRenderer:
     whose log did not (usually ``b""``). ``events(chunk)`` and
     ``close_events()`` give the same events as dicts. ``clock`` returns
     integer milliseconds (default: the wall clock); fixtures pass a fixed
-    one. ``metadata`` goes on ``RUN_STARTED``. Make one per stream.
+    one. ``metadata`` goes on ``RUN_STARTED``; ``history`` makes the stream
+    a continuation's (rule 13). Make one per stream.
     """
 
     def __init__(
@@ -224,6 +252,7 @@ class AGUIRenderer:
         *,
         parent_run_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        history: Iterable[Mapping[str, Any]] | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.thread_id = thread_id
@@ -271,6 +300,13 @@ class AGUIRenderer:
             "error": self._error,
             CARRIER_TYPE: self._carried,
         }
+        self.history = [dict(m) for m in history] if history is not None else None
+        for message in self.history or ():
+            self._used_ids.add(message["id"])
+            for known in message.get("toolCalls") or ():
+                self._calls[known["id"]] = _Call(
+                    known["function"]["name"], message["id"], message.get("subagentRunId"), emitted=True
+                )
 
     # -- public ---------------------------------------------------------------------
 
@@ -369,6 +405,8 @@ class AGUIRenderer:
         if self.parent_run_id is not None:
             event["parentRunId"] = self.parent_run_id
         out.append(event)
+        if self.history is not None:
+            out.append({"type": "MESSAGES_SNAPSHOT", "timestamp": self._now, "messages": self.history})
 
     def _new_id(self, wanted: str) -> str:
         candidate, n = wanted, 1
@@ -547,8 +585,11 @@ class AGUIRenderer:
                 return None
             owner = self._owner()
             if self._parent is None or self._parent[1] != owner:
-                self._parent = (self._new_id(f"{self._base}-tools-{self._tool_parents}"), owner)
-                self._tool_parents += 1
+                n = self._tool_parents
+                while f"{self._base}-tools-{n}" in self._used_ids:
+                    n += 1  # rule 13: an earlier run's
+                self._parent = (self._new_id(f"{self._base}-tools-{n}"), owner)
+                self._tool_parents = n + 1
             call = self._calls[call_id] = _Call(name, self._parent[0], owner)
         return call_id, call
 
@@ -652,6 +693,7 @@ class AGUIRenderer:
         reason = chunk.get("reason")
         if isinstance(reason, str):
             interrupt["message"] = reason
+        interrupt["responseSchema"] = APPROVAL_RESPONSE_SCHEMA
         self._interrupts[call_id] = interrupt
 
     def _tool_approval_response(self, chunk: Chunk, out: list[Event]) -> None:
