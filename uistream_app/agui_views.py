@@ -17,12 +17,44 @@ server owns the prompt, ``get_system_prompt``). ``tools``, ``context``,
 ``state``, ``forwardedProps`` and ``resume`` reach a hand-written agent
 through its ``RunContext``; the default source, the tool loop over the
 project's model and tools, does not offer the client's tools to the model
-(a client-side tool needs a continuation, which AG-UI runs do not take
-yet).
+(client-side tools are the project's ``ClientTool`` tools).
+
+Human in the loop (the tool loop; AG-UI 1.0's interrupts): a run whose
+model called a tool that needs approval ends ``RUN_FINISHED`` with an
+``interrupt`` outcome, one interrupt per pending call, its ``id`` the
+stored approval id (renderer rule 8). The answer is a new run on the same
+thread whose ``resume`` answers every open interrupt (``{interruptId,
+status: "resolved", payload: {approved: true|false, reason?}}``, or
+``status: "cancelled"``, a denial; ``protocol.agui.resume``). A run that
+left a client-side tool's call unanswered ends as a success with the call
+pending (``pendingToolCallIds``); the answer is a new run whose
+``messages`` end with the ``tool`` message for it. Such a request carries
+no new user message: it continues the interrupted assistant message (same
+stored message, same id), through the same server checks as useChat's
+continuation (``ChatRunMixin.continue_message``: each answer accepted once,
+only for a call pending in the stored last message, only from the thread's
+owner; the approved call runs with its stored arguments, a denied one is
+reported to the model), and the decisions are stored on the new run
+(``Run.decisions``, ``via: "agui"``). The continuation's stream is a
+normal run (``RUN_STARTED`` … ``RUN_FINISHED``) that first sends the
+stored conversation as ``MESSAGES_SNAPSHOT``, then ``TOOL_CALL_RESULT``
+against the original call ids (renderer rule 13). Refused, with nothing
+run or written: an ``interruptId`` that names no interrupt of the thread
+(409 ``unknown_interrupt``), one of a message that is no longer the last
+(409 ``stale``), one already answered (409 ``already_answered``), a
+``resume`` that leaves an open interrupt unanswered (409
+``interrupts_unanswered``, AG-UI's rule 3), a payload that is not an
+approval's answer (400, naming ``resume[i].payload``), a new user message
+while interrupts are open (409 ``interrupts_pending``, AG-UI's rule 4), and
+another owner's thread (404). AG-UI asks for ``RUN_ERROR`` in these cases;
+a request refused before anything ran gets the house's 4xx JSON instead,
+which ``HttpAgent`` reports as a failed run all the same.
 
 Set ``agent`` (a function of a ``RunContext``, see
 ``protocol.agui.handles``) to serve a hand-written agent instead of the
-tool loop; its run records the agent's name as the model.
+tool loop; its run records the agent's name as the model. An agent reads
+``resume`` itself, with a new user message; continuations of stored
+messages are the tool loop's.
 
 Bad requests get ChatView's answers: 401, 403 (CSRF, in JSON), 404 (a
 conversation that is not the owner's), 409 (a reply still streaming, a
@@ -32,8 +64,10 @@ does not accept ``text/event-stream``; nothing is written.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, ClassVar, cast
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, cast
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
@@ -42,15 +76,17 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from .chat import ChatRunMixin
+from .chat import ChatRunMixin, ToolAnswer
+from .chat import _is_tool_part as _tool_part
 from .chat_request import BadRequest, ChatRequest, valid_id
 from .conf import settings as uistream_settings
 from .live import get_broker
-from .models import Message, Run
+from .models import Conversation, Message, Run
 from .protocol.agui.handles import Agent
 from .protocol.agui.input import AGUIInput, AGUIInputError, parse_run_agent_input
-from .protocol.agui.messages import MessageConversionError, ui_user_message
+from .protocol.agui.messages import MessageConversionError, ui_messages_to_agui, ui_user_message
 from .protocol.agui.renderer import AGUIRenderer
+from .protocol.agui.resume import ApprovalAnswer, ToolResultMessage, read_approval_answers, read_tool_results
 from .protocol.agui.source import agent_source
 from .protocol.events import Event
 from .protocol.ui.render import UIStreamRenderer
@@ -61,7 +97,7 @@ from .runs.messages import ModelMessage, ModelOptions, ToolSpec
 from .runs.model import ModelEvent
 from .views import OwnerMixin, PortalMixin, check_csrf, error_response, render_subscription
 
-__all__ = ["AGUI_SSE_HEADERS", "AGUIView", "AgentModel", "agui_response", "render_stored_run"]
+__all__ = ["AGUI_SSE_HEADERS", "AGUIContinuation", "AGUIView", "AgentModel", "agui_response", "render_stored_run"]
 
 #: The SSE response headers (no ``X-Vercel-AI-UI-Message-Stream``: this is
 #: not that protocol).
@@ -70,6 +106,48 @@ _ACCEPTED: tuple[str, ...] = ("text/event-stream", "text/*", "*/*")
 
 #: The dialect recorded on an AG-UI run: its log is the canonical ai@7 one.
 CANONICAL_SDK_VERSION = 7
+
+
+#: Tool part states that settle a call: a tool message for one only echoes
+#: the result the server sent.
+_SETTLED: Final = frozenset(("output-available", "output-error", "output-denied"))
+
+
+@dataclass(frozen=True)
+class AGUIContinuation(ChatRequest):
+    """A ``RunAgentInput`` that continues the thread's interrupted
+    assistant message instead of adding a user message: its answers, read
+    but not yet checked against the stored conversation."""
+
+    resume_answers: tuple[ApprovalAnswer, ...] = ()
+    tool_results: tuple[ToolResultMessage, ...] = ()
+
+    @property
+    def is_continuation(self) -> bool:
+        return True
+
+
+def _as_bad_request(exc: AGUIInputError) -> BadRequest:
+    return BadRequest(exc.message, code=exc.code, field=exc.field, status=exc.status)
+
+
+def _pending_approvals(message: Message | None) -> list[dict[str, Any]]:
+    """The tool parts of ``message`` waiting for a person's approval."""
+    if message is None or message.role != "assistant":
+        return []
+    return [p for p in message.parts if _tool_part(p) and p.get("state") == "approval-requested"]
+
+
+def _part_for_interrupt(message: Message, interrupt_id: str) -> dict[str, Any] | None:
+    """The tool part of ``message`` whose approval id is ``interrupt_id``
+    (compared in constant time), whatever its state."""
+    wanted = interrupt_id.encode()
+    found = None
+    for part in message.parts:
+        approval = part.get("approval") if _tool_part(part) else None
+        if isinstance(approval, dict) and secrets.compare_digest(str(approval.get("id", "")).encode(), wanted):
+            found = part
+    return found
 
 
 class AgentModel:
@@ -112,6 +190,9 @@ class AGUIView(PortalMixin, OwnerMixin, ChatRunMixin, View):
 
     agui_input: AGUIInput
     assistant_message_id: str | None = None
+    #: The stored conversation a continuation starts from (UI messages),
+    #: sent as its ``MESSAGES_SNAPSHOT``; None for a new message.
+    continued_history: list[dict[str, Any]] | None = None
 
     # -- hooks ---------------------------------------------------------------------
 
@@ -146,13 +227,119 @@ class AGUIView(PortalMixin, OwnerMixin, ChatRunMixin, View):
 
     def get_renderer(self, agui: AGUIInput, run_pk: str) -> AGUIRenderer:
         """The renderer of this response. ``RUN_STARTED`` names the stored run
-        (``metadata.uistream.runId``) so a client can find it in the API."""
+        (``metadata.uistream.runId``) so a client can find it in the API; a
+        continuation's renderer gets the stored conversation (rule 13)."""
+        history = self.continued_history
         return AGUIRenderer(
             agui.thread_id,
             agui.run_id,
             parent_run_id=agui.parent_run_id,
             metadata={"uistream": {"runId": run_pk}},
+            history=ui_messages_to_agui(history) if history is not None else None,
         )
+
+    # -- continuations (see the module docstring) ----------------------------------------
+
+    def check_request(self, chat: ChatRequest) -> None:
+        if not isinstance(chat, AGUIContinuation):  # a continuation is checked in its transaction
+            super().check_request(chat)
+
+    def apply_submit(self, conversation: Conversation, chat: ChatRequest) -> None:
+        """AG-UI's rule 4: while the thread's last message waits for
+        approvals, a new user message is refused; the run must resume."""
+        if self.get_agent() is None:
+            last = conversation.messages.order_by("-position").first()
+            waiting = [p["approval"]["id"] for p in _pending_approvals(last)]
+            if waiting:
+                raise BadRequest(
+                    f"this thread waits for its open interrupts to be answered ({', '.join(waiting)}): "
+                    "send them in resume before a new message",
+                    code="interrupts_pending",
+                    status=409,
+                    field="resume",
+                )
+        super().apply_submit(conversation, chat)
+
+    def prepare_continuation(
+        self, conversation: Conversation, chat: ChatRequest, version: int, model: ChatModel
+    ) -> tuple[Run, Message, list[dict[str, Any]], ChatRequest]:
+        """The AG-UI answers as ``ToolAnswer``\\ s for ``continue_message``,
+        which checks and applies them. Found here, because only AG-UI names
+        a call by its interrupt: which call each ``interruptId`` answers
+        (409 ``unknown_interrupt`` for none in the thread, ``stale`` for one
+        of an earlier message), whether every open interrupt is answered
+        (409 ``interrupts_unanswered``), and which tool messages answer a
+        call still open (the others echo results the server sent)."""
+        if not isinstance(chat, AGUIContinuation):
+            return super().prepare_continuation(conversation, chat, version, model)
+        stored = list(conversation.messages.order_by("position"))
+        target = stored[-1] if stored and stored[-1].role == "assistant" else None
+        answers: list[ToolAnswer] = []
+        for entry in chat.resume_answers:
+            part = _part_for_interrupt(target, entry.interrupt_id) if target is not None else None
+            if part is None:
+                earlier = [m for m in stored if m is not target and m.role == "assistant"]
+                if any(_part_for_interrupt(m, entry.interrupt_id) is not None for m in earlier):
+                    raise BadRequest(
+                        f"{entry.where} answers an interrupt of a message that is no longer the last in this thread",
+                        code="stale",
+                        status=409,
+                        field=f"{entry.where}.interruptId",
+                    )
+                raise BadRequest(
+                    f"{entry.where}.interruptId names no interrupt of this thread",
+                    code="unknown_interrupt",
+                    status=409,
+                    field=f"{entry.where}.interruptId",
+                )
+            answers.append(
+                ToolAnswer(
+                    part["toolCallId"],
+                    "approval",
+                    entry.interrupt_id,
+                    entry.approved,
+                    entry.reason,
+                    record={"via": "agui", "status": entry.status},
+                )
+            )
+        answered = {entry.interrupt_id for entry in chat.resume_answers}
+        open_ids = [p["approval"]["id"] for p in _pending_approvals(target)]
+        unanswered = [i for i in open_ids if i not in answered]
+        if unanswered:
+            raise BadRequest(
+                f"resume must answer every open interrupt of the thread; unanswered: {', '.join(unanswered)}",
+                code="interrupts_unanswered",
+                status=409,
+                field="resume",
+            )
+        calls = {p["toolCallId"]: p for p in target.parts if _tool_part(p)} if target is not None else {}
+        said: set[str] = set()
+        for result in chat.tool_results:
+            part = calls.get(result.tool_call_id)
+            if part is None or part.get("state") in _SETTLED:
+                continue  # the client's history: a result the server sent
+            if result.tool_call_id in said:
+                raise BadRequest(
+                    f"{result.where} answers the tool call {result.tool_call_id} a second time",
+                    field=f"{result.where}.toolCallId",
+                )
+            said.add(result.tool_call_id)
+            try:
+                output, is_error = result.text()
+            except AGUIInputError as exc:
+                raise _as_bad_request(exc) from None
+            answers.append(
+                ToolAnswer(result.tool_call_id, "result", output=output, is_error=is_error, record={"via": "agui"})
+            )
+        if target is None or not answers:
+            raise BadRequest(
+                "nothing to continue: no pending tool call of this thread was answered",
+                code="nothing_pending",
+                status=409,
+            )
+        prepared = self.continue_message(conversation, stored, answers, chat, version, model)
+        self.continued_history = prepared[2]
+        return prepared
 
     # -- the request -----------------------------------------------------------------
 
@@ -164,20 +351,43 @@ class AGUIView(PortalMixin, OwnerMixin, ChatRunMixin, View):
 
     def parse(self, body: bytes, max_bytes: int) -> tuple[AGUIInput, ChatRequest]:
         """The checked input and the chat request it makes: the new user
-        message, under the thread's id. Raises ``BadRequest``."""
+        message, under the thread's id; or, for the tool loop, the
+        continuation of the interrupted message (``resume``, or a last
+        message that is a tool result). Raises ``BadRequest``."""
         try:
             agui = parse_run_agent_input(body, max_bytes=max_bytes)
         except AGUIInputError as exc:
-            raise BadRequest(exc.message, code=exc.code, field=exc.field, status=exc.status) from None
+            raise _as_bad_request(exc) from None
         if not valid_id(agui.thread_id):
             raise BadRequest("threadId must be 1-128 characters of letters, digits, '_' or '-'", field="threadId")
         last = agui.last_message
         where = f"messages[{len(agui.messages) - 1}]"
+        continues = bool(agui.resume) or (last is not None and last["role"] == "tool")
+        if continues and self.get_agent() is None:
+            if last is not None and last["role"] == "user":
+                raise BadRequest(
+                    "a run that resumes continues the interrupted message: it takes no new user message",
+                    field=f"{where}.role",
+                )
+            try:
+                answers, results = read_approval_answers(agui), read_tool_results(agui)
+            except AGUIInputError as exc:
+                raise _as_bad_request(exc) from None
+            return agui, AGUIContinuation(
+                agui.thread_id,
+                [],
+                "submit-message",
+                None,
+                {"agui": agui},
+                resume_answers=tuple(answers),
+                tool_results=tuple(results),
+            )
         if last is None:
             raise BadRequest("messages needs the new user message", field="messages")
         if last["role"] != "user":
             raise BadRequest(
-                "the last message must be the new user message (continuations are not taken here)",
+                "the last message must be the new user message (or, to continue, a tool result; "
+                "answers to interrupts go in resume)",
                 field=f"{where}.role",
             )
         if not valid_id(last["id"]):

@@ -11,11 +11,15 @@
 //
 //   node agui_client.mjs run '<json>'
 //     A real HttpAgent against a live server. <json>: {"url", "threadId",
-//     "cookie", "csrf", "runs": [{"text", "messageId", "runId", "tools"?,
-//     "context"?, "forwardedProps"?, "state"?}]}. The agent keeps its
-//     messages across runs, as a browser's would. Prints {runs: [{newMessages,
-//     events, finished, runError, error, warnings}], messages: the agent's
-//     messages after the last run, state}.
+//     "cookie", "csrf", "runs": [{"text"?, "messageId"?, "runId", "tools"?,
+//     "context"?, "forwardedProps"?, "state"?, "answers"?, "clientTools"?}]}:
+//     a run with "text" sends a user message; "answers" resumes the open
+//     interrupts ([{approved, reason?} | "cancel"], in order), "clientTools"
+//     ({toolName: output}) answers the client-side calls the previous run
+//     left pending (lib/agui.mjs liveRun). The agent keeps its messages
+//     across runs, as a browser's would. Prints {runs: [{newMessages, events,
+//     finished, runError, error, warnings, pendingInterrupts}], messages: the
+//     agent's messages after the last run, state}.
 
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -43,7 +47,8 @@ async function main() {
       if (run.state !== undefined) agent.setState(run.state);
       const parameters = {};
       for (const key of ['tools', 'context', 'forwardedProps']) if (run[key] !== undefined) parameters[key] = run[key];
-      runs.push(await liveRun(agent, { ...run, parameters }));
+      const pending = runs.at(-1)?.finished?.pendingToolCallIds ?? [];
+      runs.push(await liveRun(agent, { ...run, parameters, pending }));
     }
     const result = { runs, messages: JSON.parse(JSON.stringify(agent.messages)), state: agent.state };
     process.stdout.write(JSON.stringify(result) + '\n');

@@ -8,7 +8,7 @@
 // verifyEvents, and the reducer that builds the messages. Every console
 // warning it prints is collected: a clean stream causes none.
 
-import { AbstractAgent, HttpAgent, transformHttpEventStream, verifyEvents } from '@ag-ui/client';
+import { AbstractAgent, HttpAgent, buildResumeArray, transformHttpEventStream, verifyEvents } from '@ag-ui/client';
 import { EventSchema } from '@ag-ui/core/schemas';
 import { asyncScheduler, from, lastValueFrom, observeOn, of, toArray } from 'rxjs';
 
@@ -138,9 +138,35 @@ export function httpAgent({ url, threadId, cookie, csrf, initialMessages }) {
   return new HttpAgent({ url, threadId, headers, fetch: fetchWithCookies, initialMessages: initialMessages ?? [] });
 }
 
-/** One live run: add the user message, runAgent(), and what was seen. */
-export async function liveRun(agent, { text, messageId, runId, parameters = {} }) {
-  agent.addMessage({ id: messageId, role: 'user', content: text });
+/**
+ * One live run, and what was seen. What the run sends, as an application
+ * would: `text` adds a user message; `answers` answers the agent's pending
+ * interrupts in order (each `{approved, reason?}` is a resolved payload,
+ * `"cancel"` cancels), through the client's own buildResumeArray;
+ * `clientTools` ({toolName: output}) adds a tool message for each call the
+ * previous run left pending (`pending`: its pendingToolCallIds).
+ */
+export async function liveRun(agent, { text, messageId, runId, parameters = {}, answers, clientTools, pending = [] }) {
+  if (text !== undefined) agent.addMessage({ id: messageId, role: 'user', content: text });
+  if (clientTools !== undefined) {
+    const names = new Map(agent.messages.flatMap(m => (m.toolCalls ?? []).map(c => [c.id, c.function.name])));
+    for (const toolCallId of pending) {
+      const output = clientTools[names.get(toolCallId)];
+      if (output === undefined) throw new Error(`no client result for ${names.get(toolCallId)} (${toolCallId})`);
+      agent.addMessage({ id: `${toolCallId}-answer`, role: 'tool', toolCallId, content: JSON.stringify(output) });
+    }
+  }
+  if (answers !== undefined) {
+    const open = agent.pendingInterrupts;
+    if (open.length !== answers.length) throw new Error(`${open.length} open interrupts, ${answers.length} answers`);
+    const responses = Object.fromEntries(
+      open.map((interrupt, i) => [
+        interrupt.id,
+        answers[i] === 'cancel' ? { status: 'cancelled' } : { status: 'resolved', payload: answers[i] },
+      ]),
+    );
+    parameters = { ...parameters, resume: buildResumeArray(open, responses) };
+  }
   const { seen, subscriber } = recorder();
   const { value, warnings } = await collectingWarnings(async () => {
     try {
@@ -150,7 +176,7 @@ export async function liveRun(agent, { text, messageId, runId, parameters = {} }
       return { newMessages: [], error: error.message };
     }
   });
-  return { ...seen, ...value, warnings };
+  return { ...seen, ...value, warnings, pendingInterrupts: JSON.parse(JSON.stringify(agent.pendingInterrupts)) };
 }
 
 export { of };

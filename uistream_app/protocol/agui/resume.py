@@ -1,0 +1,124 @@
+"""What an AG-UI continuation says: answers to tool approvals and results
+of client-side tools, read from a checked ``RunAgentInput``.
+
+A run that ended with a tool approval pending (``RUN_FINISHED`` with an
+``interrupt`` outcome, renderer rule 8) is continued by a new run on the
+same thread whose ``resume`` answers the interrupts; a run that left a
+client-side tool's call unanswered (a success whose call has no result) is
+continued by a new run whose ``messages`` end with the ``tool`` message
+answering it. This module only reads those answers; whether they answer
+anything pending is the server's business (``ChatRunMixin.continue_message``
+checks them against the stored conversation). No I/O. Rules (AG-UI 1.0,
+docs/concepts/interrupts.mdx in ag-ui-protocol/ag-ui, and
+``RunFinishedSuccessOutcome.pendingToolCallIds`` in ``@ag-ui/core``):
+
+1. A ``resume`` entry ``{interruptId, status: "resolved", payload}`` answers
+   a tool approval with ``payload: {approved: bool, reason?: str}``
+   (``APPROVAL_RESPONSE_SCHEMA``): "denials are expressed inside the
+   payload (for example, ``{approved: false}``)". ``editedArgs`` (approve
+   with edits) is refused: the call runs with the arguments it was
+   proposed with, and the server does not advertise ``approveWithEdits``.
+   Other payload keys are ignored (AG-UI objects are open).
+2. ``status: "cancelled"`` ("the user abandoned without providing
+   meaningful input") is a denial; its payload, which it should not have,
+   is ignored.
+3. Each interrupt is answered at most once per request.
+4. A ``tool`` message (``toolCallId``, ``content``, ``error?``) is a
+   client-side tool's result: ``content`` is the output (JSON where it
+   parses, as any tool output: the encoder's rule 7), ``error`` makes it a
+   failed call with that text. The client sends its whole history, so most
+   tool messages only echo results the server sent; which one answers a
+   pending call is for the server to say, and one that does must be text
+   (``ToolResultMessage.text``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .input import AGUIInput, AGUIInputError
+
+__all__ = ["ApprovalAnswer", "ToolResultMessage", "read_approval_answers", "read_tool_results"]
+
+
+@dataclass(frozen=True)
+class ApprovalAnswer:
+    """One ``resume`` entry read as an approval decision."""
+
+    interrupt_id: str
+    approved: bool
+    reason: str | None
+    status: str  # "resolved" | "cancelled"
+    where: str  # "resume[i]"
+
+
+@dataclass(frozen=True)
+class ToolResultMessage:
+    """One ``tool`` message read as a tool call's result."""
+
+    tool_call_id: str
+    content: Any  # as sent: a string, or content parts
+    error: str | None
+    where: str  # "messages[i]"
+
+    def text(self) -> tuple[str, bool]:
+        """The result as a tool's output text and whether the call failed
+        (rule 4); raises ``AGUIInputError`` when the content is not text."""
+        if self.error is not None:
+            return self.error, True
+        if not isinstance(self.content, str):
+            raise AGUIInputError(
+                f"{self.where}.content: a client-side tool's result must be text", field=f"{self.where}.content"
+            )
+        return self.content, False
+
+
+def read_approval_answers(agui: AGUIInput) -> list[ApprovalAnswer]:
+    """Rules 1-3 over ``agui.resume``; raises ``AGUIInputError`` naming the
+    entry (or its payload field) that is not an approval's answer."""
+    answers: list[ApprovalAnswer] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(agui.resume):
+        where = f"resume[{i}]"
+        interrupt_id = entry["interruptId"]
+        if interrupt_id in seen:
+            raise AGUIInputError(
+                f"{where} answers the same interrupt as resume[{seen[interrupt_id]}]", field=f"{where}.interruptId"
+            )
+        seen[interrupt_id] = i
+        if entry["status"] == "cancelled":
+            answers.append(ApprovalAnswer(interrupt_id, False, None, "cancelled", where))
+            continue
+        payload = entry.get("payload")
+        if not isinstance(payload, dict):
+            raise AGUIInputError(
+                f"{where}.payload must be an object {{approved: true|false, reason?: string}}",
+                field=f"{where}.payload",
+            )
+        if not isinstance(payload.get("approved"), bool):
+            raise AGUIInputError(f"{where}.payload.approved must be true or false", field=f"{where}.payload.approved")
+        if "editedArgs" in payload:
+            raise AGUIInputError(
+                f"{where}.payload.editedArgs: approving with edited arguments is not supported; "
+                "the call runs with the arguments it was proposed with",
+                code="unsupported",
+                field=f"{where}.payload.editedArgs",
+            )
+        reason = payload.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise AGUIInputError(f"{where}.payload.reason must be a string", field=f"{where}.payload.reason")
+        answers.append(ApprovalAnswer(interrupt_id, payload["approved"], reason or None, "resolved", where))
+    return answers
+
+
+def read_tool_results(agui: AGUIInput) -> list[ToolResultMessage]:
+    """Rule 4 over ``agui.messages``: every ``tool`` message, in order."""
+    results: list[ToolResultMessage] = []
+    for i, message in enumerate(agui.messages):
+        if message["role"] != "tool":
+            continue
+        results.append(
+            ToolResultMessage(message["toolCallId"], message["content"], message.get("error"), f"messages[{i}]")
+        )
+    return results
