@@ -94,28 +94,37 @@ _recorder_mode: ContextVar[str] = ContextVar("recorder_mode", default="")
 
 class DiagnosticRecorder(RunRecorder):
     """``RunRecorder`` itself unless the request came through a diagnostic
-    view: ``no-chunk-rows`` stores no chunk rows (everything else as is);
-    ``no-db`` makes no database call at all after the run row was created
-    (pending chunks are dropped at each flush; the run stays ``running``)."""
+    view: ``no-chunk-rows`` stores no chunk rows (the writer still makes
+    its rounds, and ``finish`` stores the message and the run); ``no-db``
+    makes no database call at all after the run row was created (the chunks
+    are only read; the run stays ``running``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.mode = _recorder_mode.get()
 
-    def _chunk_rows(self, rows: Any) -> Any:
-        return [] if self.mode == "no-chunk-rows" else super()._chunk_rows(rows)
+    def _take(self, final: Any) -> Any:
+        job = super()._take(final)
+        if self.mode == "no-chunk-rows":  # counted as stored, never written
+            job.first_seq += len(job.chunks)
+            job.chunks, job.offsets = [], []
+        return job
+
+    def add(self, chunks: Any) -> None:
+        if self.mode != "no-db":
+            return super().add(chunks)
+        for chunk in chunks:  # the reader's work stays
+            self._read(chunk)
+        return None
 
     async def flush(self) -> None:
         if self.mode != "no-db":
             return await super().flush()
-        self._pending.clear()
-        self._last_flush = self._clock()
 
     async def finish(self, status: str, **kwargs: Any) -> None:
         if self.mode != "no-db":
             return await super().finish(status, **kwargs)
         self._finished = True
-        self._pending.clear()
 
 
 chat_module.RunRecorder = DiagnosticRecorder  # type: ignore[misc]

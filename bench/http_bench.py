@@ -40,10 +40,7 @@ streams for 3.
    open, per stream; server CPU; this client's own event-loop lag (a
    5 ms sleeper), to tell the client's share of a gap from the server's.
 
-``--diagnose`` adds diagnostic arms (``bench_urls.py``) to 1 and 3, and
-to 1 a table of the standard run's chunk rows written outside the server
-four ways (``bulk_create`` as the recorder does, raw ``executemany`` with
-two JSON encoders, one row per flush).
+``--diagnose`` adds diagnostic arms (``bench_urls.py``) to 1 and 3.
 
 ``--profile DIR`` attaches ``py-spy record --gil`` (``pip install py-spy``)
 to each server and prints where its CPU time went (samples of whichever
@@ -78,7 +75,7 @@ PY = sys.executable
 HOST = "127.0.0.1"
 TEXT_DELTA = b'"type":"text-delta"'
 WRITES = ("INSERT", "UPDATE", "DELETE")
-LOG_TABLES = ("INSERT uistream_app_runchunk", "UPDATE uistream_app_run")
+LOG_TABLES = ("INSERT uistream_app_chunkbatch", "UPDATE uistream_app_run")
 PROFILES: list[Path] = []
 
 
@@ -91,8 +88,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: The ASGI servers ``--server`` picks from: one process each.
+SERVERS = {
+    "daphne": ["-m", "daphne", "-b", HOST, "-p", "{port}", "demo_project.asgi:application"],
+    "uvicorn": [
+        "-m",
+        "uvicorn",
+        "--host",
+        HOST,
+        "--port",
+        "{port}",
+        "--no-access-log",
+        "--log-level",
+        "warning",
+        "demo_project.asgi:application",
+    ],
+}
+
+
 class Server:
-    """daphne, one process, on a fresh migrated SQLite file."""
+    """One ASGI server process (daphne by default) on a fresh migrated
+    SQLite file."""
 
     def __init__(
         self,
@@ -101,8 +117,10 @@ class Server:
         sqlite: str = "wal",
         flush_ms: int | None = None,
         profile_dir: Path | None = None,
+        kind: str = "daphne",
     ) -> None:
         self.name = name
+        self.kind = kind
         self.dir = Path(tempfile.mkdtemp(prefix=f"uistream-http-bench-{name}-"))
         self.port = free_port()
         self.env = {
@@ -117,13 +135,13 @@ class Server:
         self.profile_dir = profile_dir
         self.proc: subprocess.Popen[bytes] | None = None
         self.spy: subprocess.Popen[bytes] | None = None
-        self.log = self.dir / "daphne.log"
+        self.log = self.dir / f"{kind}.log"
 
     def start(self) -> None:
         subprocess.run([PY, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=self.env, check=True)
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
-                [PY, "-m", "daphne", "-b", HOST, "-p", str(self.port), "demo_project.asgi:application"],
+                [PY, *(arg.format(port=self.port) for arg in SERVERS[self.kind])],
                 cwd=ROOT,
                 env=self.env,
                 stdout=log,
@@ -137,7 +155,7 @@ class Server:
             except OSError:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"daphne did not start:\n{self.log.read_text()[-3000:]}")
+                raise RuntimeError(f"{self.kind} did not start:\n{self.log.read_text()[-3000:]}")
             time.sleep(0.1)
         if self.profile_dir is not None:
             self.profile_dir.mkdir(parents=True, exist_ok=True)
@@ -211,7 +229,9 @@ class Server:
 
 @contextmanager
 def server(name: str, args: argparse.Namespace) -> Iterator[Server]:
-    srv = Server(name, args.delay_ms, args.sqlite, args.flush_ms, Path(args.profile) if args.profile else None)
+    srv = Server(
+        name, args.delay_ms, args.sqlite, args.flush_ms, Path(args.profile) if args.profile else None, args.server
+    )
     try:
         srv.start()
         yield srv
@@ -506,114 +526,6 @@ def bench_throughput(args: argparse.Namespace) -> None:
         f"\nview / baseline throughput, median of {len(ratios)} paired runs: **{statistics.median(ratios):.2f}x**"
         f" (range {ratios[0]:.2f}x – {ratios[-1]:.2f}x; target >= 0.7x)"
     )
-
-
-def insert_costs(args: argparse.Namespace) -> None:
-    """``--diagnose``: the standard run's chunk rows written outside the
-    server, four ways, in a child process on its own migrated SQLite file
-    (same configuration)."""
-    tmp = Path(tempfile.mkdtemp(prefix="uistream-http-bench-rows-"))
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "bench_settings",
-        "UISTREAM_BENCH_DIR": str(tmp),
-        "UISTREAM_BENCH_SQLITE": args.sqlite,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH)]),
-    }
-    try:
-        subprocess.run([PY, __file__, "--insert-costs-child"], cwd=ROOT, env=env, check=True, timeout=600)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def insert_costs_child(reps: int = 5) -> None:
-    import django
-
-    django.setup()
-    import orjson
-    from django.core.management import call_command
-    from django.db import connection, transaction
-    from uistream_plugin import source_events
-
-    from uistream_app.models import Conversation, Message, Run, RunChunk, StoredJSONEncoder
-    from uistream_app.protocol.ui.encoder import UIMessageEncoder
-    from uistream_app.protocol.ui.reader import UIMessageReader
-    from uistream_app.recording import FLUSH_AT
-
-    call_command("migrate", verbosity=0)
-    workload = json.loads((ROOT.parent / "shared" / "bench" / "workload.json").read_text())
-    encoder = UIMessageEncoder("msg_rows")
-    chunks = [chunk for event in source_events(workload) for chunk in encoder.feed(event)]
-    batches: list[list[Any]] = [[]]
-    for chunk in chunks:  # the recorder's flushes of a fast run: one per step
-        batches[-1].append(chunk)
-        if chunk["type"] in FLUSH_AT:
-            batches.append([])
-    batches = [b for b in batches if b]
-    conversation = Conversation.objects.create(pk="rows")
-    message = Message.objects.create(pk="msg_rows", conversation=conversation, role="assistant", parts=[], position=0)
-    sql = f'INSERT INTO "{RunChunk._meta.db_table}" ("run_id", "seq", "offset_ms", "chunk") VALUES (%s, %s, %s, %s)'
-
-    def orm(run: Run) -> None:
-        seq = 0
-        for batch in batches:
-            rows = [RunChunk(run_id=run.pk, seq=seq + i, offset_ms=1, chunk=c) for i, c in enumerate(batch)]
-            seq += len(batch)
-            with transaction.atomic():
-                RunChunk.objects.bulk_create(rows)
-                Run.objects.filter(pk=run.pk).update(chunk_count=seq)
-
-    def raw(dumps: Any) -> Any:
-        def write(run: Run) -> None:
-            run_id = Run._meta.pk.get_db_prep_value(run.pk, connection)  # type: ignore[union-attr]
-            seq = 0
-            for batch in batches:
-                params = [(run_id, seq + i, 1, dumps(c)) for i, c in enumerate(batch)]
-                seq += len(batch)
-                with transaction.atomic():
-                    with connection.cursor() as cursor:
-                        cursor.executemany(sql, params)
-                    Run.objects.filter(pk=run.pk).update(chunk_count=seq)
-
-        return write
-
-    def one_row_per_flush(run: Run) -> None:
-        run_id = Run._meta.pk.get_db_prep_value(run.pk, connection)  # type: ignore[union-attr]
-        seq = 0
-        for batch in batches:
-            with transaction.atomic():
-                with connection.cursor() as cursor:
-                    cursor.execute(sql, (run_id, seq, 1, orjson.dumps(batch).decode()))
-                Run.objects.filter(pk=run.pk).update(chunk_count=seq + len(batch))
-            seq += len(batch)
-
-    def reader(run: Run) -> None:
-        read = UIMessageReader(message_id="msg_rows").feed
-        for chunk in chunks:
-            read(chunk)
-
-    ways = [
-        ("`bulk_create` of `RunChunk` objects (what `RunRecorder` does)", orm),
-        ("`cursor.executemany`, same rows, `StoredJSONEncoder`", raw(StoredJSONEncoder().encode)),
-        ("`cursor.executemany`, same rows, `orjson`", raw(lambda c: orjson.dumps(c).decode())),
-        ("one row per flush (the batch as one JSON array)", one_row_per_flush),
-        ("for scale: `UIMessageReader.feed` over all chunks (the recorder does this too)", reader),
-    ]
-    rows = []
-    for label, write in ways:
-        times = []
-        for _ in range(reps):
-            run = Run.objects.create(conversation=conversation, message=message, status="running", model="rows")
-            t0 = time.perf_counter()
-            write(run)
-            times.append(time.perf_counter() - t0)
-        times.sort()
-        rows.append([label, ms(statistics.median(times)), f"{ms(times[0])} – {ms(times[-1])}"])
-    print(
-        f"\nthe standard run's {len(chunks):,} chunk rows in {len(batches)} flushes, "
-        f"outside the server ({reps} runs):\n"
-    )
-    print(table(rows, ["how the rows are written", "median", "min – max"]))
 
 
 # -- 2. database writes ------------------------------------------------------------------------------
@@ -929,27 +841,24 @@ def main() -> None:
     )
     parser.add_argument("--flush-ms", type=int, help="UISTREAM['FLUSH_EVERY_MS'] of the server (default: the app's)")
     parser.add_argument(
+        "--server", choices=sorted(SERVERS), default="daphne", help="the ASGI server, one process (default daphne)"
+    )
+    parser.add_argument(
         "--diagnose",
         action="store_true",
         help="1: add the view storing no chunk rows; 3: rerun with a recorder making no DB call",
     )
-    parser.add_argument("--insert-costs-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--profile", metavar="DIR", help="py-spy each server, print where the time went")
     args = parser.parse_args()
-    if args.insert_costs_child:
-        insert_costs_child()
-        return
     which = set(args.only or ["1", "2", "3"])
     print(
-        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; daphne, one process; "
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {args.server}, one process; "
         f"SQLite file database ({args.sqlite} configuration)"
         + (f"; FLUSH_EVERY_MS={args.flush_ms}" if args.flush_ms else "")
         + f"; {load()}"
     )
     if "1" in which:
         bench_throughput(args)
-        if args.diagnose:
-            insert_costs(args)
     if "2" in which:
         bench_writes(args)
     if "3" in which:

@@ -8,6 +8,7 @@ which outside a request is one shared worker thread with its own connection;
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,6 +17,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from uistream_app.models import Conversation, Message, Run
+from uistream_app.recording import WRITER_EXECUTOR as LOG_WRITER_THREAD
 
 
 def make_turn(
@@ -70,7 +72,8 @@ class QueryLog:
 
 @asynccontextmanager
 async def worker_queries(before: Callable[[str], None] | None = None) -> AsyncIterator[QueryLog]:
-    """Log the statements the ``sync_to_async`` worker thread runs."""
+    """Log the statements the ``sync_to_async`` worker thread and the chunk
+    log's writer thread run."""
     log = QueryLog(before)
 
     def install() -> None:
@@ -79,8 +82,11 @@ async def worker_queries(before: Callable[[str], None] | None = None) -> AsyncIt
     def remove() -> None:
         connection.execute_wrappers.remove(log)
 
+    loop = asyncio.get_running_loop()
     await sync_to_async(install)()
+    await loop.run_in_executor(LOG_WRITER_THREAD, install)
     try:
         yield log
     finally:
         await sync_to_async(remove)()
+        await loop.run_in_executor(LOG_WRITER_THREAD, remove)

@@ -29,11 +29,12 @@ from django.test import AsyncClient, Client, override_settings
 from django.urls import reverse
 
 from uistream_app.agui_views import render_stored_run
-from uistream_app.models import Conversation, Message, Run, RunChunk
+from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol.agui.messages import agui_user_message, fold_messages, ui_messages_to_agui
 from uistream_app.protocol.agui.verifier import verify_sse
 from uistream_app.protocol.sse import SSEParser
 from uistream_app.protocol.ui.reader import UIMessageReader
+from uistream_app.recording import read_log
 
 from .conftest import JS_DIR
 from .protocol.agui_oracles import VALIDATE_EXCEPTIONS, assert_accepted
@@ -102,7 +103,7 @@ def stream_agui(browser: Browser, body: dict[str, Any], path: str = "/api/agui")
 
 
 def stored_log(run: Run) -> list[dict[str, Any]]:
-    return [c.chunk for c in RunChunk.objects.filter(run=run).order_by("seq")]
+    return [entry.chunk for entry in read_log(run)]
 
 
 def without_timestamps(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

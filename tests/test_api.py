@@ -20,9 +20,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from uistream_app.models import Conversation, Message, Run, RunChunk
+from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol import events as ev
 from uistream_app.protocol.ui.render import UIStreamRenderer
+from uistream_app.recording import read_log
 
 from .test_admin import encode, make_full_run, store_run
 
@@ -282,7 +283,7 @@ def test_a_run_never_shows_its_error_detail(alice: Any) -> None:
 @pytest.mark.parametrize("version", [7, 6, 5])
 def test_transcripts_are_the_wire(alice: Any, version: int) -> None:
     run = make_full_run(owner=alice)
-    chunks = list(RunChunk.objects.filter(run=run).order_by("seq").values_list("chunk", flat=True))
+    chunks = [entry.chunk for entry in read_log(run)]
     renderer = UIStreamRenderer(version)
     response = client_for(alice).get(transcript(run, f"ai{version}"))
     assert response.status_code == 200

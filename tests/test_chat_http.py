@@ -17,9 +17,10 @@ import pytest
 from django.core.asgi import get_asgi_application
 from django.test import override_settings
 
-from uistream_app.models import Message, Run, RunChunk
+from uistream_app.models import Message, Run
 from uistream_app.protocol.sse import SSEParser
 from uistream_app.protocol.ui.reader import UIMessageReader
+from uistream_app.recording import read_log
 
 from .server import ASGIServer
 
@@ -139,7 +140,7 @@ def test_headers_stream_and_stored_message(server: str) -> None:
     for chunk in chunks:
         reader.feed(chunk)
     assert message.as_ui_message() == reader.message
-    assert [c.chunk for c in RunChunk.objects.filter(run=run).order_by("seq")] == chunks
+    assert [entry.chunk for entry in read_log(run)] == chunks
 
 
 def test_first_chunk_arrives_while_the_model_is_still_producing(server: str) -> None:
@@ -163,7 +164,7 @@ def test_disconnect_mid_stream(server: str, policy: str) -> None:
             received, _ = read_chunks(response, stop=lambda cs: text_of(cs).count(" ") >= 10)
         wait_for(run_finished, "the run to end after the disconnect")
         run = Run.objects.get()
-        log = [c.chunk for c in RunChunk.objects.filter(run=run).order_by("seq")]
+        log = [entry.chunk for entry in read_log(run)]
         # Everything the client was sent is in the log, in order.
         assert log[: len(received)] == received
         message = Message.objects.get(pk=received[0]["messageId"])
@@ -251,9 +252,9 @@ def test_chunks_reach_the_database_while_the_model_stalls(server: str, monkeypat
     with browser.stream("chat-8", "count to 5") as response:
         received, _ = read_chunks(response, stop=lambda cs: any(c["type"] == "text-delta" for c in cs))
         run = Run.objects.get()
-        wait_for(lambda: RunChunk.objects.filter(run=run).count() >= len(received), "the sent chunks to be stored")
+        wait_for(lambda: len(read_log(run)) >= len(received), "the sent chunks to be stored")
         assert Run.objects.get().status == "running"
-        stored = [c.chunk for c in RunChunk.objects.filter(run=run).order_by("seq")]
+        stored = [entry.chunk for entry in read_log(run)]
         assert stored[: len(received)] == received
         browser.post("/api/chat/chat-8/stop")
         read_chunks(response)

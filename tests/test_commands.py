@@ -16,10 +16,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from uistream_app.models import Run, RunChunk
+from uistream_app.models import Run
 from uistream_app.protocol import events as ev
 from uistream_app.protocol.ui.reader import UIMessageReader
 from uistream_app.protocol.ui.render import UIStreamRenderer
+from uistream_app.recording import read_log
 
 from .conftest import JS_DIR
 from .test_admin import encode, make_full_run, store_run
@@ -35,7 +36,7 @@ def run_command(*args: Any) -> tuple[str, str]:
 
 
 def log_of(run: Run) -> list[dict[str, Any]]:
-    return list(RunChunk.objects.filter(run=run).order_by("seq").values_list("chunk", flat=True))
+    return [entry.chunk for entry in read_log(run)]
 
 
 # -- uistream_replay -----------------------------------------------------------------------------

@@ -37,8 +37,9 @@ from uistream_app.consumers import (
     FrameError,
     check_frame,
 )
-from uistream_app.models import Conversation, Message, Run, RunChunk
+from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol.ui.reader import UIMessageReader
+from uistream_app.recording import read_log
 from uistream_app.routing import websocket_urlpatterns
 from uistream_app.testing import ScriptedModel
 
@@ -199,7 +200,7 @@ async def runs_finished() -> None:
 
 
 def stored_log(run: Run) -> list[dict[str, Any]]:
-    return [c.chunk for c in RunChunk.objects.filter(run=run).order_by("seq")]
+    return [entry.chunk for entry in read_log(run)]
 
 
 def read(chunks: list[dict[str, Any]]) -> dict[str, Any]:

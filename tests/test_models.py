@@ -7,6 +7,7 @@ import json
 import uuid
 from datetime import timedelta
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -14,7 +15,7 @@ from django.core.management import call_command
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from uistream_app.models import Conversation, Message, Run, RunChunk, StoredJSONEncoder
+from uistream_app.models import ChunkBatch, Conversation, Message, Run, StoredJSONEncoder
 
 from .db import make_turn
 
@@ -44,10 +45,10 @@ def test_run_str() -> None:
     assert str(Run(id=run_id, status=Run.Status.STOPPED)) == f"{run_id} (stopped)"
 
 
-def test_run_chunk_str() -> None:
+def test_chunk_batch_str() -> None:
     run_id = uuid.uuid4()
-    assert str(RunChunk(run_id=run_id, seq=3, offset_ms=0, chunk={"type": "text-delta"})) == f"{run_id} #3 text-delta"
-    assert str(RunChunk(run_id=run_id, seq=4, offset_ms=0, chunk=[])) == f"{run_id} #4 ?"
+    batch = ChunkBatch(run_id=run_id, first_seq=3, last_seq=9, offsets=[0] * 7, chunks=[{"type": "text-delta"}] * 7)
+    assert str(batch) == f"{run_id} #3–9"
 
 
 # -- Message ---------------------------------------------------------------------
@@ -118,7 +119,7 @@ def test_deleting_the_owner_deletes_the_conversations() -> None:
     assert not Conversation.objects.exists()
 
 
-# -- Run and RunChunk --------------------------------------------------------------
+# -- Run and ChunkBatch -----------------------------------------------------------
 
 
 def test_run_defaults() -> None:
@@ -155,40 +156,51 @@ def test_runs_are_newest_first() -> None:
     assert list(run.conversation.runs.all()) == [later, run]
 
 
-def test_chunks_are_ordered_by_seq_and_unique_per_run() -> None:
+def batch(run: Run, first: int, chunks: list[dict[str, Any]]) -> ChunkBatch:
+    return ChunkBatch.objects.create(
+        run=run, first_seq=first, last_seq=first + len(chunks) - 1, offsets=[0] * len(chunks), chunks=chunks
+    )
+
+
+def test_batches_are_ordered_by_first_seq_and_unique_per_run() -> None:
     run, _ = make_turn()
     other, _ = make_turn(chat_id="chat-2", message_id="msg-2")
-    RunChunk.objects.bulk_create(
-        RunChunk(run=run, seq=seq, offset_ms=seq, chunk={"type": "start-step", "n": seq}) for seq in (2, 0, 1)
-    )
-    RunChunk.objects.create(run=other, seq=0, offset_ms=0, chunk={"type": "start"})
-    assert [c.seq for c in run.chunks.all()] == [0, 1, 2]
-    assert [c.chunk["n"] for c in RunChunk.objects.filter(run=run)] == [0, 1, 2]
+    for first in (4, 0, 2):
+        batch(run, first, [{"type": "start-step", "n": first}, {"type": "finish-step", "n": first + 1}])
+    batch(other, 0, [{"type": "start"}])
+    assert [b.first_seq for b in run.chunk_batches.all()] == [0, 2, 4]
+    assert [c["n"] for b in ChunkBatch.objects.filter(run=run) for c in b.chunks] == list(range(6))
     with pytest.raises(IntegrityError), transaction.atomic():
-        RunChunk.objects.create(run=run, seq=1, offset_ms=5, chunk={"type": "finish"})
+        batch(run, 2, [{"type": "finish"}])
 
 
-def test_chunk_ordering_does_not_join_the_run() -> None:
+def test_a_batch_cannot_end_before_it_starts() -> None:
     run, _ = make_turn()
-    sql = str(RunChunk.objects.filter(run=run).query)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ChunkBatch.objects.create(run=run, first_seq=5, last_seq=4, offsets=[], chunks=[])
+
+
+def test_batch_ordering_does_not_join_the_run() -> None:
+    run, _ = make_turn()
+    sql = str(ChunkBatch.objects.filter(run=run).query)
     assert "JOIN" not in sql.upper()
 
 
-def test_run_chunks_are_append_only() -> None:
+def test_chunk_batches_are_append_only() -> None:
     run, _ = make_turn()
-    chunk = RunChunk.objects.create(run=run, seq=0, offset_ms=0, chunk={"type": "start"})
-    chunk.offset_ms = 10
+    stored = batch(run, 0, [{"type": "start"}])
+    stored.offsets = [10]
     with pytest.raises(ValueError, match="append-only"):
-        chunk.save()
+        stored.save()
 
 
 def test_deleting_a_conversation_deletes_its_messages_runs_and_log() -> None:
     run, _ = make_turn()
-    RunChunk.objects.create(run=run, seq=0, offset_ms=0, chunk={"type": "start"})
+    batch(run, 0, [{"type": "start"}])
     run.conversation.delete()
     assert not Message.objects.exists()
     assert not Run.objects.exists()
-    assert not RunChunk.objects.exists()
+    assert not ChunkBatch.objects.exists()
 
 
 def test_deleting_the_message_keeps_the_run() -> None:
@@ -220,7 +232,7 @@ def test_nul_is_stored_on_every_backend() -> None:
     run, message = make_turn()
     message.parts = [{"type": "text", "text": "a\x00b"}]
     message.save()
-    RunChunk.objects.create(run=run, seq=0, offset_ms=0, chunk={"type": "text-delta", "id": "t", "delta": "\x00"})
+    batch(run, 0, [{"type": "text-delta", "id": "t", "delta": "\x00"}])
     message.refresh_from_db()
     assert message.parts == [{"type": "text", "text": "a\ufffdb"}]
-    assert RunChunk.objects.get().chunk["delta"] == "\ufffd"
+    assert ChunkBatch.objects.get().chunks[0]["delta"] == "\ufffd"

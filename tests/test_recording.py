@@ -1,5 +1,6 @@
-"""``RunRecorder``: batching, offsets, the stored message, the cancellation
-path, failures; ``load_log`` and ``iter_log``.
+"""``RunRecorder`` and its ``LogWriter``: batching, group commit, offsets,
+the stored message, the cancellation path, failures; reading the log back
+(``iter_log``, ``read_log``, ``load_log``) and ``write_log``.
 
 Run on SQLite by default and on PostgreSQL with ``DATABASE_URL`` set.
 """
@@ -10,6 +11,7 @@ import asyncio
 import json
 import logging
 import math
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
@@ -21,12 +23,21 @@ from asgiref.sync import sync_to_async
 from django.db import OperationalError, connection, connections
 from django.test.utils import CaptureQueriesContext
 
-from uistream_app.models import Conversation, Message, Run, RunChunk
+from uistream_app.models import ChunkBatch, Conversation, Message, Run
 from uistream_app.protocol import events as ev
 from uistream_app.protocol.ui.chunks import Chunk
 from uistream_app.protocol.ui.encoder import UIMessageEncoder
 from uistream_app.protocol.ui.reader import read_ui_message
-from uistream_app.recording import LogEntry, RunRecorder, iter_log, load_log
+from uistream_app.recording import (
+    MAX_ROW_CHUNKS,
+    LogEntry,
+    LogWriter,
+    RunRecorder,
+    iter_log,
+    load_log,
+    read_log,
+    write_log,
+)
 
 from .db import amake_turn, make_turn, worker_queries
 
@@ -116,8 +127,8 @@ def test_benchmark_run_has_the_standard_shape() -> None:
     assert sum(c["type"] == "text-delta" for c in chunks) == 10_000
 
 
-def stored_log(run: Run) -> list[RunChunk]:
-    return list(RunChunk.objects.filter(run=run).order_by("seq"))
+def stored_log(run: Run) -> list[LogEntry]:
+    return read_log(run)
 
 
 astored_log = sync_to_async(stored_log)
@@ -134,7 +145,8 @@ async def refreshed(obj: Any) -> Any:
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
 async def test_benchmark_run_writes_at_most_one_statement_per_50_chunks() -> None:
-    """The real clock, the default interval, a producer as fast as it gets."""
+    """The real clock, the default interval, a producer as fast as it gets
+    that lets the event loop run after each source event (as a run does)."""
     batches = list(benchmark_batches())
     chunks = flat(batches)
     run, message = await amake_turn()
@@ -142,7 +154,8 @@ async def test_benchmark_run_writes_at_most_one_statement_per_50_chunks() -> Non
     started = time.perf_counter()
     async with worker_queries() as log:
         for batch in batches:
-            await recorder.add(batch)
+            recorder.add(batch)
+            await asyncio.sleep(0)
         await recorder.finish("completed", usage={"inputTokens": 10})
     elapsed = time.perf_counter() - started
     budget = len(chunks) // 50 + 10
@@ -166,65 +179,63 @@ async def test_benchmark_run_writes_at_most_one_statement_per_50_chunks() -> Non
 
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
-async def test_a_fast_producer_flushes_at_step_ends_only() -> None:
-    """A clock that never moves: one flush per finish-step, one for the
-    finish, then finish() itself (nothing left to insert)."""
-    batches = list(benchmark_batches())
+async def test_adding_never_waits_for_the_database() -> None:
+    """``add`` is synchronous and returns with the database write still
+    ahead: even a step end (written at once) is written by the writer's
+    task, not by the caller."""
     run, message = await amake_turn()
     recorder = RunRecorder(run, message, clock=FakeClock())
-    async with worker_queries() as log:
-        for batch in batches:
-            await recorder.add(batch)
-        flushes = log.count("UPDATE")  # each flush updates the run's chunk_count once
-        inserts = log.count("INSERT")
-        await recorder.finish("completed")
-    assert flushes == 51
-    # One INSERT per flush, or two where the backend caps a statement's
-    # parameters below a step's 252 rows (SQLite before Django 6.0: 999).
-    assert 51 <= inserts <= 2 * 51
-    # Then finish(): UPDATE message, run, conversation. SQLite adds a BEGIN
-    # per transaction, which the budget test counts too.
-    assert (log.count("INSERT"), log.count("UPDATE")) == (inserts, 54)
+    async with worker_queries(before=stall_inserts(0.2)) as log:
+        recorder.add(MIXED[:11])  # ends with finish-step
+        assert log.sql == []
+        assert recorder.stored_count == 0
+        await recorder.flush()
+    assert recorder.stored_count == 11
+    assert (log.count("INSERT"), log.count("UPDATE")) == (1, 1)
 
 
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
-async def test_a_slow_producer_flushes_every_interval() -> None:
+async def test_a_step_end_is_written_at_once_other_chunks_wait_for_the_interval() -> None:
     run, message = await amake_turn()
-    clock = FakeClock()
-    # 95, not 100: a fake clock's float sums land a hair either side of 100.
-    recorder = RunRecorder(run, message, flush_every_ms=95, clock=clock)
-    chunks: list[Chunk] = [{"type": "start"}, {"type": "start-step"}, {"type": "text-start", "id": "text-0"}]
-    chunks += [{"type": "text-delta", "id": "text-0", "delta": f"{i} "} for i in range(95)]
+    # An interval no test outlives: only a step end can trigger a write.
+    recorder = RunRecorder(run, message, flush_every_ms=3_600_000)
+    writer = LogWriter.for_running_loop()
     async with worker_queries() as log:
-        for chunk in chunks:
-            await recorder.add([chunk])
-            clock.advance(10)
-    # Chunk i is added at i x 10 ms: flushes after chunks 10, 20, ... 90.
-    assert log.count("INSERT") == 9
-    assert recorder.pending_flush_deadline() is not None
-    assert (await refreshed(run)).chunk_count == 91
-    await recorder.finish("completed")
-    assert (await refreshed(run)).chunk_count == 98
+        recorder.add(MIXED[:10])  # a whole step but its finish-step
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert log.sql == []
+        recorder.add(MIXED[10:11])  # finish-step
+        await writer.drain()
+        assert (log.count("INSERT"), recorder.stored_count) == (1, 11)
+        recorder.add(MIXED[11:17])
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert (log.count("INSERT"), recorder.stored_count) == (1, 11)
+        recorder.add(MIXED[17:])  # finish-step and finish
+        await writer.drain()
+    assert (log.count("INSERT"), recorder.stored_count) == (2, len(MIXED))
+    assert await load_log(run) == MIXED
 
 
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
-async def test_pending_flush_deadline() -> None:
+async def test_a_slow_producer_is_written_after_the_interval_without_another_add() -> None:
+    """Chunks that are not a step end wait for the interval, then the
+    writer's timer stores them: no later ``add`` or ``flush`` is needed."""
     run, message = await amake_turn()
-    clock = FakeClock()
-    recorder = RunRecorder(run, message, flush_every_ms=250, clock=clock)
-    assert recorder.pending_flush_deadline() is None
-    clock.advance(40)
-    await recorder.add([{"type": "start"}, {"type": "start-step"}])
-    assert recorder.pending_flush_deadline() == pytest.approx(1000.25)
-    await recorder.flush()
-    assert recorder.pending_flush_deadline() is None
-    await recorder.flush()  # nothing pending: no write
-    clock.advance(10)
-    await recorder.add([{"type": "text-start", "id": "text-0"}])
-    assert recorder.pending_flush_deadline() == pytest.approx(1000.04 + 0.25)
-    assert (await refreshed(run)).chunk_count == 2
+    recorder = RunRecorder(run, message, flush_every_ms=50)
+    loop = asyncio.get_running_loop()
+    async with worker_queries() as log:
+        added_at = loop.time()
+        recorder.add(MIXED[:3])
+        await LogWriter.for_running_loop().drain()
+        written_at = loop.time()
+    assert log.count("INSERT") == 1
+    assert recorder.stored_count == 3
+    assert written_at - added_at >= 0.05  # it waited for the interval
+    assert await load_log(run) == MIXED[:3]
 
 
 @pytest.mark.asyncio
@@ -235,10 +246,59 @@ async def test_flush_writes_once_per_call() -> None:
     async with worker_queries() as log:
         await recorder.flush()
         assert log.sql == []
-        await recorder.add([{"type": "start"}, {"type": "start-step"}])
+        recorder.add([{"type": "start"}, {"type": "start-step"}])
         assert log.sql == []
         await recorder.flush()
+        await recorder.flush()  # nothing new: no write
     assert (log.count("INSERT"), log.count("UPDATE")) == (1, 1)
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_the_runs_of_one_process_share_their_writes() -> None:
+    """Group commit: the writer stores every recorder's pending rows in
+    one transaction, one INSERT for all of them."""
+    recorders = []
+    for i in range(5):
+        run, message = await amake_turn(chat_id=f"chat-{i}", message_id=f"msg-{i}")
+        recorders.append(RunRecorder(run, message, flush_every_ms=3_600_000))
+    async with worker_queries() as log:
+        for recorder in recorders:
+            recorder.add(MIXED[:11])  # each ends a step: each asks for a write
+        await LogWriter.for_running_loop().drain()
+    assert log.count("INSERT") == 1
+    for recorder in recorders:
+        assert await load_log(recorder.run) == MIXED[:11]
+        assert (await refreshed(recorder.run)).chunk_count == 11
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_one_runs_failure_is_not_the_others() -> None:
+    """A shared write that fails is retried run by run: the run whose write
+    fails keeps its rows pending (and its waiter gets the error); the
+    others are stored."""
+    first, first_message = await amake_turn(chat_id="chat-a", message_id="msg-a")
+    second, second_message = await amake_turn(chat_id="chat-b", message_id="msg-b")
+    failing = RunRecorder(first, first_message, clock=FakeClock())
+    fine = RunRecorder(second, second_message, clock=FakeClock())
+    failures = [OperationalError("shared"), OperationalError("the first run's own")]
+
+    def before(sql: str) -> None:
+        if failures and sql.lstrip().upper().startswith("INSERT"):
+            raise failures.pop()
+
+    failing.add(MIXED[:3])
+    fine.add(MIXED[:4])
+    async with worker_queries(before=before):
+        outcomes = await asyncio.gather(failing.flush(), fine.flush(), return_exceptions=True)
+    assert isinstance(outcomes[0], OperationalError)
+    assert outcomes[1] is None
+    assert await load_log(second) == MIXED[:4]
+    assert await load_log(first) == []
+    assert (failing.stored_count, failing.chunk_count) == (0, 3)
+    await failing.finish("completed")
+    assert await load_log(first) == MIXED[:3]
 
 
 @pytest.mark.asyncio
@@ -246,9 +306,9 @@ async def test_flush_writes_once_per_call() -> None:
 async def test_concurrent_flushes_write_each_chunk_once() -> None:
     run, message = await amake_turn()
     recorder = RunRecorder(run, message, clock=FakeClock())
-    await recorder.add([{"type": "start"}, {"type": "start-step"}])
+    recorder.add([{"type": "start"}, {"type": "start-step"}])
     await asyncio.gather(recorder.flush(), recorder.flush(), recorder.flush())
-    await recorder.add([{"type": "text-start", "id": "text-0"}])
+    recorder.add([{"type": "text-start", "id": "text-0"}])
     await asyncio.gather(recorder.flush(), recorder.finish("completed"))
     assert [c.seq for c in await astored_log(run)] == [0, 1, 2]
     assert (await refreshed(run)).chunk_count == 3
@@ -264,12 +324,12 @@ async def test_offsets_are_monotonic_and_agree_with_the_timestamps() -> None:
     clock = FakeClock()
     recorder = RunRecorder(run, message, flush_every_ms=50, clock=clock)
     clock.advance(120)
-    await recorder.add([{"type": "start"}, {"type": "start-step"}])
+    recorder.add([{"type": "start"}, {"type": "start-step"}])
     for i, step in enumerate([30, 0, 70, 5, 400]):
         clock.advance(step)
-        await recorder.add([{"type": "text-start", "id": f"text-{i}"}, {"type": "text-end", "id": f"text-{i}"}])
+        recorder.add([{"type": "text-start", "id": f"text-{i}"}, {"type": "text-end", "id": f"text-{i}"}])
     clock.advance(-1)  # a misbehaving clock does not make offsets go back
-    await recorder.add([{"type": "finish-step"}])
+    recorder.add([{"type": "finish-step"}])
     clock.advance(2000)
     await recorder.finish("completed")
 
@@ -291,7 +351,7 @@ async def test_offsets_are_monotonic_and_agree_with_the_timestamps() -> None:
 async def test_first_chunk_at_is_stored_with_the_first_flush() -> None:
     run, message = await amake_turn()
     recorder = RunRecorder(run, message, clock=FakeClock())
-    await recorder.add([{"type": "start"}])
+    recorder.add([{"type": "start"}])
     assert (await refreshed(run)).first_chunk_at is None
     await recorder.flush()
     stored = await refreshed(run)
@@ -331,7 +391,7 @@ async def test_finish_stores_the_message_the_reader_builds() -> None:
     run, message = await amake_turn(model="scripted")
     recorder = RunRecorder(run, message)
     for chunk in MIXED:
-        await recorder.add([chunk])
+        recorder.add([chunk])
     expected = read_ui_message(MIXED)
     assert recorder.message_snapshot == expected
     await recorder.finish("completed")
@@ -359,7 +419,7 @@ async def test_a_message_with_parts_is_continued() -> None:
     run, message = await amake_turn(parts=earlier["parts"])
     recorder = RunRecorder(run, message)
     for chunk in [{"type": "start", "messageId": "msg-assistant"}, *MIXED[11:]]:
-        await recorder.add([chunk])
+        recorder.add([chunk])
     await recorder.finish("completed")
     message = await refreshed(message)
     continued = read_ui_message(
@@ -375,7 +435,7 @@ async def test_a_message_with_parts_is_continued() -> None:
 async def test_finish_reason_and_usage_arguments_win() -> None:
     run, message = await amake_turn(usage={"inputTokens": 1})
     recorder = RunRecorder(run, message)
-    await recorder.add(MIXED)
+    recorder.add(MIXED)
     await recorder.finish("completed", finish_reason="length")
     run = await refreshed(run)
     assert run.finish_reason == "length"
@@ -404,8 +464,8 @@ async def test_each_status_is_stored_with_the_message_so_far(
         {"type": "text-start", "id": "text-0"},
         {"type": "text-delta", "id": "text-0", "delta": "Half an answ"},
     ]
-    await recorder.add(head)
-    await recorder.add(tail)
+    recorder.add(head)
+    recorder.add(tail)
     await recorder.finish(
         status, error_code="ProviderError" if status == "failed" else "", error_detail="secret detail"
     )
@@ -437,14 +497,14 @@ async def test_finish_checks_the_status_and_clips_long_fields() -> None:
 async def test_finish_once_then_nothing_more() -> None:
     run, message = await amake_turn()
     recorder = RunRecorder(run, message)
-    await recorder.add(MIXED)
+    recorder.add(MIXED)
     await recorder.finish("completed")
     async with worker_queries() as log:
         await recorder.finish("failed")
     assert log.sql == []
     assert recorder.finished
     with pytest.raises(RuntimeError, match="finished"):
-        await recorder.add([{"type": "start"}])
+        recorder.add([{"type": "start"}])
     assert (await refreshed(run)).status == "completed"
 
 
@@ -453,7 +513,7 @@ async def test_finish_once_then_nothing_more() -> None:
 async def test_a_second_finish_waits_for_the_first() -> None:
     run, message = await amake_turn()
     recorder = RunRecorder(run, message)
-    await recorder.add(MIXED)
+    recorder.add(MIXED)
     async with worker_queries(before=stall_inserts(0.1)):
         first = asyncio.create_task(recorder.finish("completed"))
         await asyncio.sleep(0)
@@ -478,7 +538,7 @@ async def test_a_chunk_the_reader_refuses_is_still_logged(caplog: pytest.LogCapt
         {"type": "finish"},
     ]
     with caplog.at_level(logging.WARNING, logger="uistream_app.recording"):
-        await recorder.add(chunks)
+        recorder.add(chunks)
     assert recorder.reader_error is not None
     assert "text-9" in caplog.text
     await recorder.finish("completed")
@@ -501,7 +561,7 @@ async def test_nul_in_a_chunk_does_not_lose_the_log() -> None:
         {"type": "finish-step"},
         {"type": "finish"},
     ]
-    await recorder.add(chunks)
+    recorder.add(chunks)
     await recorder.finish("completed")
     assert (await load_log(run))[3]["delta"] == "nul:\ufffd."
     assert (await refreshed(message)).parts[-1]["text"] == "nul:\ufffd."
@@ -510,9 +570,14 @@ async def test_nul_in_a_chunk_does_not_lose_the_log() -> None:
 # -- cancellation and failures ------------------------------------------------------------
 
 
-def stall_inserts(seconds: float) -> Callable[[str], None]:
+def stall_inserts(seconds: float, started: threading.Event | None = None) -> Callable[[str], None]:
+    """A ``before`` hook that holds every INSERT for ``seconds`` (in the
+    writer thread), setting ``started`` when one begins."""
+
     def before(sql: str) -> None:
         if sql.lstrip().upper().startswith("INSERT"):
+            if started is not None:
+                started.set()
             time.sleep(seconds)
 
     return before
@@ -521,29 +586,33 @@ def stall_inserts(seconds: float) -> Callable[[str], None]:
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
 async def test_cancelled_run_task_stores_everything_from_finally() -> None:
-    """The run task is cancelled (its client left) while a flush is in
-    flight; the flush completes, and finish() in ``finally`` stores the rest."""
+    """The run task is cancelled (its client left) while the write of its
+    first step is in flight and more chunks are pending; the write
+    completes, and finish() in ``finally`` stores the rest."""
     batches = list(benchmark_batches(steps=3))
     run, message = await amake_turn()
     recorder = RunRecorder(run, message)
     added: list[Chunk] = []
-    flushing = asyncio.Event()
+    inserting = threading.Event()
+    source_stalls = asyncio.Event()  # never set: the model goes quiet
 
     async def run_task() -> None:
         try:
-            for batch in batches:
+            for i, batch in enumerate(batches):
                 added.extend(batch)
+                recorder.add(batch)
                 if batch[-1]["type"] == "finish-step":
-                    flushing.set()
-                await recorder.add(batch)
+                    # A little more, then nothing: pending while the step's write runs.
+                    recorder.add(batches[i + 1])
+                    added.extend(batches[i + 1])
+                    await source_stalls.wait()
                 await asyncio.sleep(0)
         finally:
             await recorder.finish("cancelled")
 
-    async with worker_queries(before=stall_inserts(0.2)):
+    async with worker_queries(before=stall_inserts(0.2, inserting)):
         task = asyncio.create_task(run_task())
-        await flushing.wait()
-        await asyncio.sleep(0.05)  # the first step's flush is in its INSERT
+        await asyncio.to_thread(inserting.wait)  # the first step's write is in its INSERT
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -560,17 +629,15 @@ async def test_cancelled_run_task_stores_everything_from_finally() -> None:
 async def test_finish_completes_when_its_caller_is_cancelled_again() -> None:
     run, message = await amake_turn()
     recorder = RunRecorder(run, message)
-    await recorder.add(MIXED[:5])
-    writing = asyncio.Event()
+    recorder.add(MIXED[:5])
+    inserting = threading.Event()
 
     async def closer() -> None:
-        writing.set()
         await recorder.finish("cancelled")
 
-    async with worker_queries(before=stall_inserts(0.2)):
+    async with worker_queries(before=stall_inserts(0.2, inserting)):
         task = asyncio.create_task(closer())
-        await writing.wait()
-        await asyncio.sleep(0.05)
+        await asyncio.to_thread(inserting.wait)  # finish() is in its INSERT
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -581,22 +648,23 @@ async def test_finish_completes_when_its_caller_is_cancelled_again() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
-async def test_a_failed_flush_keeps_its_chunks_for_the_next_write(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failed_write_is_logged_and_retried_by_itself(caplog: pytest.LogCaptureFixture) -> None:
     run, message = await amake_turn()
-    recorder = RunRecorder(run, message, clock=FakeClock())
+    recorder = RunRecorder(run, message, flush_every_ms=50, clock=FakeClock())
     failures = [OperationalError("database is gone for a moment")]
 
     def before(sql: str) -> None:
         if failures and sql.lstrip().upper().startswith("INSERT"):
             raise failures.pop()
 
-    async with worker_queries(before=before):
+    async with worker_queries(before=before) as log:
         with caplog.at_level(logging.ERROR, logger="uistream_app.recording"):
-            await recorder.add(MIXED[:11])  # ends with finish-step: a flush, which fails
+            recorder.add(MIXED[:11])  # ends with finish-step: a write, which fails
+            await LogWriter.for_running_loop().drain()  # ... then the retry
         assert "stay pending" in caplog.text
-        assert await load_log(run) == []
-        assert recorder.pending_flush_deadline() is not None
-        await recorder.add(MIXED[11:])
+        assert log.count("INSERT") == 2
+        assert await load_log(run) == MIXED[:11]
+        recorder.add(MIXED[11:])
         await recorder.finish("completed")
     assert await load_log(run) == MIXED
     assert [c.seq for c in await astored_log(run)] == list(range(len(MIXED)))
@@ -614,7 +682,7 @@ async def test_an_explicit_flush_raises_and_a_failed_finish_can_be_retried() -> 
         if failures and sql.lstrip().upper().startswith("INSERT"):
             raise failures.pop()
 
-    await recorder.add(MIXED[:3])
+    recorder.add(MIXED[:3])
     async with worker_queries(before=before):
         with pytest.raises(OperationalError):
             await recorder.flush()
@@ -629,12 +697,13 @@ async def test_an_explicit_flush_raises_and_a_failed_finish_can_be_retried() -> 
 # -- reading the log back -----------------------------------------------------------------
 
 
-def fill_log(n: int) -> Run:
+def fill_log(n: int, row: int = 5) -> Run:
+    """A run whose log holds ``n`` text deltas, written ``row`` at a time
+    (one ``ChunkBatch`` row each)."""
     run, _ = make_turn()
-    RunChunk.objects.bulk_create(
-        RunChunk(run=run, seq=seq, offset_ms=seq * 2, chunk={"type": "text-delta", "id": "t", "delta": str(seq)})
-        for seq in reversed(range(n))
-    )
+    for first in range(0, n, row):
+        seqs = range(first, min(first + row, n))
+        write_log(run, [{"type": "text-delta", "id": "t", "delta": str(seq)} for seq in seqs], [s * 2 for s in seqs])
     return run
 
 
@@ -642,16 +711,43 @@ def fill_log(n: int) -> Run:
 def test_iter_log_pages_by_key() -> None:
     run = fill_log(25)
     other = Run.objects.create(conversation=run.conversation)
-    RunChunk.objects.create(run=other, seq=0, offset_ms=0, chunk={"type": "start"})
+    write_log(other, [{"type": "start"}])
     with CaptureQueriesContext(connection) as queries:
         entries = list(iter_log(run, batch=10))
     assert [e.seq for e in entries] == list(range(25))
     assert entries[3] == LogEntry(3, 6, {"type": "text-delta", "id": "t", "delta": "3"})
-    assert len(queries) == 3
-    assert all("LIMIT 10" in q["sql"].upper() for q in queries.captured_queries)
+    # Windows [0, 10), [10, 20), [20, 30), then the empty read past the end.
+    assert len(queries) == 4
+    assert all('"first_seq" < ' in q["sql"] for q in queries.captured_queries)
     assert [e.seq for e in iter_log(run.pk, 5, start=20)] == [20, 21, 22, 23, 24]
+    assert [e.seq for e in iter_log(run.pk, 4, start=7)] == list(range(7, 25))  # windows across rows
     assert [e.seq for e in iter_log(str(run.pk), batch=25)] == list(range(25))
     assert list(iter_log(run, start=25)) == []
+
+
+@pytest.mark.django_db
+def test_read_log_takes_a_range_across_rows() -> None:
+    run = fill_log(25)
+    assert [e.seq for e in read_log(run, 3, 12)] == list(range(3, 12))
+    assert [e.offset_ms for e in read_log(run, 3, 6)] == [6, 8, 10]
+    assert [e.seq for e in read_log(run, 20)] == list(range(20, 25))
+    assert read_log(run, 30, 40) == []
+    assert read_log(run, 5, 5) == []
+
+
+@pytest.mark.django_db
+def test_write_log_appends_and_splits_long_batches() -> None:
+    run, _ = make_turn()
+    chunks: list[Chunk] = [{"type": "text-delta", "id": "t", "delta": str(i)} for i in range(MAX_ROW_CHUNKS * 2 + 5)]
+    assert write_log(run, chunks[:3]) == 3
+    assert write_log(run, chunks[3:], range(3, len(chunks))) == len(chunks)
+    rows = list(ChunkBatch.objects.filter(run=run).values_list("first_seq", "last_seq"))
+    assert rows == [(0, 2), (3, MAX_ROW_CHUNKS + 2), (MAX_ROW_CHUNKS + 3, 2 * MAX_ROW_CHUNKS + 2), (2003, 2004)]
+    assert [e.chunk for e in read_log(run)] == chunks
+    run.refresh_from_db()
+    assert run.chunk_count == len(chunks)
+    with pytest.raises(ValueError, match="offsets"):
+        write_log(run, chunks[:2], [0])
 
 
 @pytest.mark.django_db

@@ -43,7 +43,8 @@ from .inspect.formats import (
 )
 from .inspect.parts import part_views, pretty_json
 from .inspect.timeline import format_ms, render_svg
-from .models import Run, RunChunk
+from .models import Run
+from .recording import read_log
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -124,11 +125,7 @@ class RunInspector:
             page = _int(request.GET.get("page"), 1)
         page = min(max(page, 1), pages)
         first = (page - 1) * self.per_page
-        entries = list(
-            RunChunk.objects.filter(run_id=run.pk, seq__gte=first, seq__lt=first + self.per_page)
-            .order_by("seq")
-            .values_list("seq", "offset_ms", "chunk")
-        )
+        entries = read_log(run, first, first + self.per_page)
         rows = []
         previous = None
         for seq, offset_ms, chunk in entries:

@@ -16,10 +16,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
@@ -49,7 +48,7 @@ from .runs import (
     ui_to_model_messages,
 )
 
-__all__ = ["ChatRunMixin", "StartedRun", "ToolAnswer", "execute_run", "new_message_id", "not_found"]
+__all__ = ["ChatRunMixin", "StartedRun", "execute_run", "new_message_id", "not_found"]
 
 logger = logging.getLogger("uistream_app.chat")
 
@@ -77,31 +76,6 @@ class StartedRun:
     run: Run
     message: Message
     task: asyncio.Task[None]
-
-
-@dataclass(frozen=True)
-class ToolAnswer:
-    """What a continuation request says about one tool call of the message
-    it continues, in no dialect's words; ``ChatRunMixin.continue_message``
-    checks it against the stored message.
-
-    ``kind``: ``approval`` (a person's decision: ``approval_id`` as the
-    client named it, ``approved`` as sent, checked to be a bool, and an
-    optional ``reason``), ``result`` (a client-side tool's ``output``, or
-    with ``is_error`` its error text), or ``other`` (anything else said
-    about the call: it answers nothing, and is refused unless the call is
-    settled the same way already). ``record`` adds fields to the decision
-    stored on the run (the dialect, the answer's status).
-    """
-
-    tool_call_id: str
-    kind: Literal["approval", "result", "other"]
-    approval_id: str = ""
-    approved: Any = None
-    reason: str | None = None
-    output: Any = None
-    is_error: bool = False
-    record: Mapping[str, Any] = field(default_factory=dict)
 
 
 class ChatRunMixin:
@@ -187,10 +161,10 @@ class ChatRunMixin:
         except RunAlreadyActive:
             await sync_to_async(self.discard_run)(run, None if chat.is_continuation else message)
             raise BadRequest("a reply is still streaming in this chat", code="run_active", status=409) from None
-        # A continuation goes on from the parts the message already holds:
-        # their calls' outputs (and denials) are sent, new part ids follow
-        # theirs. A new message has no parts.
-        encoder = UIMessageEncoder(message.pk, self.get_message_metadata(chat), continues=message.parts)
+        # A continuation names the calls the message already holds, so their
+        # outputs (and denials) are sent.
+        held = [p["toolCallId"] for p in message.parts if _is_tool_part(p)]
+        encoder = UIMessageEncoder(message.pk, self.get_message_metadata(chat), known_tool_calls=held)
         recorder = RunRecorder(run, message)
         stopped = asyncio.Event()
         source = self.get_source(history, chat, model)
@@ -263,11 +237,15 @@ class ChatRunMixin:
         """The browser answered pending tool calls of the last assistant
         message: approvals (ai@6+) or client-side tool results.
 
-        useChat sends the whole assistant message back; what it says new
-        about each tool call (a state that differs from the stored one)
-        becomes a ``ToolAnswer``, and ``continue_message`` checks and
-        applies the answers. The message must be the stored last message
-        (a 404 otherwise, as for any message that is not the owner's).
+        Server-authoritative: the stored message says which calls are
+        pending and with which approval id; the client's copy only
+        contributes its decisions, each accepted once, for a call pending in
+        the stored conversation (the caller checked ownership). The calls run
+        with the *stored* arguments. Anything else is refused with nothing
+        written: an approval id that does not match, an answer for a call
+        that is not pending (replayed, or never asked), an output for a
+        server-side tool. The same assistant message is continued (same id,
+        as the SDK's own server does).
         """
         claimed = chat.last_message
         assert claimed is not None
@@ -275,69 +253,10 @@ class ChatRunMixin:
         target = stored[-1] if stored else None
         if target is None or target.role != "assistant" or target.pk != claimed["id"]:
             raise not_found("message")
-        states = {p["toolCallId"]: p.get("state") for p in target.parts if _is_tool_part(p)}
-        answers: list[ToolAnswer] = []
-        for claim in claimed["parts"]:
-            if not _is_tool_part(claim):
-                continue
-            call_id, claimed_state = claim.get("toolCallId"), claim.get("state")
-            if call_id in states and claimed_state == states[call_id]:
-                continue  # nothing new said about this call
-            call = str(call_id)
-            if claimed_state == "approval-responded":
-                answer = claim.get("approval") if isinstance(claim.get("approval"), dict) else {}
-                reason = answer.get("reason") if isinstance(answer.get("reason"), str) else None
-                answers.append(
-                    ToolAnswer(call, "approval", str(answer.get("id", "")), answer.get("approved"), reason=reason)
-                )
-            elif claimed_state in ("output-available", "output-error"):
-                is_error = claimed_state == "output-error"
-                output = claim.get("errorText") if is_error else claim.get("output")
-                answers.append(ToolAnswer(call, "result", output=output, is_error=is_error))
-            else:
-                answers.append(ToolAnswer(call, "other"))
-        return self.continue_message(conversation, stored, answers, chat, version, model)
-
-    def continue_message(
-        self,
-        conversation: Conversation,
-        stored: list[Message],
-        answers: Sequence[ToolAnswer],
-        chat: ChatRequest,
-        version: int,
-        model: ChatModel,
-    ) -> tuple[Run, Message, list[dict[str, Any]], ChatRequest]:
-        """Check ``answers`` against the stored last message (``stored[-1]``,
-        an assistant message) and continue it: the one implementation of
-        the continuation's rules, whatever dialect the answers came in.
-
-        Server-authoritative: the stored message says which calls are
-        pending and with which approval id; the client only contributes
-        its decisions, each accepted once, for a call pending in the stored
-        conversation (the caller checked ownership). The calls run with the
-        *stored* arguments. Anything else is refused with nothing written:
-        an answer for a call the message does not hold (400
-        ``unknown_tool_call``), an approval id that does not match the
-        pending one (409 ``approval_mismatch``, compared in constant time),
-        an approval without a boolean decision or an error without its text
-        (400), an answer for a call that is not pending that way (409
-        ``not_pending``: an output for a server-side tool, an approval
-        nobody asked for), one for a call already answered (409
-        ``already_answered``: a replay), and a request that answers nothing
-        (409 ``nothing_pending``). The same assistant message is continued
-        (same id, as the SDK's own server does); the decisions are stored
-        on the new run (``Run.decisions``, shown in the admin).
-        """
-        target = stored[-1]
-        assert target.role == "assistant"
         client_tools = {t.name for t in self.get_tools() if t.client_side}
+        claims = {p.get("toolCallId"): p for p in claimed["parts"] if _is_tool_part(p)}
         known = {p["toolCallId"] for p in target.parts if _is_tool_part(p)}
-        by_call: dict[str, ToolAnswer] = {}
-        for answer in answers:
-            if answer.tool_call_id in by_call:
-                raise BadRequest(f"the tool call {answer.tool_call_id} is answered twice", code="invalid")
-            by_call[answer.tool_call_id] = answer
-        unknown = sorted(c for c in by_call if c not in known)
+        unknown = sorted(str(c) for c in claims if c not in known)
         if unknown:
             raise BadRequest(f"no such tool call in this message: {', '.join(unknown)}", code="unknown_tool_call")
         approvals: dict[str, ToolApproval] = {}
@@ -346,40 +265,48 @@ class ChatRunMixin:
         parts = [dict(p) for p in target.parts]
         now = timezone.now().isoformat()
         for part in parts:
-            found = by_call.get(part["toolCallId"]) if _is_tool_part(part) else None
-            if found is None:
+            if not _is_tool_part(part) or part["toolCallId"] not in claims:
                 continue
-            answer, call_id, state = found, found.tool_call_id, part.get("state")
-            if answer.kind == "approval" and state == "approval-requested":
+            call_id = part["toolCallId"]
+            claim = claims[call_id]
+            state, claimed_state = part.get("state"), claim.get("state")
+            if claimed_state == state:
+                continue  # nothing new said about this call
+            if state == "approval-requested" and claimed_state == "approval-responded":
+                answer = claim.get("approval") if isinstance(claim.get("approval"), dict) else {}
                 pending = part.get("approval") or {}
-                if not secrets.compare_digest(answer.approval_id.encode(), str(pending.get("id", "")).encode()):
+                if not secrets.compare_digest(str(answer.get("id", "")), str(pending.get("id", ""))):
                     raise BadRequest(
                         f"the approval for {call_id} does not match the pending request",
                         code="approval_mismatch",
                         status=409,
                     )
-                if not isinstance(answer.approved, bool):
+                if not isinstance(answer.get("approved"), bool):
                     raise BadRequest(f"the approval for {call_id} needs approved: true or false", code="invalid")
-                reason = answer.reason
-                approvals[call_id] = ToolApproval(pending["id"], answer.approved, reason)
+                reason = answer.get("reason") if isinstance(answer.get("reason"), str) else None
+                approvals[call_id] = ToolApproval(pending["id"], answer["approved"], reason)
                 part["state"] = "approval-responded"
-                part["approval"] = {**pending, "approved": answer.approved, **({"reason": reason} if reason else {})}
+                part["approval"] = {**pending, "approved": answer["approved"], **({"reason": reason} if reason else {})}
                 decisions.append(
                     {
                         "toolCallId": call_id,
                         "approvalId": pending["id"],
-                        "approved": answer.approved,
+                        "approved": answer["approved"],
                         "reason": reason,
                         "decidedAt": now,
-                        **answer.record,
                     }
                 )
-            elif answer.kind == "result" and state == "input-available" and _tool_name(part) in client_tools:
-                if answer.is_error and not isinstance(answer.output, str):
+            elif (
+                state == "input-available"
+                and _tool_name(part) in client_tools
+                and claimed_state in ("output-available", "output-error")
+            ):
+                is_error = claimed_state == "output-error"
+                output = claim.get("errorText") if is_error else claim.get("output")
+                if is_error and not isinstance(output, str):
                     raise BadRequest(f"the error of {call_id} needs an errorText", code="invalid")
-                results[call_id] = ClientToolResult(answer.output, is_error=answer.is_error)
-                outcome = "output-error" if answer.is_error else "output-available"
-                decisions.append({"toolCallId": call_id, "clientResult": outcome, "decidedAt": now, **answer.record})
+                results[call_id] = ClientToolResult(output, is_error=is_error)
+                decisions.append({"toolCallId": call_id, "clientResult": claimed_state, "decidedAt": now})
             elif state in ("approval-requested", "input-available"):
                 raise BadRequest(f"the tool call {call_id} cannot be answered that way", code="not_pending", status=409)
             else:
@@ -488,22 +415,17 @@ async def execute_run(
     """
     failure: list[BaseException] = []
     status = "completed"
-    flusher = asyncio.create_task(_flush_when_due(recorder), name=f"uistream-flush-{recorder.run.pk}")
-    in_flight: asyncio.Future[None] | None = None
     try:
         async for batch in aencode_batches(
             source, encoder, error_text=error_text, expose_errors=expose_errors, on_error=failure.append
         ):
-            # Recorded and published as one unit that a cancellation (stop,
-            # disconnect) cannot split: a batch in the log was also sent.
-            in_flight = asyncio.ensure_future(_record_and_publish(recorder, channel, batch))
-            await asyncio.shield(in_flight)
-            in_flight = None
+            # Recorded, then published, with no await in between: a
+            # cancellation (stop, disconnect) can't split the two, and
+            # publish takes its chunks before it first waits (RunChannel).
+            await _record_and_publish(recorder, channel, batch)
         if failure:
             status = "failed"
     except asyncio.CancelledError:
-        if in_flight is not None:
-            await asyncio.gather(in_flight, return_exceptions=True)
         status = "stopped" if stopped.is_set() else "cancelled"
         tail = encoder.abort("stopped" if stopped.is_set() else None)
         if tail:
@@ -517,8 +439,6 @@ async def execute_run(
         if tail:
             await asyncio.shield(_record_and_publish(recorder, channel, tail, closing=True))
     finally:
-        flusher.cancel()
-        await asyncio.gather(flusher, return_exceptions=True)
         error = failure[0] if failure else None
         await asyncio.shield(
             _finish(
@@ -532,33 +452,13 @@ async def execute_run(
         )
 
 
-async def _flush_when_due(recorder: RunRecorder, idle: float = 0.25) -> None:
-    """While the source stalls (a slow model, a long tool), chunks already
-    sent still reach the database within ``FLUSH_EVERY_MS``: ``add`` only
-    flushes when it is called."""
-    while True:
-        deadline = recorder.pending_flush_deadline()  # on time.monotonic
-        if deadline is None:
-            await asyncio.sleep(idle)
-            continue
-        delay = deadline - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        if recorder.pending_flush_deadline() is not None:
-            try:
-                await recorder.flush()
-            except Exception:  # logged; finish() retries what is pending
-                logger.exception("periodic flush of run %s failed", recorder.run.pk)
-                await asyncio.sleep(idle)
-
-
 async def _record_and_publish(
     recorder: RunRecorder, channel: RunChannel, chunks: list[Chunk], *, closing: bool = False
 ) -> None:
-    """Log ``chunks``, then publish them. For the closing chunks a failed
-    publish is only logged: the log is what counts, and a subscriber that
-    missed them will see the stored run."""
-    await recorder.add(chunks)
+    """Log ``chunks`` (never waits), then publish them. For the closing
+    chunks a failed publish is only logged: the log is what counts, and a
+    subscriber that missed them will see the stored run."""
+    recorder.add(chunks)
     try:
         await channel.publish(chunks)
     except Exception:

@@ -1,9 +1,10 @@
 """What uistream stores: conversations, their messages, the runs that built
 the assistant messages, and each run's chunk log.
 
-The chunk log (``RunChunk``) is the canonical log of DESIGN.md: the ai@7
-chunks the client was sent, numbered from 0, each with its time offset from
-the run's start. It is append-only and written in batches by
+The chunk log (``ChunkBatch`` rows) is the canonical log of DESIGN.md: the
+ai@7 chunks the client was sent, numbered from 0, each with its time offset
+from the run's start. It is append-only and written in batches (one row per
+batch) by
 ``uistream_app.recording.RunRecorder``, which also derives the stored
 assistant message from it, so ``Message.parts`` is what the browser built.
 
@@ -27,7 +28,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-__all__ = ["Conversation", "Message", "Run", "RunChunk", "StoredJSONEncoder"]
+__all__ = ["ChunkBatch", "Conversation", "Message", "Run", "StoredJSONEncoder"]
 
 # An escaped NUL that is not itself an escaped backslash followed by "u0000".
 _ESCAPED_NUL: Final = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
@@ -208,35 +209,48 @@ class Run(models.Model):
         return self.finished_at - self.started_at
 
 
-class RunChunk(models.Model):
-    """One chunk of a run's canonical log. Append-only: rows are written in
-    batches by ``RunRecorder`` and never changed."""
+class ChunkBatch(models.Model):
+    """Consecutive chunks of a run's canonical log, as one write of
+    ``RunRecorder`` stored them: ``chunks[i]`` has sequence number
+    ``first_seq + i`` and was sent ``offsets[i]`` ms after the run started.
+
+    One row per flush (a few per second at most, one per step for a fast
+    model), not one per chunk: a row per delta was most of a run's CPU
+    (bench/http_bench.py). Append-only: rows are never changed. Read the log
+    through ``uistream_app.recording`` (``iter_log``, ``read_log``,
+    ``load_log``), which hands out one ``LogEntry`` per chunk.
+    """
 
     run = models.ForeignKey(
         Run,
         on_delete=models.CASCADE,
-        related_name="chunks",
+        related_name="chunk_batches",
         verbose_name=_("run"),
-        # The (run, seq) unique index serves every lookup by run; a second
-        # index on run alone would only slow down the log's bulk inserts.
+        # The (run, first_seq) unique index serves every lookup by run; a
+        # second index on run alone would only slow down the inserts.
         db_index=False,
     )
-    seq = models.PositiveIntegerField(_("sequence number"))
-    offset_ms = models.PositiveIntegerField(_("offset (ms)"), help_text=_("Milliseconds since the run started."))
-    chunk = models.JSONField(_("chunk"), encoder=StoredJSONEncoder, help_text=_("The ai@7 UI message chunk."))
+    first_seq = models.PositiveIntegerField(_("first sequence number"))
+    last_seq = models.PositiveIntegerField(_("last sequence number"))
+    offsets = models.JSONField(_("offsets (ms)"), help_text=_("Each chunk's milliseconds since the run started."))
+    chunks = models.JSONField(_("chunks"), encoder=StoredJSONEncoder, help_text=_("The ai@7 UI message chunks."))
 
     class Meta:
-        verbose_name = _("run chunk")
-        verbose_name_plural = _("run chunks")
+        verbose_name = _("chunk batch")
+        verbose_name_plural = _("chunk batches")
         # run_id, not run: ordering by the relation would join Run for its ordering.
-        ordering = ("run_id", "seq")
-        constraints = (models.UniqueConstraint(fields=["run", "seq"], name="uistream_runchunk_seq_unique"),)
+        ordering = ("run_id", "first_seq")
+        constraints = (
+            models.UniqueConstraint(fields=["run", "first_seq"], name="uistream_chunkbatch_first_seq_unique"),
+            models.CheckConstraint(
+                condition=models.Q(last_seq__gte=models.F("first_seq")), name="uistream_chunkbatch_seq_order"
+            ),
+        )
 
     def __str__(self) -> str:
-        chunk_type = self.chunk.get("type") if isinstance(self.chunk, dict) else None
-        return f"{self.run_id} #{self.seq} {chunk_type or '?'}"
+        return f"{self.run_id} #{self.first_seq}–{self.last_seq}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
-            raise ValueError("RunChunk rows are append-only; a stored chunk is never changed.")
+            raise ValueError("ChunkBatch rows are append-only; a stored chunk is never changed.")
         super().save(*args, **kwargs)

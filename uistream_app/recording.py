@@ -1,5 +1,6 @@
 """``RunRecorder``: one run's canonical chunks → the chunk log (batched) and
-the stored assistant message.
+the stored assistant message; ``LogWriter``: the one writer that stores
+every recorder's batches.
 
 The chunks handed to ``add`` are the ones the client was sent. The recorder
 numbers them (``seq`` from 0), stamps each with its offset from the run's
@@ -9,34 +10,44 @@ reader built, so the stored message is the one the browser built.
 
 Invariants:
 
-1. Nothing that was handed to ``add`` is lost. Writes run to completion even
-   when the task awaiting them is cancelled (the thread doing the write can't
-   be interrupted, so the recorder waits for its outcome before letting the
-   cancellation through); a write that fails puts its rows back in front of
-   the pending ones, and the next flush or ``finish`` writes them. ``finish``
-   is meant for a ``finally`` block: it completes even if its caller is
-   cancelled again meanwhile.
-2. Batches, not one write per delta. ``add`` flushes when a batch holds a
-   step or message end (``finish-step``, ``finish``, ``error``, ``abort``:
-   the points a reader of the log cares about) or when ``flush_every_ms``
-   has passed since the last flush. A fast producer therefore writes about
-   once per step; a slow one about once per interval; a stalled one not at
-   all until the run task calls ``flush()`` at ``pending_flush_deadline()``.
-   A flush is one thread hop: one ``bulk_create`` and one ``UPDATE`` of the
-   run's ``chunk_count``, in one transaction (a backend that caps the
-   parameters of a statement, such as SQLite before Django 6.0, may split
-   the insert). ``finish`` is one more hop and one more transaction.
-3. Offsets are monotonic: every time the recorder stores is read from one
+1. ``add`` never waits: it appends to the recorder's pending chunks and
+   tells the event loop's ``LogWriter``. The run task publishes the chunks
+   right after, so a slow or locked database never delays what the client
+   is sent.
+2. Batches, not one write per delta. A recorder's pending chunks are
+   written as one ``ChunkBatch`` row (split at ``MAX_ROW_CHUNKS``) at the
+   latest ``FLUSH_EVERY_MS`` after the first of them was added, at once
+   when they hold a step or message end (``finish-step``, ``finish``,
+   ``error``, ``abort``: the points a reader of the log cares about), on
+   ``flush()`` and on ``finish()``.
+3. Group commit. The writer stores everything every recorder of its event
+   loop has pending in one transaction, in one worker thread: the rows in
+   one ``executemany``, the runs' ``chunk_count`` in another, the finished
+   runs' messages and runs. Two hundred live runs cost a few transactions
+   a second, not a few hundred, and never contend with each other for
+   SQLite's write lock. A transaction that fails is retried run by run, so
+   one run's failure (a deleted run row, say) is that run's alone.
+4. Nothing that was handed to ``add`` is lost. Writes run to completion
+   whatever happens to the tasks waiting for them; a failed write puts the
+   run's rows back in front of its pending ones, and the next write takes
+   them again. ``flush`` raises that failure; ``finish`` (meant for a
+   ``finally`` block) completes even if its caller is cancelled again
+   meanwhile, raises a failed write, and may be called again to retry.
+5. Offsets are monotonic: every time the recorder stores is read from one
    monotonic ``clock``, anchored once at the run's ``started_at``
    (``first_chunk_at`` and ``finished_at`` too, so they agree with the
    offsets). All chunks of one ``add`` call share an offset.
-4. A chunk the reader refuses (an ordering error, which the SDK would throw
+6. A chunk the reader refuses (an ordering error, which the SDK would throw
    on too) is still logged; the message stays as built up to that chunk,
    which is what the browser shows, and ``reader_error`` keeps the error.
 
-``load_log`` and ``iter_log`` read a stored log back, in ``seq`` order;
-``iter_log`` pages through it by key, so a 20,000-chunk log is never in
-memory at once.
+The worker thread is a database client like a request's: it closes its
+connection after each write unless ``CONN_MAX_AGE`` keeps it.
+
+``iter_log``, ``read_log`` and ``load_log`` read a stored log back, one
+``LogEntry`` per chunk in ``seq`` order; ``iter_log`` pages through it by
+key, so a 20,000-chunk log is never in memory at once. ``write_log`` stores
+a whole log at once (imports, fixtures, tests).
 """
 
 from __future__ import annotations
@@ -45,31 +56,35 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import Any, ClassVar, Final, NamedTuple
 
 import orjson
-from asgiref.sync import sync_to_async
-from django.db import connection, transaction
+from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from .conf import settings as uistream_settings
-from .models import Conversation, Message, Run, RunChunk, StoredJSONEncoder
+from .models import ChunkBatch, Conversation, Message, Run, StoredJSONEncoder
 from .protocol.ui.chunks import Chunk
 from .protocol.ui.reader import UIMessageReader, UIMessageStreamError
 
-__all__ = ["LogEntry", "RunRecorder", "iter_log", "load_log"]
+__all__ = ["LogEntry", "LogWriter", "RunRecorder", "iter_log", "last_offset_ms", "load_log", "read_log", "write_log"]
 
 logger = logging.getLogger("uistream_app.recording")
 
-T = TypeVar("T")
-
-#: Chunk types after which the log is flushed at once.
+#: Chunk types after which the log is written at once.
 FLUSH_AT: Final = frozenset(("finish-step", "finish", "error", "abort"))
 
 #: The statuses ``finish`` accepts (every one but ``running``).
 FINAL_STATUSES: Final = frozenset(s.value for s in Run.Status if s != Run.Status.RUNNING)
+
+#: The most chunks one ``ChunkBatch`` row holds (a longer batch is split),
+#: so that reading one page of a log never loads much more than the page.
+MAX_ROW_CHUNKS: Final = 1000
 
 
 class LogEntry(NamedTuple):
@@ -81,35 +96,61 @@ class LogEntry(NamedTuple):
     chunk: Chunk
 
 
-async def _complete(work: Awaitable[T]) -> T:
-    """Await ``work`` to its end even if the caller is cancelled meanwhile,
-    then let the cancellation through. A database write running in a thread
-    can't be stopped; abandoning it would leave its outcome unknown (and a
-    retry could write the same rows twice)."""
-    task = asyncio.ensure_future(work)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.cancelled():  # the work itself was cancelled (loop shutdown)
-                raise
-            cancelled = True
-        except BaseException:  # noqa: BLE001 - the task's own failure, read below
-            break
-    if cancelled:
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("a write finished with an error after its caller was cancelled", exc_info=task.exception())
-        raise asyncio.CancelledError
-    return task.result()
-
-
 def _clip(value: str | None, field: str) -> str:
     """``value`` cut to the column's length: a too-long error code must not
     fail the write that stores the whole run."""
     max_length: int | None = getattr(Run._meta.get_field(field), "max_length", None)
     text = value or ""
     return text[:max_length] if max_length is not None else text
+
+
+async def _outcome(future: asyncio.Future[Any]) -> Any:
+    """Wait for ``future`` (a write the ``LogWriter`` owns) to its end even
+    if the caller is cancelled meanwhile, then let the cancellation through:
+    a database write can't be stopped halfway, and its caller must know how
+    it ended before it goes."""
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.cancelled():  # the writer itself was cancelled (loop shutdown)
+                raise
+            cancelled = True
+        except BaseException:  # noqa: BLE001 - the write's own failure, read below
+            break
+    if cancelled:
+        if not future.cancelled() and future.exception() is not None:
+            logger.error("a write failed after its caller was cancelled", exc_info=future.exception())
+        raise asyncio.CancelledError
+    return future.result()
+
+
+@dataclass(slots=True)
+class _Final:
+    """What ``finish`` stores besides the last rows."""
+
+    parts: list[Any]
+    metadata: Any
+    fields: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Job:
+    """One recorder's share of a write: its rows, its new ``chunk_count``,
+    ``first_chunk_at`` when not stored yet, and its final when finishing."""
+
+    recorder: RunRecorder
+    first_seq: int
+    offsets: list[int]
+    chunks: list[Chunk]
+    first_chunk_at: datetime | None
+    final: _Final | None = None
+    error: BaseException | None = field(default=None)
+
+    @property
+    def stored(self) -> int:
+        return self.first_seq + len(self.chunks)
 
 
 class RunRecorder:
@@ -120,8 +161,8 @@ class RunRecorder:
     continued, as the SDK continues a last assistant message). One recorder
     per run, from its first chunk. ``flush_every_ms`` defaults to
     ``UISTREAM["FLUSH_EVERY_MS"]``; ``clock`` is a monotonic clock in
-    seconds (``loop.time()`` uses the same one by default, so
-    ``pending_flush_deadline()`` can go straight to ``loop.call_at``).
+    seconds, the one offsets are read from (the writer's timer runs on the
+    event loop's own monotonic clock).
     """
 
     def __init__(
@@ -135,7 +176,7 @@ class RunRecorder:
         self.run = run
         self.message = message
         every_ms = uistream_settings.FLUSH_EVERY_MS if flush_every_ms is None else flush_every_ms
-        self._interval = max(0.0, float(every_ms)) / 1000
+        self.interval = max(0.0, float(every_ms)) / 1000
         self._clock = clock
         self._t0 = clock()
         # The clock's zero is ``started_at`` plus however long ago the run
@@ -144,17 +185,15 @@ class RunRecorder:
         continued = message.as_ui_message() if message.parts and message.role == Message.Role.ASSISTANT else None
         self._reader = UIMessageReader(message=continued, message_id=message.pk)
         self.reader_error: UIMessageStreamError | None = None
-        self._pending: list[tuple[int, int, Chunk]] = []
-        self._next_seq = 0
+        self._chunks: list[Chunk] = []  # pending, from seq self._stored on
+        self._offsets: list[int] = []
         self._stored = 0
         self._last_offset = 0
-        self._last_flush = self._t0
         self._first_chunk_at: datetime | None = None
         self._first_chunk_stored = False
-        self._write_failed = False
-        self._lock = asyncio.Lock()
         self._finished = False
         self._finishing: asyncio.Future[None] | None = None
+        self._writer: LogWriter | None = None
 
     # -- reading ------------------------------------------------------------------
 
@@ -166,60 +205,47 @@ class RunRecorder:
     @property
     def chunk_count(self) -> int:
         """How many chunks were added (stored or pending)."""
-        return self._next_seq
+        return self._stored + len(self._chunks)
+
+    @property
+    def stored_count(self) -> int:
+        """How many chunks are in the database."""
+        return self._stored
 
     @property
     def finished(self) -> bool:
         """True once ``finish()`` was called (unless it failed)."""
         return self._finished
 
-    def pending_flush_deadline(self) -> float | None:
-        """When, on ``clock``, the pending chunks are due to be flushed;
-        ``None`` when nothing is pending. ``add`` flushes only when called,
-        so a run task whose source stalls should call ``flush()`` then."""
-        if not self._pending:
-            return None
-        return self._last_flush + self._interval
-
     # -- writing ------------------------------------------------------------------
 
-    async def add(self, chunks: Sequence[Chunk]) -> None:
-        """Log ``chunks`` (the ones just sent, in order) and flush when due.
-
-        A failed flush here is logged, not raised: its rows stay pending and
-        the next flush or ``finish`` writes them, so a database hiccup does
-        not end a run the client is still reading.
-        """
+    def add(self, chunks: Sequence[Chunk]) -> None:
+        """Log ``chunks`` (the ones just sent, in order). Never waits: the
+        writer stores them within ``flush_every_ms``, at once after a step
+        or message end (rule 2)."""
         if self._finished:
             raise RuntimeError(f"run {self.run.pk} is finished; its log takes no more chunks")
         if not chunks:
             return
-        now = self._clock()
-        offset = self._offset_ms(now)
+        offset = self._offset_ms(self._clock())
         if self._first_chunk_at is None:
             self._first_chunk_at = self._at(offset)
-        seq = self._next_seq
-        append = self._pending.append
-        due = False
+        was_idle = not self._chunks
+        self._chunks.extend(chunks)
+        self._offsets.extend([offset] * len(chunks))
+        urgent = False
         for chunk in chunks:
-            append((seq, offset, chunk))
-            seq += 1
             if chunk.get("type") in FLUSH_AT:
-                due = True
+                urgent = True
             if self.reader_error is None:
                 self._read(chunk)
-        self._next_seq = seq
-        if due or now - self._last_flush >= self._interval:
-            try:
-                await self.flush()
-            except Exception:
-                logger.exception("could not store chunks of run %s; they stay pending", self.run.pk)
+        if urgent or was_idle:
+            self._writer_here().schedule(self, urgent=urgent)
 
     async def flush(self) -> None:
-        """Write the pending chunks: one ``bulk_create`` and one update of the
-        run's ``chunk_count``, in one transaction; nothing when nothing is
-        pending. Raises what the write raised (the rows stay pending)."""
-        await _complete(self._flush_under_lock())
+        """Wait until every chunk added so far is stored; raise what made
+        the write fail (the chunks stay pending for the next one)."""
+        await _outcome(self._writer_here().flush(self))
 
     async def finish(
         self,
@@ -245,13 +271,30 @@ class RunRecorder:
         finishing = self._finishing
         if finishing is None or (finishing.done() and (finishing.cancelled() or finishing.exception() is not None)):
             self._finished = True  # add() refuses from here on
-            finishing = asyncio.ensure_future(
-                self._finish_under_lock(status, finish_reason, usage, error_code, error_detail)
-            )
+            message = self._reader.message
+            fields: dict[str, Any] = {
+                "status": status,
+                "finish_reason": _clip(
+                    finish_reason if finish_reason is not None else self._reader.finish_reason, "finish_reason"
+                ),
+                "usage": usage if usage is not None else self.run.usage,
+                "error_code": _clip(error_code, "error_code"),
+                "error_detail": error_detail,
+                "finished_at": self._at(self._offset_ms(self._clock())),
+                "first_chunk_at": self._first_chunk_at,
+            }
+            final = _Final(message["parts"], message.get("metadata"), fields)
+            finishing = self._writer_here().finish(self, final)
             self._finishing = finishing
-        await _complete(finishing)
+        await _outcome(finishing)
 
     # -- internals ----------------------------------------------------------------
+
+    def _writer_here(self) -> LogWriter:
+        writer = self._writer
+        if writer is None or writer.loop is not asyncio.get_running_loop():
+            writer = self._writer = LogWriter.for_running_loop()
+        return writer
 
     def _offset_ms(self, now: float) -> int:
         offset = int(self._base_ms + (now - self._t0) * 1000)
@@ -270,140 +313,313 @@ class RunRecorder:
             self.reader_error = exc
             logger.warning("run %s: the log holds a chunk the SDK would refuse: %s", self.run.pk, exc)
 
-    def _take_pending(self) -> list[tuple[int, int, Chunk]]:
-        rows, self._pending = self._pending, []
-        return rows
+    @property
+    def _has_pending(self) -> bool:
+        return bool(self._chunks)
 
-    def _give_back(self, rows: list[tuple[int, int, Chunk]]) -> None:
-        self._pending[:0] = rows
-        self._write_failed = True
+    def _take(self, final: _Final | None) -> _Job:
+        chunks, self._chunks = self._chunks, []
+        offsets, self._offsets = self._offsets, []
+        first = None if self._first_chunk_stored else self._first_chunk_at
+        return _Job(self, self._stored, offsets, chunks, first, final)
 
-    async def _flush_under_lock(self) -> None:
-        async with self._lock:
-            if not self._pending:
-                return
-            rows = self._take_pending()
-            stored = self._stored + len(rows)
-            first = None if self._first_chunk_stored else self._first_chunk_at
-            try:
-                await sync_to_async(self._write_chunks)(rows, stored, first)
-            except BaseException:
-                self._give_back(rows)
-                self._last_flush = self._clock()  # retry after an interval, not on every add
-                raise
-            self._stored = stored
-            self.run.chunk_count = stored
-            if first is not None:
-                self.run.first_chunk_at = first
-                self._first_chunk_stored = True
-            self._last_flush = self._clock()
-
-    async def _finish_under_lock(
-        self,
-        status: str,
-        finish_reason: str | None,
-        usage: dict[str, Any] | None,
-        error_code: str,
-        error_detail: str,
-    ) -> None:
-        async with self._lock:
-            rows = self._take_pending()
-            message = self._reader.message
-            metadata = message.get("metadata")
-            fields: dict[str, Any] = {
-                "status": status,
-                "finish_reason": _clip(
-                    finish_reason if finish_reason is not None else self._reader.finish_reason, "finish_reason"
-                ),
-                "usage": usage if usage is not None else self.run.usage,
-                "error_code": _clip(error_code, "error_code"),
-                "error_detail": error_detail,
-                "finished_at": self._at(self._offset_ms(self._clock())),
-                "first_chunk_at": self._first_chunk_at,
-                "chunk_count": self._stored + len(rows),
-            }
-            try:
-                await sync_to_async(self._write_final)(rows, message["parts"], metadata, fields)
-            except BaseException:
-                self._give_back(rows)
-                self._finished = False
-                raise
-            self._stored = fields["chunk_count"]
-            self._first_chunk_stored = self._first_chunk_at is not None
-            for name, value in fields.items():
+    def _written(self, job: _Job) -> None:
+        self._stored = job.stored
+        self.run.chunk_count = job.stored
+        if job.first_chunk_at is not None:
+            self.run.first_chunk_at = job.first_chunk_at
+            self._first_chunk_stored = True
+        if job.final is not None:
+            for name, value in job.final.fields.items():
                 setattr(self.run, name, value)
-            self.message.parts = message["parts"]
-            self.message.metadata = metadata
+            self.run.chunk_count = job.stored
+            self.message.parts = job.final.parts
+            self.message.metadata = job.final.metadata
 
-    # Sync, in a worker thread.
+    def _give_back(self, job: _Job) -> None:
+        self._chunks[:0] = job.chunks
+        self._offsets[:0] = job.offsets
+        if job.final is not None:
+            self._finished = False
 
-    def _recover_connection(self) -> None:
-        # After a failed write the connection may be broken for good; Django
-        # only replaces such connections between requests, and a run can
-        # outlive its request.
-        if not self._write_failed:
+
+# -- the writer ---------------------------------------------------------------------
+
+#: One thread writes every log of the process, as one database client.
+WRITER_EXECUTOR: Final = ThreadPoolExecutor(max_workers=1, thread_name_prefix="uistream-log-writer")
+
+
+class LogWriter:
+    """Stores the batches of every ``RunRecorder`` of one event loop (rules
+    2–4 of the module docstring). Get it with ``for_running_loop``; the
+    recorders find it themselves.
+
+    Its task runs while there is something to write and ends when there is
+    not; each round takes everything pending (the rows of every recorder
+    that has some, the finals asked for) and stores it in one transaction
+    in the writer thread. ``schedule`` wakes it at once (``urgent``) or sets
+    its timer to the recorder's interval; ``flush`` and ``finish`` return
+    a future of the round that will store what is pending now.
+    """
+
+    _by_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LogWriter]] = weakref.WeakKeyDictionary()
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._waiting: dict[RunRecorder, None] = {}  # recorders with rows, in order
+        self._finals: dict[RunRecorder, _Final] = {}
+        self._round: asyncio.Future[dict[RunRecorder, BaseException]] | None = None  # the next round's outcome
+        self._writing: dict[RunRecorder, asyncio.Future[dict[RunRecorder, BaseException]]] = {}
+        self._wake = asyncio.Event()
+        self._deadline: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+        #: Rounds written so far (for tests and benchmarks).
+        self.rounds = 0
+
+    @classmethod
+    def for_running_loop(cls) -> LogWriter:
+        loop = asyncio.get_running_loop()
+        writer = cls._by_loop.get(loop)
+        if writer is None:
+            writer = cls._by_loop[loop] = cls(loop)
+        return writer
+
+    def schedule(self, recorder: RunRecorder, *, urgent: bool = False) -> None:
+        """``recorder`` has rows to store: now (``urgent``), or within its
+        interval."""
+        self._waiting[recorder] = None
+        if urgent or recorder.interval <= 0:
+            self._wake.set()
+        else:
+            self._set_timer(self.loop.time() + recorder.interval)
+        self._ensure_running()
+
+    def flush(self, recorder: RunRecorder) -> asyncio.Future[None]:
+        """A future that is done when everything ``recorder`` added so far
+        is stored (with the write's error when it failed)."""
+        if recorder._has_pending:
+            self._waiting[recorder] = None
+            return self._member_of(self._next_round(), recorder)
+        writing = self._writing.get(recorder)
+        if writing is not None:
+            return self._member_of(writing, recorder)
+        done = self.loop.create_future()
+        done.set_result(None)
+        return done
+
+    def finish(self, recorder: RunRecorder, final: _Final) -> asyncio.Future[None]:
+        """A future of the round that stores ``recorder``'s last rows and
+        ``final``."""
+        self._finals[recorder] = final
+        return self._member_of(self._next_round(), recorder)
+
+    async def drain(self) -> None:
+        """Wait until everything scheduled so far is written (or given up on
+        for now: a failed write is retried on a timer, and waited for too).
+        Rows pending for their interval are waited for, not hurried."""
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+
+    # -- the task -------------------------------------------------------------------
+
+    def _next_round(self) -> asyncio.Future[dict[RunRecorder, BaseException]]:
+        if self._round is None:
+            self._round = self.loop.create_future()
+        self._wake.set()
+        self._ensure_running()
+        return self._round
+
+    def _member_of(
+        self, round_: asyncio.Future[dict[RunRecorder, BaseException]], recorder: RunRecorder
+    ) -> asyncio.Future[None]:
+        mine: asyncio.Future[None] = self.loop.create_future()
+
+        def settle(outcome: asyncio.Future[dict[RunRecorder, BaseException]]) -> None:
+            if mine.done():
+                return
+            if outcome.cancelled():
+                mine.cancel()
+            elif outcome.exception() is not None:
+                mine.set_exception(outcome.exception())  # type: ignore[arg-type]
+            elif recorder in outcome.result():
+                mine.set_exception(outcome.result()[recorder])
+            else:
+                mine.set_result(None)
+
+        round_.add_done_callback(settle)
+        return mine
+
+    def _set_timer(self, when: float) -> None:
+        if self._deadline is not None and self._deadline <= when:
             return
-        self._write_failed = False
-        connection = transaction.get_connection()
-        if connection.connection is not None and not connection.in_atomic_block and not connection.is_usable():
-            connection.close()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._deadline = when
+        self._timer = self.loop.call_at(when, self._wake.set)
 
-    def _chunk_rows(self, rows: list[tuple[int, int, Chunk]]) -> list[RunChunk]:
-        run_id = self.run.pk
-        return [RunChunk(run_id=run_id, seq=seq, offset_ms=offset, chunk=chunk) for seq, offset, chunk in rows]
+    def _ensure_running(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = self.loop.create_task(self._run(), name="uistream-log-writer")
 
-    def _insert_chunks(self, rows: list[tuple[int, int, Chunk]]) -> None:
-        """Append ``rows`` to the log: one ``executemany`` of JSON that
-        orjson wrote, on SQLite and PostgreSQL. The ORM's ``bulk_create``
-        builds a model instance per row and costs about four times as much,
-        which on the streaming path was most of a run's CPU (bench/http_bench.py).
-        Other backends, and a chunk holding NUL (stored as U+FFFD, see
-        ``StoredJSONEncoder``), take the ORM path."""
-        vendor = connection.vendor
-        if vendor not in _RAW_JSON_CAST:
-            RunChunk.objects.bulk_create(self._chunk_rows(rows))
+    async def _run(self) -> None:
+        while self._waiting or self._finals:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = self._deadline = None
+            await self._write_round()
+
+    async def _write_round(self) -> None:
+        waiting, self._waiting = self._waiting, {}
+        finals, self._finals = self._finals, {}
+        round_, self._round = self._round, None
+        jobs = [r._take(finals.get(r)) for r in waiting if r._has_pending or r in finals]
+        jobs += [r._take(final) for r, final in finals.items() if r not in waiting]
+        outcome: asyncio.Future[dict[RunRecorder, BaseException]] = round_ or self.loop.create_future()
+        for job in jobs:
+            self._writing[job.recorder] = outcome
+        errors: dict[RunRecorder, BaseException] = {}
+        try:
+            if jobs:
+                await asyncio.shield(self.loop.run_in_executor(WRITER_EXECUTOR, _write_jobs, jobs))
+        except BaseException as exc:  # the writer's own cancellation (loop shutdown)
+            for job in jobs:
+                job.error = job.error or exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for job in jobs:
+                self._writing.pop(job.recorder, None)
+                if job.error is None:
+                    job.recorder._written(job)
+                else:
+                    job.recorder._give_back(job)
+                    errors[job.recorder] = job.error
+                    # Try again after an interval, not in a tight loop.
+                    if job.recorder._has_pending:
+                        self._waiting.setdefault(job.recorder, None)
+                        self._set_timer(self.loop.time() + max(job.recorder.interval, 0.05))
+            self.rounds += 1
+            if not outcome.done():
+                outcome.set_result(errors)
+        for recorder, error in errors.items():
+            logger.error("could not store chunks of run %s; they stay pending", recorder.run.pk, exc_info=error)
+
+
+# Sync, in the writer thread.
+
+
+def _write_jobs(jobs: list[_Job]) -> None:
+    """Store ``jobs`` in one transaction; when that fails, each job in a
+    transaction of its own, so only the failing ones fail (their ``error``
+    is set)."""
+    close_old_connections()
+    try:
+        try:
+            with transaction.atomic():
+                _store(jobs)
             return
-        dumps = orjson.dumps
-        run_id = _RUN_PK.get_db_prep_value(self.run.pk, connection)
-        params = []
-        for seq, offset, chunk in rows:
-            data = dumps(chunk)
-            if b"\\u0000" in data:
-                data = StoredJSONEncoder().encode(chunk).encode()
-            params.append((run_id, seq, offset, data.decode()))
-        table = connection.ops.quote_name(RunChunk._meta.db_table)
-        sql = f"INSERT INTO {table} (run_id, seq, offset_ms, chunk) VALUES (%s, %s, %s, {_RAW_JSON_CAST[vendor]})"
-        with connection.cursor() as cursor:
-            cursor.executemany(sql, params)
+        except Exception as exc:  # noqa: BLE001 - kept on the job; retried one by one below
+            if len(jobs) == 1:
+                jobs[0].error = exc
+                return
+        for job in jobs:
+            _recover_connection()
+            try:
+                with transaction.atomic():
+                    _store([job])
+            except Exception as exc:  # noqa: BLE001 - kept on the job, raised to its waiters
+                job.error = exc
+    finally:
+        close_old_connections()
 
-    def _write_chunks(self, rows: list[tuple[int, int, Chunk]], stored: int, first: datetime | None) -> None:
-        self._recover_connection()
-        update: dict[str, Any] = {"chunk_count": stored}
-        if first is not None:
-            update["first_chunk_at"] = first
-        with transaction.atomic():
-            self._insert_chunks(rows)
-            Run.objects.filter(pk=self.run.pk).update(**update)
 
-    def _write_final(
-        self, rows: list[tuple[int, int, Chunk]], parts: list[Any], metadata: Any, fields: dict[str, Any]
-    ) -> None:
-        self._recover_connection()
-        with transaction.atomic():
-            if rows:
-                self._insert_chunks(rows)
-            Message.objects.filter(pk=self.message.pk).update(parts=parts, metadata=metadata)
-            Run.objects.filter(pk=self.run.pk).update(**fields)
+def _recover_connection() -> None:
+    # After a failed write the connection may be broken for good (Django
+    # only replaces such connections between requests).
+    if connection.connection is not None and not connection.in_atomic_block and not connection.is_usable():
+        connection.close()
+
+
+def _store(jobs: list[_Job]) -> None:
+    rows = [row for job in jobs for row in _rows(job.recorder.run.pk, job.first_seq, job.offsets, job.chunks)]
+    if rows:
+        _insert_rows(rows)
+    counts = [
+        (job.stored, job.recorder.run.pk)
+        for job in jobs
+        if job.chunks and job.final is None and job.first_chunk_at is None
+    ]
+    if counts:
+        _update_counts(counts)
+    for job in jobs:
+        if job.first_chunk_at is not None and job.final is None:  # once a run
+            Run.objects.filter(pk=job.recorder.run.pk).update(chunk_count=job.stored, first_chunk_at=job.first_chunk_at)
+        final = job.final
+        if final is not None:
+            recorder = job.recorder
+            Message.objects.filter(pk=recorder.message.pk).update(parts=final.parts, metadata=final.metadata)
+            Run.objects.filter(pk=recorder.run.pk).update(**final.fields, chunk_count=job.stored)
             # The conversation list sorts by activity; a reply landing is some.
-            Conversation.objects.filter(pk=self.run.conversation_id).update(updated_at=fields["finished_at"])
+            Conversation.objects.filter(pk=recorder.run.conversation_id).update(updated_at=final.fields["finished_at"])
 
 
-_RUN_PK: Final = RunChunk._meta.get_field("run").target_field
-#: The placeholder of the JSON column, by backend, for the raw insert.
+def _rows(run_id: Any, first_seq: int, offsets: list[int], chunks: list[Chunk]) -> Iterator[tuple[Any, ...]]:
+    for start in range(0, len(chunks), MAX_ROW_CHUNKS):
+        part = chunks[start : start + MAX_ROW_CHUNKS]
+        first = first_seq + start
+        yield run_id, first, first + len(part) - 1, offsets[start : start + MAX_ROW_CHUNKS], part
+
+
+def _insert_rows(rows: list[tuple[Any, ...]]) -> None:
+    """Append ``(run_id, first_seq, last_seq, offsets, chunks)`` rows: one
+    ``executemany`` of JSON that orjson wrote, on SQLite and PostgreSQL.
+    Other backends, and a batch holding NUL (stored as U+FFFD, see
+    ``StoredJSONEncoder``), take the ORM's way."""
+    vendor = connection.vendor
+    cast = _RAW_JSON_CAST.get(vendor)
+    if cast is None:
+        ChunkBatch.objects.bulk_create(
+            ChunkBatch(run_id=run_id, first_seq=first, last_seq=last, offsets=offsets, chunks=chunks)
+            for run_id, first, last, offsets, chunks in rows
+        )
+        return
+    dumps = orjson.dumps
+    params = []
+    for run_id, first, last, offsets, chunks in rows:
+        data = dumps(chunks)
+        if b"\\u0000" in data:
+            data = StoredJSONEncoder().encode(chunks).encode()
+        run_key = _RUN_PK.get_db_prep_value(run_id, connection)
+        params.append((run_key, first, last, dumps(offsets).decode(), data.decode()))
+    table = connection.ops.quote_name(ChunkBatch._meta.db_table)
+    sql = f"INSERT INTO {table} (run_id, first_seq, last_seq, offsets, chunks) VALUES (%s, %s, %s, {cast}, {cast})"
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
+def _update_counts(counts: list[tuple[int, Any]]) -> None:
+    if connection.vendor not in _RAW_JSON_CAST:
+        for count, run_id in counts:
+            Run.objects.filter(pk=run_id).update(chunk_count=count)
+        return
+    table = connection.ops.quote_name(Run._meta.db_table)
+    pk = connection.ops.quote_name(str(_RUN_PK.column))
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {table} SET chunk_count = %s WHERE {pk} = %s",
+            [(count, _RUN_PK.get_db_prep_value(run_id, connection)) for count, run_id in counts],
+        )
+
+
+_RUN_PK: Final = ChunkBatch._meta.get_field("run").target_field
+#: The placeholder of a JSON column, by backend, for the raw insert.
 _RAW_JSON_CAST: Final = {"sqlite": "%s", "postgresql": "%s::jsonb"}
 
 
-# -- reading a stored log ------------------------------------------------------------
+# -- reading and writing a stored log -------------------------------------------------
 
 
 def _run_id(run: Run | uuid.UUID | str) -> Any:
@@ -411,35 +627,80 @@ def _run_id(run: Run | uuid.UUID | str) -> Any:
 
 
 def iter_log(run: Run | uuid.UUID | str, batch: int = 1000, *, start: int = 0) -> Iterator[LogEntry]:
-    """The stored chunks of ``run`` from ``seq`` ``start`` on, in order, read
-    ``batch`` rows at a time by key (no server-side cursor, no offset scan).
-    Synchronous; for a sync view or the admin."""
+    """The stored chunks of ``run`` from ``seq`` ``start`` on, in order,
+    about ``batch`` chunks a query, by key (no server-side cursor, no
+    offset scan). Synchronous; for a sync view or the admin."""
     if batch < 1:
         raise ValueError("batch must be at least 1")
-    return _iter_log(_run_id(run), batch, start)
+    return _iter_log(_run_id(run), batch, start, None)
 
 
-def _iter_log(run_id: Any, batch: int, start: int) -> Iterator[LogEntry]:
+def read_log(run: Run | uuid.UUID | str, start: int = 0, stop: int | None = None) -> list[LogEntry]:
+    """The stored chunks of ``run`` with ``start <= seq < stop`` (to the
+    end when ``stop`` is ``None``), in order. Synchronous."""
+    run_id = _run_id(run)
+    if stop is not None and stop <= start:
+        return []
+    return list(_iter_log(run_id, max(stop - start, 1) if stop is not None else 1000, start, stop))
+
+
+def _iter_log(run_id: Any, batch: int, start: int, stop: int | None) -> Iterator[LogEntry]:
     next_seq = start
-    while True:
-        page = list(
-            RunChunk.objects.filter(run_id=run_id, seq__gte=next_seq)
-            .order_by("seq")
-            .values_list("seq", "offset_ms", "chunk")[:batch]
+    while stop is None or next_seq < stop:
+        window = next_seq + batch if stop is None else min(next_seq + batch, stop)
+        rows = list(
+            ChunkBatch.objects.filter(run_id=run_id, last_seq__gte=next_seq, first_seq__lt=window)
+            .order_by("first_seq")
+            .values_list("first_seq", "offsets", "chunks")
         )
-        for seq, offset_ms, chunk in page:
-            yield LogEntry(seq, offset_ms, chunk)
-        if len(page) < batch:
+        if not rows:
             return
-        next_seq = page[-1][0] + 1
+        for first, offsets, chunks in rows:
+            for i in range(max(next_seq - first, 0), len(chunks)):
+                seq = first + i
+                if stop is not None and seq >= stop:
+                    return
+                yield LogEntry(seq, offsets[i], chunks[i])
+            next_seq = first + len(chunks)
+
+
+def last_offset_ms(run: Run | uuid.UUID | str) -> int:
+    """The offset of ``run``'s last stored chunk (0 for an empty log)."""
+    offsets = (
+        ChunkBatch.objects.filter(run_id=_run_id(run)).order_by("-first_seq").values_list("offsets", flat=True).first()
+    )
+    return int(offsets[-1]) if offsets else 0
 
 
 def _load_log(run_id: Any, start: int) -> list[Chunk]:
-    return list(RunChunk.objects.filter(run_id=run_id, seq__gte=start).order_by("seq").values_list("chunk", flat=True))
+    return [entry.chunk for entry in _iter_log(run_id, 1 << 30, start, None)]
 
 
 async def load_log(run: Run | uuid.UUID | str, *, start: int = 0) -> list[Chunk]:
     """The stored chunks of ``run`` from ``seq`` ``start`` on, in order (one
     query, one thread hop). What is stored is what ``finish`` or the last
-    flush wrote; chunks still pending in a live recorder are not there."""
+    write stored; chunks still pending in a live recorder are not there."""
+    from asgiref.sync import sync_to_async
+
     return await sync_to_async(_load_log)(_run_id(run), start)
+
+
+def write_log(run: Run, chunks: Iterable[Chunk], offsets: Iterable[int] | None = None) -> int:
+    """Append ``chunks`` to ``run``'s stored log (after what it holds) with
+    ``offsets`` (default: all 0), and set the run's ``chunk_count``; returns
+    the new count. Synchronous, one transaction; for imports, fixtures and
+    tests (a live run's log is the recorder's business)."""
+    chunk_list = list(chunks)
+    offset_list = list(offsets) if offsets is not None else [0] * len(chunk_list)
+    if len(offset_list) != len(chunk_list):
+        raise ValueError(f"{len(chunk_list)} chunks but {len(offset_list)} offsets")
+    with transaction.atomic():
+        stored = ChunkBatch.objects.filter(run_id=run.pk).order_by("-first_seq")
+        last = stored.values_list("last_seq", flat=True).first()
+        first = 0 if last is None else last + 1
+        if chunk_list:
+            _insert_rows(list(_rows(run.pk, first, offset_list, chunk_list)))
+        count = first + len(chunk_list)
+        Run.objects.filter(pk=run.pk).update(chunk_count=count)
+    run.chunk_count = count
+    return count

@@ -46,7 +46,6 @@ from .live import Broker, get_broker
 from .models import Conversation, Message, Run
 from .portal import in_portal, iterate_in_portal
 from .protocol.sse import KEEPALIVE_FRAME
-from .protocol.ui.chunks import Chunk
 from .protocol.ui.render import UIStreamRenderer
 from .protocol.ui.replay import replay_message
 from .recording import load_log
@@ -201,33 +200,20 @@ async def render_subscription(
     replay's backlog) go out in one write; nothing waits for more.
     ``on_close(completed)`` runs however the response ends (a disconnect
     closes this generator: ``completed`` is then False)."""
-    subscription = broker.subscribe_batches(run_id)
+    subscription = broker.subscribe_batches(run_id, keepalive=keepalive_seconds)
     render_many = renderer.render_many
     completed = False
-    pending: asyncio.Future[tuple[int, list[Chunk]]] | None = None
     try:
-        while True:
-            pending = asyncio.ensure_future(anext(subscription))
-            while True:
-                done, _ = await asyncio.wait((pending,), timeout=keepalive_seconds)
-                if done:
-                    break
+        async for _seq, chunks in subscription:
+            if not chunks:
                 yield KEEPALIVE_FRAME
-            try:
-                _seq, chunks = pending.result()
-            except StopAsyncIteration:
-                pending = None
-                break
-            pending = None
+                continue
             frames = render_many(chunks)
             if frames:
                 yield frames
         completed = True
         yield renderer.done()
     finally:
-        if pending is not None and not pending.done():
-            pending.cancel()
-            await asyncio.gather(pending, return_exceptions=True)
         aclose = getattr(subscription, "aclose", None)
         if aclose is not None:
             await aclose()

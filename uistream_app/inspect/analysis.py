@@ -33,9 +33,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..models import Run, RunChunk, StoredJSONEncoder
+from ..models import Run, StoredJSONEncoder
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
-from ..recording import iter_log
+from ..recording import iter_log, last_offset_ms
 from .timeline import Timeline, TimelineBuilder
 from .verify import BaseVerifier, Check, FramingVerifier, ReaderVerifier, SchemaVerifier, Verdict
 
@@ -197,9 +197,7 @@ def _ms(delta: Any) -> int | None:
 
 def analyze_run(run: Run, *, batch: int = PAGE) -> RunReport:
     """Read ``run``'s log once and report on it (see the module docstring)."""
-    last_offset = (
-        RunChunk.objects.filter(run_id=run.pk).order_by("-seq").values_list("offset_ms", flat=True).first() or 0
-    )
+    last_offset = last_offset_ms(run)
     span = max(last_offset, _ms(run.duration) or 0)
     timeline = TimelineBuilder(span, first_chunk_ms=_ms(run.time_to_first_chunk))
     before, continues = message_before(run, batch)

@@ -135,6 +135,10 @@ class RunChannel(ABC):
         chunks for a writer that sends everything queued in one round trip
         (so the run does not wait on the network) and raises here a write
         that failed before. Raises ``ChannelClosed`` after ``close()``.
+
+        A backend takes the chunks before its first ``await``: once called,
+        a cancellation of the caller can't keep them from subscribers (the
+        run task records a batch, then publishes it, and relies on this).
         """
 
     async def flush(self) -> None:
@@ -187,10 +191,14 @@ class Broker(Protocol):
         tail, until the run is closed and everything was delivered."""
         ...
 
-    def subscribe_batches(self, run_id: str, from_seq: int = 0) -> AsyncIterator[tuple[int, list[Chunk]]]:
+    def subscribe_batches(
+        self, run_id: str, from_seq: int = 0, *, keepalive: float | None = None
+    ) -> AsyncIterator[tuple[int, list[Chunk]]]:
         """Like ``subscribe``, but ``(first_seq, chunks)`` for everything
         available at each wake-up: one ``render_many`` and one write per
-        batch instead of per chunk."""
+        batch instead of per chunk. With ``keepalive`` (seconds), an empty
+        batch ``(next_seq, [])`` after that long without news, so that a
+        transport can send a keep-alive without a timer of its own."""
         ...
 
     async def request_stop(self, conversation_id: str) -> bool:

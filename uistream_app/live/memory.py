@@ -173,7 +173,9 @@ class MemoryBroker:
     def subscribe(self, run_id: str, from_seq: int = 0) -> AsyncGenerator[tuple[int, Chunk], None]:
         return chunks_of(self.subscribe_batches(run_id, from_seq))
 
-    async def subscribe_batches(self, run_id: str, from_seq: int = 0) -> AsyncGenerator[tuple[int, list[Chunk]], None]:
+    async def subscribe_batches(
+        self, run_id: str, from_seq: int = 0, *, keepalive: float | None = None
+    ) -> AsyncGenerator[tuple[int, list[Chunk]], None]:
         if from_seq < 0:
             raise ValueError(f"from_seq must be >= 0, not {from_seq}.")
         self._sweep()
@@ -201,6 +203,7 @@ class MemoryBroker:
                 with suppress(ValueError):  # a publisher (another thread) took the list
                     run.waiters.remove(future)
                 continue
+            timer = loop.call_later(keepalive, _resolve, future) if keepalive is not None else None
             try:
                 await future
             except BaseException:
@@ -210,6 +213,14 @@ class MemoryBroker:
                 with suppress(ValueError):  # a publisher took the list meanwhile
                     run.waiters.remove(future)
                 raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if timer is not None and len(chunks) <= seq and not run.closed:
+                # The keep-alive timer, not a publisher, woke us.
+                with suppress(ValueError):
+                    run.waiters.remove(future)
+                yield seq, []
 
     async def request_stop(self, conversation_id: str) -> bool:
         channel = self._active.get(conversation_id)

@@ -477,14 +477,19 @@ class RedisBroker:
     def subscribe(self, run_id: str, from_seq: int = 0) -> AsyncGenerator[tuple[int, Chunk], None]:
         return chunks_of(self.subscribe_batches(run_id, from_seq))
 
-    async def subscribe_batches(self, run_id: str, from_seq: int = 0) -> AsyncGenerator[tuple[int, list[Chunk]], None]:
+    async def subscribe_batches(
+        self, run_id: str, from_seq: int = 0, *, keepalive: float | None = None
+    ) -> AsyncGenerator[tuple[int, list[Chunk]], None]:
         if from_seq < 0:
             raise ValueError(f"from_seq must be >= 0, not {from_seq}.")
         redis = self._client().redis
         key = self._stream_key(run_id)
         last_id = HEADER_ID if from_seq == 0 else f"1-{from_seq - 1}".encode()
         next_seq = from_seq
-        block_ms = max(int(self.block_seconds * 1000), 10)
+        block_seconds = self.block_seconds if keepalive is None else min(self.block_seconds, keepalive)
+        block_ms = max(int(block_seconds * 1000), 10)
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
         with self._unavailable():
             pipe = redis.pipeline(transaction=False)
             pipe.exists(key)
@@ -511,8 +516,12 @@ class RedisBroker:
                     last_id = entry_id
                 if batch:
                     yield first, batch
+                    quiet_since = loop.time()
                 if ended:
                     return
+            elif keepalive is not None and loop.time() - quiet_since >= keepalive:
+                yield next_seq, []
+                quiet_since = loop.time()
             with self._unavailable():
                 reply = await redis.xread({key: last_id}, count=READ_COUNT, block=block_ms)
                 if not reply and not await redis.exists(key):
