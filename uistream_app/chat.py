@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
@@ -48,7 +48,7 @@ from .runs import (
     ui_to_model_messages,
 )
 
-__all__ = ["ChatRunMixin", "StartedRun", "execute_run", "new_message_id", "not_found"]
+__all__ = ["ChatRunMixin", "StartedRun", "ToolAnswer", "execute_run", "new_message_id", "not_found"]
 
 logger = logging.getLogger("uistream_app.chat")
 
@@ -76,6 +76,31 @@ class StartedRun:
     run: Run
     message: Message
     task: asyncio.Task[None]
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """What a continuation request says about one tool call of the message
+    it continues, in no dialect's words; ``ChatRunMixin.continue_message``
+    checks it against the stored message.
+
+    ``kind``: ``approval`` (a person's decision: ``approval_id`` as the
+    client named it, ``approved`` as sent, checked to be a bool, and an
+    optional ``reason``), ``result`` (a client-side tool's ``output``, or
+    with ``is_error`` its error text), or ``other`` (anything else said
+    about the call: it answers nothing, and is refused unless the call is
+    settled the same way already). ``record`` adds fields to the decision
+    stored on the run (the dialect, the answer's status).
+    """
+
+    tool_call_id: str
+    kind: Literal["approval", "result", "other"]
+    approval_id: str = ""
+    approved: Any = None
+    reason: str | None = None
+    output: Any = None
+    is_error: bool = False
+    record: Mapping[str, Any] = field(default_factory=dict)
 
 
 class ChatRunMixin:
@@ -161,10 +186,10 @@ class ChatRunMixin:
         except RunAlreadyActive:
             await sync_to_async(self.discard_run)(run, None if chat.is_continuation else message)
             raise BadRequest("a reply is still streaming in this chat", code="run_active", status=409) from None
-        # A continuation names the calls the message already holds, so their
-        # outputs (and denials) are sent.
-        held = [p["toolCallId"] for p in message.parts if _is_tool_part(p)]
-        encoder = UIMessageEncoder(message.pk, self.get_message_metadata(chat), known_tool_calls=held)
+        # A continuation goes on from the parts the message already holds:
+        # their calls' outputs (and denials) are sent, new part ids follow
+        # theirs. A new message has no parts.
+        encoder = UIMessageEncoder(message.pk, self.get_message_metadata(chat), continues=message.parts)
         recorder = RunRecorder(run, message)
         stopped = asyncio.Event()
         source = self.get_source(history, chat, model)
@@ -237,15 +262,11 @@ class ChatRunMixin:
         """The browser answered pending tool calls of the last assistant
         message: approvals (ai@6+) or client-side tool results.
 
-        Server-authoritative: the stored message says which calls are
-        pending and with which approval id; the client's copy only
-        contributes its decisions, each accepted once, for a call pending in
-        the stored conversation (the caller checked ownership). The calls run
-        with the *stored* arguments. Anything else is refused with nothing
-        written: an approval id that does not match, an answer for a call
-        that is not pending (replayed, or never asked), an output for a
-        server-side tool. The same assistant message is continued (same id,
-        as the SDK's own server does).
+        useChat sends the whole assistant message back; what it says new
+        about each tool call (a state that differs from the stored one)
+        becomes a ``ToolAnswer``, and ``continue_message`` checks and
+        applies the answers. The message must be the stored last message
+        (a 404 otherwise, as for any message that is not the owner's).
         """
         claimed = chat.last_message
         assert claimed is not None
@@ -253,10 +274,69 @@ class ChatRunMixin:
         target = stored[-1] if stored else None
         if target is None or target.role != "assistant" or target.pk != claimed["id"]:
             raise not_found("message")
+        states = {p["toolCallId"]: p.get("state") for p in target.parts if _is_tool_part(p)}
+        answers: list[ToolAnswer] = []
+        for claim in claimed["parts"]:
+            if not _is_tool_part(claim):
+                continue
+            call_id, claimed_state = claim.get("toolCallId"), claim.get("state")
+            if call_id in states and claimed_state == states[call_id]:
+                continue  # nothing new said about this call
+            call = str(call_id)
+            if claimed_state == "approval-responded":
+                answer = claim.get("approval") if isinstance(claim.get("approval"), dict) else {}
+                reason = answer.get("reason") if isinstance(answer.get("reason"), str) else None
+                answers.append(
+                    ToolAnswer(call, "approval", str(answer.get("id", "")), answer.get("approved"), reason=reason)
+                )
+            elif claimed_state in ("output-available", "output-error"):
+                is_error = claimed_state == "output-error"
+                output = claim.get("errorText") if is_error else claim.get("output")
+                answers.append(ToolAnswer(call, "result", output=output, is_error=is_error))
+            else:
+                answers.append(ToolAnswer(call, "other"))
+        return self.continue_message(conversation, stored, answers, chat, version, model)
+
+    def continue_message(
+        self,
+        conversation: Conversation,
+        stored: list[Message],
+        answers: Sequence[ToolAnswer],
+        chat: ChatRequest,
+        version: int,
+        model: ChatModel,
+    ) -> tuple[Run, Message, list[dict[str, Any]], ChatRequest]:
+        """Check ``answers`` against the stored last message (``stored[-1]``,
+        an assistant message) and continue it: the one implementation of
+        the continuation's rules, whatever dialect the answers came in.
+
+        Server-authoritative: the stored message says which calls are
+        pending and with which approval id; the client only contributes
+        its decisions, each accepted once, for a call pending in the stored
+        conversation (the caller checked ownership). The calls run with the
+        *stored* arguments. Anything else is refused with nothing written:
+        an answer for a call the message does not hold (400
+        ``unknown_tool_call``), an approval id that does not match the
+        pending one (409 ``approval_mismatch``, compared in constant time),
+        an approval without a boolean decision or an error without its text
+        (400), an answer for a call that is not pending that way (409
+        ``not_pending``: an output for a server-side tool, an approval
+        nobody asked for), one for a call already answered (409
+        ``already_answered``: a replay), and a request that answers nothing
+        (409 ``nothing_pending``). The same assistant message is continued
+        (same id, as the SDK's own server does); the decisions are stored
+        on the new run (``Run.decisions``, shown in the admin).
+        """
+        target = stored[-1]
+        assert target.role == "assistant"
         client_tools = {t.name for t in self.get_tools() if t.client_side}
-        claims = {p.get("toolCallId"): p for p in claimed["parts"] if _is_tool_part(p)}
         known = {p["toolCallId"] for p in target.parts if _is_tool_part(p)}
-        unknown = sorted(str(c) for c in claims if c not in known)
+        by_call: dict[str, ToolAnswer] = {}
+        for answer in answers:
+            if answer.tool_call_id in by_call:
+                raise BadRequest(f"the tool call {answer.tool_call_id} is answered twice", code="invalid")
+            by_call[answer.tool_call_id] = answer
+        unknown = sorted(c for c in by_call if c not in known)
         if unknown:
             raise BadRequest(f"no such tool call in this message: {', '.join(unknown)}", code="unknown_tool_call")
         approvals: dict[str, ToolApproval] = {}
@@ -265,48 +345,40 @@ class ChatRunMixin:
         parts = [dict(p) for p in target.parts]
         now = timezone.now().isoformat()
         for part in parts:
-            if not _is_tool_part(part) or part["toolCallId"] not in claims:
+            found = by_call.get(part["toolCallId"]) if _is_tool_part(part) else None
+            if found is None:
                 continue
-            call_id = part["toolCallId"]
-            claim = claims[call_id]
-            state, claimed_state = part.get("state"), claim.get("state")
-            if claimed_state == state:
-                continue  # nothing new said about this call
-            if state == "approval-requested" and claimed_state == "approval-responded":
-                answer = claim.get("approval") if isinstance(claim.get("approval"), dict) else {}
+            answer, call_id, state = found, found.tool_call_id, part.get("state")
+            if answer.kind == "approval" and state == "approval-requested":
                 pending = part.get("approval") or {}
-                if not secrets.compare_digest(str(answer.get("id", "")), str(pending.get("id", ""))):
+                if not secrets.compare_digest(answer.approval_id.encode(), str(pending.get("id", "")).encode()):
                     raise BadRequest(
                         f"the approval for {call_id} does not match the pending request",
                         code="approval_mismatch",
                         status=409,
                     )
-                if not isinstance(answer.get("approved"), bool):
+                if not isinstance(answer.approved, bool):
                     raise BadRequest(f"the approval for {call_id} needs approved: true or false", code="invalid")
-                reason = answer.get("reason") if isinstance(answer.get("reason"), str) else None
-                approvals[call_id] = ToolApproval(pending["id"], answer["approved"], reason)
+                reason = answer.reason
+                approvals[call_id] = ToolApproval(pending["id"], answer.approved, reason)
                 part["state"] = "approval-responded"
-                part["approval"] = {**pending, "approved": answer["approved"], **({"reason": reason} if reason else {})}
+                part["approval"] = {**pending, "approved": answer.approved, **({"reason": reason} if reason else {})}
                 decisions.append(
                     {
                         "toolCallId": call_id,
                         "approvalId": pending["id"],
-                        "approved": answer["approved"],
+                        "approved": answer.approved,
                         "reason": reason,
                         "decidedAt": now,
+                        **answer.record,
                     }
                 )
-            elif (
-                state == "input-available"
-                and _tool_name(part) in client_tools
-                and claimed_state in ("output-available", "output-error")
-            ):
-                is_error = claimed_state == "output-error"
-                output = claim.get("errorText") if is_error else claim.get("output")
-                if is_error and not isinstance(output, str):
+            elif answer.kind == "result" and state == "input-available" and _tool_name(part) in client_tools:
+                if answer.is_error and not isinstance(answer.output, str):
                     raise BadRequest(f"the error of {call_id} needs an errorText", code="invalid")
-                results[call_id] = ClientToolResult(output, is_error=is_error)
-                decisions.append({"toolCallId": call_id, "clientResult": claimed_state, "decidedAt": now})
+                results[call_id] = ClientToolResult(answer.output, is_error=answer.is_error)
+                outcome = "output-error" if answer.is_error else "output-available"
+                decisions.append({"toolCallId": call_id, "clientResult": outcome, "decidedAt": now, **answer.record})
             elif state in ("approval-requested", "input-available"):
                 raise BadRequest(f"the tool call {call_id} cannot be answered that way", code="not_pending", status=409)
             else:
