@@ -11,7 +11,10 @@ import copy
 from typing import Any
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 
+from uistream_app.chat import decided_by
 from uistream_app.models import Conversation, Message, Run
 
 from .test_chat_http import Browser, read_chunks, wait_for
@@ -59,6 +62,35 @@ def test_a_person_approves_or_denies_in_the_real_client(node: str, server: str, 
     assert [r.trigger for r in runs] == ["submit-message", "continue"]
     assert runs[1].decisions[0]["approved"] is approved
     assert runs[1].decisions[0]["approvalId"] == part["approval"]["id"]
+
+
+def test_the_admin_shows_who_decided_when_and_why(node: str, server: str, admin_client: Client) -> None:
+    browser = Browser(server)
+    steps = [{"send": EMAIL}, {"approve": False, "reason": "not <b>today</b>"}]
+    out = run_client(node, server, browser, chatId="apv-admin", version=7, steps=steps)
+    assert out["error"] is None
+    wait_for(idle, "the runs to be stored")
+    continued = Run.objects.get(trigger="continue")
+    (decision,) = continued.decisions
+    session_key = Conversation.objects.get(pk="apv-admin").session_key
+    assert decision["decidedBy"].startswith("anonymous visitor ")
+    assert session_key
+    assert session_key not in decision["decidedBy"]  # a digest, never the key
+    assert decision["reason"] == "not <b>today</b>"
+    html = admin_client.get(reverse("admin:uistream_app_run_change", args=[continued.pk])).content.decode()
+    assert decision["decidedBy"] in html
+    assert decision["decidedAt"] in html
+    assert "not &lt;b&gt;today&lt;/b&gt;" in html  # escaped
+    assert "<b>today</b>" not in html
+
+
+def test_a_signed_in_users_decision_names_the_user(django_user_model: Any) -> None:
+    user = django_user_model.objects.create_user("ada", password="pw")
+    conversation = Conversation.objects.create(id="c-user", owner=user)
+    assert decided_by(conversation) == f"user {user.pk} (ada)"
+    anonymous = Conversation.objects.create(id="c-anon", session_key="k" * 32)
+    assert decided_by(anonymous).startswith("anonymous visitor ")
+    assert decided_by(anonymous) != decided_by(Conversation(id="c-other", session_key="j" * 32))
 
 
 def test_a_pending_approval_survives_a_reload(node: str, server: str) -> None:

@@ -14,6 +14,7 @@ however the run ends.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -344,6 +345,7 @@ class ChatRunMixin:
         decisions: list[dict[str, Any]] = []
         parts = [dict(p) for p in target.parts]
         now = timezone.now().isoformat()
+        by = decided_by(conversation)
         for part in parts:
             found = by_call.get(part["toolCallId"]) if _is_tool_part(part) else None
             if found is None:
@@ -370,6 +372,7 @@ class ChatRunMixin:
                         "approved": answer.approved,
                         "reason": reason,
                         "decidedAt": now,
+                        "decidedBy": by,
                         **answer.record,
                     }
                 )
@@ -378,7 +381,9 @@ class ChatRunMixin:
                     raise BadRequest(f"the error of {call_id} needs an errorText", code="invalid")
                 results[call_id] = ClientToolResult(answer.output, is_error=answer.is_error)
                 outcome = "output-error" if answer.is_error else "output-available"
-                decisions.append({"toolCallId": call_id, "clientResult": outcome, "decidedAt": now, **answer.record})
+                decisions.append(
+                    {"toolCallId": call_id, "clientResult": outcome, "decidedAt": now, "decidedBy": by, **answer.record}
+                )
             elif state in ("approval-requested", "input-available"):
                 raise BadRequest(f"the tool call {call_id} cannot be answered that way", code="not_pending", status=409)
             else:
@@ -544,6 +549,19 @@ async def _finish(recorder: RunRecorder, channel: RunChannel, status: str, **fie
         await recorder.finish(status, **fields)
     finally:
         await channel.close()
+
+
+def decided_by(conversation: Conversation) -> str:
+    """Who answered a pending tool call of ``conversation``: its owner (only
+    the owner gets that far), as the admin shows it. An anonymous visitor
+    is named by a digest of the session key, never the key itself (the
+    decisions are shown to staff and served by the API)."""
+    if conversation.owner_id is not None:
+        owner = conversation.owner
+        name = owner.get_username() if owner is not None else ""
+        return f"user {conversation.owner_id} ({name})" if name else f"user {conversation.owner_id}"
+    digest = hashlib.sha256((conversation.session_key or "").encode()).hexdigest()[:12]
+    return f"anonymous visitor {digest}"
 
 
 def _is_tool_part(part: Any) -> bool:
