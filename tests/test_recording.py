@@ -139,6 +139,31 @@ async def refreshed(obj: Any) -> Any:
     return obj
 
 
+def fail_inserts(*errors: Exception) -> Callable[[str], None]:
+    """A ``before`` hook that makes the next INSERTs raise ``errors``, the
+    last one first."""
+    pending = list(errors)
+
+    def before(sql: str) -> None:
+        if pending and sql.lstrip().upper().startswith("INSERT"):
+            raise pending.pop()
+
+    return before
+
+
+def stall_inserts(seconds: float, started: threading.Event | None = None) -> Callable[[str], None]:
+    """A ``before`` hook that holds every INSERT for ``seconds`` (in the
+    writer thread), setting ``started`` when one begins."""
+
+    def before(sql: str) -> None:
+        if sql.lstrip().upper().startswith("INSERT"):
+            if started is not None:
+                started.set()
+            time.sleep(seconds)
+
+    return before
+
+
 # -- batching --------------------------------------------------------------------------
 
 
@@ -282,11 +307,7 @@ async def test_one_runs_failure_is_not_the_others() -> None:
     second, second_message = await amake_turn(chat_id="chat-b", message_id="msg-b")
     failing = RunRecorder(first, first_message, clock=FakeClock())
     fine = RunRecorder(second, second_message, clock=FakeClock())
-    failures = [OperationalError("shared"), OperationalError("the first run's own")]
-
-    def before(sql: str) -> None:
-        if failures and sql.lstrip().upper().startswith("INSERT"):
-            raise failures.pop()
+    before = fail_inserts(OperationalError("shared"), OperationalError("the first run's own"))
 
     failing.add(MIXED[:3])
     fine.add(MIXED[:4])
@@ -570,19 +591,6 @@ async def test_nul_in_a_chunk_does_not_lose_the_log() -> None:
 # -- cancellation and failures ------------------------------------------------------------
 
 
-def stall_inserts(seconds: float, started: threading.Event | None = None) -> Callable[[str], None]:
-    """A ``before`` hook that holds every INSERT for ``seconds`` (in the
-    writer thread), setting ``started`` when one begins."""
-
-    def before(sql: str) -> None:
-        if sql.lstrip().upper().startswith("INSERT"):
-            if started is not None:
-                started.set()
-            time.sleep(seconds)
-
-    return before
-
-
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
 async def test_cancelled_run_task_stores_everything_from_finally() -> None:
@@ -651,11 +659,7 @@ async def test_finish_completes_when_its_caller_is_cancelled_again() -> None:
 async def test_a_failed_write_is_logged_and_retried_by_itself(caplog: pytest.LogCaptureFixture) -> None:
     run, message = await amake_turn()
     recorder = RunRecorder(run, message, flush_every_ms=50, clock=FakeClock())
-    failures = [OperationalError("database is gone for a moment")]
-
-    def before(sql: str) -> None:
-        if failures and sql.lstrip().upper().startswith("INSERT"):
-            raise failures.pop()
+    before = fail_inserts(OperationalError("database is gone for a moment"))
 
     async with worker_queries(before=before) as log:
         with caplog.at_level(logging.ERROR, logger="uistream_app.recording"):
@@ -676,11 +680,7 @@ async def test_a_failed_write_is_logged_and_retried_by_itself(caplog: pytest.Log
 async def test_an_explicit_flush_raises_and_a_failed_finish_can_be_retried() -> None:
     run, message = await amake_turn()
     recorder = RunRecorder(run, message, clock=FakeClock())
-    failures = [OperationalError("one"), OperationalError("two")]
-
-    def before(sql: str) -> None:
-        if failures and sql.lstrip().upper().startswith("INSERT"):
-            raise failures.pop()
+    before = fail_inserts(OperationalError("one"), OperationalError("two"))
 
     recorder.add(MIXED[:3])
     async with worker_queries(before=before):
