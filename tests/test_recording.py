@@ -8,11 +8,13 @@ Run on SQLite by default and on PostgreSQL with ``DATABASE_URL`` set.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import math
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -776,3 +778,20 @@ async def test_load_log() -> None:
     assert await load_log(Run(conversation_id="x")) == []
     message = await Message.objects.aget(pk="msg-assistant")
     assert message.role == "assistant"
+
+
+def test_a_closed_loops_writer_is_forgotten() -> None:
+    """The registry keeps no event loop alive (tests make one per test)."""
+    loop = asyncio.new_event_loop()
+    writer = loop.run_until_complete(_writer_of_running_loop())
+    loop.close()
+    ref = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert ref() is None
+    with pytest.raises(RuntimeError, match="gone"):
+        _ = writer.loop
+
+
+async def _writer_of_running_loop() -> LogWriter:
+    return LogWriter.for_running_loop()

@@ -292,7 +292,7 @@ class RunRecorder:
 
     def _writer_here(self) -> LogWriter:
         writer = self._writer
-        if writer is None or writer.loop is not asyncio.get_running_loop():
+        if writer is None or writer._loop() is not asyncio.get_running_loop():
             writer = self._writer = LogWriter.for_running_loop()
         return writer
 
@@ -365,7 +365,9 @@ class LogWriter:
     _by_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LogWriter]] = weakref.WeakKeyDictionary()
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        # Weakly: the registry is keyed weakly by the loop, and a strong
+        # reference from its value would keep a closed loop alive forever.
+        self._loop = weakref.ref(loop)
         self._waiting: dict[RunRecorder, None] = {}  # recorders with rows, in order
         self._finals: dict[RunRecorder, _Final] = {}
         self._round: asyncio.Future[dict[RunRecorder, BaseException]] | None = None  # the next round's outcome
@@ -376,6 +378,13 @@ class LogWriter:
         self._task: asyncio.Task[None] | None = None
         #: Rounds written so far (for tests and benchmarks).
         self.rounds = 0
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop()
+        if loop is None:
+            raise RuntimeError("this LogWriter's event loop is gone")
+        return loop
 
     @classmethod
     def for_running_loop(cls) -> LogWriter:
