@@ -64,3 +64,21 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"uistream_app": {"handlers": ["console"], "level": "WARNING"}},
 }
+
+if os.environ.get("UISTREAM_BENCH_GC_DEBUG"):  # diagnosis: log every collection of the oldest generation
+    import gc
+    import sys
+    import time as _time
+
+    _gc_started = [0.0]
+
+    def _gc_callback(phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            _gc_started[0] = _time.perf_counter()
+        else:
+            ms = (_time.perf_counter() - _gc_started[0]) * 1000
+            print(f"gc gen2: {ms:.1f} ms, {info.get('collected')} collected", file=sys.stderr, flush=True)
+
+    gc.callbacks.append(_gc_callback)

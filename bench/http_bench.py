@@ -220,7 +220,14 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        errors = [line for line in self.log.read_text(errors="replace").splitlines() if "Traceback" in line]
+        lines = self.log.read_text(errors="replace").splitlines()
+        pauses = [float(line.split()[2]) for line in lines if line.startswith("gc gen2:")]
+        if pauses:  # UISTREAM_BENCH_GC_DEBUG=1 (bench_settings.py)
+            print(
+                f"  {self.name}: {len(pauses)} full garbage collections, longest {max(pauses):.1f} ms,"
+                f" {sum(pauses):.0f} ms in all"
+            )
+        errors = [line for line in lines if "Traceback" in line]
         if errors:
             print(f"  ! the {self.name} server logged {len(errors)} tracebacks; see its log (kept in {self.dir})")
         else:
