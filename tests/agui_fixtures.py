@@ -120,7 +120,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 
 
 def renderer() -> AGUIRenderer:
-    return AGUIRenderer(THREAD_ID, RUN_ID, clock=lambda: TIMESTAMP)
+    """Each fixture is the first run of its thread, as ``AGUIView`` renders
+    it: with the thread's history, here empty (no messages before the run,
+    so the client's ``newMessages`` are all it holds). A run that ends in an
+    interrupt snapshots the thread before its ``RUN_FINISHED`` (renderer
+    rule 14)."""
+    return AGUIRenderer(THREAD_ID, RUN_ID, history=[], clock=lambda: TIMESTAMP)
 
 
 def render(chunks: list[Chunk]) -> bytes:

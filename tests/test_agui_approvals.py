@@ -11,16 +11,27 @@ are refused with a 4xx JSON body, nothing run and nothing written.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
+from uistream_app.agui_views import render_stored_run
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol.agui.messages import agui_user_message, fold_messages, ui_messages_to_agui
 from uistream_app.protocol.agui.verifier import verify_sse
+from uistream_app.protocol.ui.reader import UIMessageReader
 
 from .protocol.agui_oracles import assert_accepted
-from .test_agui_http import post_agui, run_client, run_input, server, user  # noqa: F401  (server: fixture)
+from .test_agui_http import (  # noqa: F401  (server: fixture)
+    post_agui,
+    run_client,
+    run_input,
+    server,
+    stored_log,
+    user,
+    without_timestamps,
+)
 from .test_chat_http import Browser, run_finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -138,6 +149,73 @@ def test_the_real_client_resumes_an_interrupted_run(node: str, server: str, answ
     assert decision["reason"] == (answer.get("reason") if isinstance(answer, dict) else None)
     assert (decision["via"], decision["status"]) == ("agui", "cancelled" if answer == "cancel" else "resolved")
     assert sends() == (1 if state == "output-available" else 0)
+
+
+def ids(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["id"] for m in messages]
+
+
+def test_the_interrupt_snapshots_the_thread_the_client_then_holds(node: str, server: str) -> None:
+    browser = Browser(server)
+    out = run_client(
+        node,
+        browser,
+        f"{server}/api/agui",
+        "hitl-snap",
+        [
+            {"text": EMAIL, "messageId": "u1", "runId": "run-a"},
+            {"answers": [{"approved": True}], "runId": "run-b"},
+        ],
+    )
+    first, second = out["runs"]
+    for run in (first, second):
+        assert (run["error"], run["failed"], run["runError"], run["warnings"]) == (None, None, None, [])
+        assert_accepted(run["events"])
+    # AG-UI's "state at the interrupt boundary": the thread, once, right before
+    # the RUN_FINISHED that carries the interrupt.
+    types = [e["type"] for e in first["events"]]
+    assert types[-2:] == ["MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert types.count("MESSAGES_SNAPSHOT") == 1
+    assert first["finished"]["outcome"] == "interrupt"
+    (interrupt,) = first["finished"]["interrupts"]
+    snapshot = first["events"][-2]["messages"]
+    # Made of the ids the run streamed, in its order: the user's message, then
+    # the messages this run opened (reasoning, text) and the call's parent.
+    openers = ("TEXT_MESSAGE_START", "REASONING_MESSAGE_START", "TOOL_CALL_START")
+    starts = [e for e in first["events"] if e["type"] in openers]
+    streamed = list(dict.fromkeys(e.get("messageId") or e["parentMessageId"] for e in starts))
+    assert len(streamed) >= 2
+    assert ids(snapshot) == ["u1", *streamed]
+    calls = [c for m in snapshot for c in m.get("toolCalls", ())]
+    assert [c["id"] for c in calls] == [e["toolCallId"] for e in starts if "toolCallId" in e]
+    assert [c["id"] for c in calls] == [interrupt["toolCallId"]]
+    # The client holds the snapshot, each message once, and that is the stored
+    # conversation as it stood at the interrupt (the first run's log builds the message).
+    assert first["messages"] == snapshot
+    assert len(set(ids(snapshot))) == len(snapshot)
+    wait_for(run_finished, "the runs to be stored")
+    runs = list(Run.objects.order_by("started_at"))
+    reader = UIMessageReader()
+    for chunk in stored_log(runs[0]):
+        reader.feed(chunk)
+    assert snapshot == as_agui([stored("hitl-snap")[0], reader.message])
+    # Approving still works end to end.
+    assert second["finished"]["outcome"] == "success"
+    assert second["pendingInterrupts"] == []
+    assert [e["toolCallId"] for e in second["events"] if e["type"] == "TOOL_CALL_RESULT"] == [interrupt["toolCallId"]]
+    messages = stored("hitl-snap")
+    assert [p["state"] for p in tool_parts(messages[1])] == ["output-available"]
+    assert out["messages"] == second["messages"] == as_agui(messages)
+    assert len(set(ids(out["messages"]))) == len(out["messages"])
+    assert sends() == 1
+    # A stored run renders as it streamed: the continuation's opening snapshot
+    # and the interrupt's closing one included.
+    assert [(r.trigger, r.status) for r in runs] == [("submit-message", "completed"), ("continue", "completed")]
+    for run, live in zip(runs, (first, second), strict=True):
+        again = without_timestamps(verify_sse(asyncio.run(render_stored_run(run, run_id=live["events"][0]["runId"]))))
+        sent = without_timestamps(live["events"])
+        del sent[0]["metadata"]  # the live RUN_STARTED names the stored run
+        assert again == sent
 
 
 def test_two_interrupts_answered_apart_and_the_message_ids_go_on(node: str, server: str) -> None:

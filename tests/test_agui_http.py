@@ -28,7 +28,7 @@ from django.core.wsgi import get_wsgi_application
 from django.test import AsyncClient, Client, override_settings
 from django.urls import reverse
 
-from uistream_app.agui_views import render_stored_run
+from uistream_app.agui_views import render_stored_run, stored_history
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol.agui.messages import agui_user_message, fold_messages, ui_messages_to_agui
 from uistream_app.protocol.agui.verifier import verify_sse
@@ -164,6 +164,37 @@ def test_a_stored_message_without_a_log_renders_from_its_parts() -> None:
     events = assert_accepted(verify_sse(asyncio.run(render_stored_run(run))))
     assert (events[0]["threadId"], events[0]["runId"]) == ("old-thread", str(run.pk))
     assert fold_messages(events) == [{"id": "old-answer-text-0", "role": "assistant", "content": "From before logs."}]
+
+
+def test_a_stored_interrupted_run_snapshots_the_thread_it_started_from() -> None:
+    conversation = Conversation.objects.create(pk="old-hitl")
+    asked = Message.objects.create(
+        pk="old-ask", conversation=conversation, role="user", position=0, parts=[{"type": "text", "text": "mail ada"}]
+    )
+    part = {
+        "type": "tool-send_email",
+        "toolCallId": "c1",
+        "state": "approval-requested",
+        "input": {"to": "ada@example.com"},
+        "approval": {"id": "apv_1"},
+    }
+    message = Message.objects.create(
+        pk="old-mail", conversation=conversation, role="assistant", position=1, parts=[{"type": "step-start"}, part]
+    )
+    first = Run.objects.create(conversation=conversation, message=message, status="completed", trigger="submit-message")
+    events = assert_accepted(verify_sse(asyncio.run(render_stored_run(first))))
+    assert [e["type"] for e in events].count("MESSAGES_SNAPSHOT") == 1
+    assert events[-2]["type"] == "MESSAGES_SNAPSHOT"
+    assert events[-1]["outcome"]["interrupts"][0]["id"] == "apv_1"
+    thread = ui_messages_to_agui([asked.as_ui_message(), message.as_ui_message()])
+    assert events[-2]["messages"] == thread == fold_messages(events[:-2], thread[:1])
+    # A continuation whose earlier run left no log: the thread it started
+    # from is not known, so neither end snapshots.
+    later = Run.objects.create(conversation=conversation, message=message, status="completed", trigger="continue")
+    assert asyncio.run(stored_history(later)) is None
+    events = assert_accepted(verify_sse(asyncio.run(render_stored_run(later))))
+    assert events[-1]["outcome"]["type"] == "interrupt"
+    assert "MESSAGES_SNAPSHOT" not in [e["type"] for e in events]
 
 
 def test_the_stored_conversation_is_the_truth(server: str) -> None:

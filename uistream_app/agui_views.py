@@ -22,7 +22,10 @@ project's model and tools, does not offer the client's tools to the model
 Human in the loop (the tool loop; AG-UI 1.0's interrupts): a run whose
 model called a tool that needs approval ends ``RUN_FINISHED`` with an
 ``interrupt`` outcome, one interrupt per pending call, its ``id`` the
-stored approval id (renderer rule 8). The answer is a new run on the same
+stored approval id (renderer rule 8), and right before it sends the thread
+as ``MESSAGES_SNAPSHOT`` (rule 14: the stored conversation the run started
+from, ``run_history``, with the run's messages folded in under the ids it
+streamed), as AG-UI asks at an interrupt. The answer is a new run on the same
 thread whose ``resume`` answers every open interrupt (``{interruptId,
 status: "resolved", payload: {approved: true|false, reason?}}``, or
 ``status: "cancelled"``, a denial; ``protocol.agui.resume``). A run that
@@ -84,7 +87,7 @@ from .live import get_broker
 from .models import Conversation, Message, Run
 from .protocol.agui.handles import Agent
 from .protocol.agui.input import AGUIInput, AGUIInputError, parse_run_agent_input
-from .protocol.agui.messages import MessageConversionError, ui_messages_to_agui, ui_user_message
+from .protocol.agui.messages import MessageConversionError, fold_messages, ui_messages_to_agui, ui_user_message
 from .protocol.agui.renderer import AGUIRenderer
 from .protocol.agui.resume import ApprovalAnswer, ToolResultMessage, read_approval_answers, read_tool_results
 from .protocol.agui.source import agent_source
@@ -97,7 +100,15 @@ from .runs.messages import ModelMessage, ModelOptions, ToolSpec
 from .runs.model import ModelEvent
 from .views import OwnerMixin, PortalMixin, check_csrf, error_response, render_subscription
 
-__all__ = ["AGUI_SSE_HEADERS", "AGUIContinuation", "AGUIView", "AgentModel", "agui_response", "render_stored_run"]
+__all__ = [
+    "AGUI_SSE_HEADERS",
+    "AGUIContinuation",
+    "AGUIView",
+    "AgentModel",
+    "agui_response",
+    "render_stored_run",
+    "stored_history",
+]
 
 #: The SSE response headers (no ``X-Vercel-AI-UI-Message-Stream``: this is
 #: not that protocol).
@@ -190,8 +201,12 @@ class AGUIView(PortalMixin, OwnerMixin, ChatRunMixin, View):
 
     agui_input: AGUIInput
     assistant_message_id: str | None = None
-    #: The stored conversation a continuation starts from (UI messages),
-    #: sent as its ``MESSAGES_SNAPSHOT``; None for a new message.
+    #: The stored conversation the run starts from (UI messages, the new
+    #: user message or the continued message included): the renderer's
+    #: history, snapshotted at an interrupt (renderer rule 14).
+    run_history: list[dict[str, Any]] | None = None
+    #: The same for a continuation, which also sends it as its first
+    #: ``MESSAGES_SNAPSHOT`` (rule 13); None for a new message.
     continued_history: list[dict[str, Any]] | None = None
 
     # -- hooks ---------------------------------------------------------------------
@@ -223,19 +238,23 @@ class AGUIView(PortalMixin, OwnerMixin, ChatRunMixin, View):
         # run builds (handles rule 8), known once it exists.
         prepared = super().prepare_run(*args, **kwargs)
         self.assistant_message_id = prepared[1].pk
+        self.run_history = prepared[2]
         return prepared
 
     def get_renderer(self, agui: AGUIInput, run_pk: str) -> AGUIRenderer:
         """The renderer of this response. ``RUN_STARTED`` names the stored run
-        (``metadata.uistream.runId``) so a client can find it in the API; a
-        continuation's renderer gets the stored conversation (rule 13)."""
-        history = self.continued_history
+        (``metadata.uistream.runId``) so a client can find it in the API; the
+        renderer gets the stored conversation the run starts from, which a
+        continuation sends first (rule 13) and a run that ends in an
+        interrupt sends last (rule 14)."""
+        history = self.run_history
         return AGUIRenderer(
             agui.thread_id,
             agui.run_id,
             parent_run_id=agui.parent_run_id,
             metadata={"uistream": {"runId": run_pk}},
             history=ui_messages_to_agui(history) if history is not None else None,
+            continues=self.continued_history is not None,
         )
 
     # -- continuations (see the module docstring) ----------------------------------------
@@ -451,13 +470,58 @@ async def render_stored_run(run: Run, *, thread_id: str | None = None, run_id: s
     canonical log rendered (or, for a message with no log, its parts
     replayed), so any conversation can be served in either dialect.
     ``thread_id`` defaults to the conversation's id, ``run_id`` to the
-    run's."""
+    run's. The renderer gets the thread as it stood when the run started
+    (``stored_history``), so a continuation starts with its
+    ``MESSAGES_SNAPSHOT`` and a run that ended in an interrupt ends with
+    one, as they did live (renderer rules 13 and 14); when that thread is
+    not known, neither snapshot is sent."""
     chunks = await load_log(run)
     if not chunks and run.message_id is not None:
         message = await Message.objects.aget(pk=run.message_id)
         chunks = replay_message(message.as_ui_message())
-    renderer = AGUIRenderer(thread_id or run.conversation_id, run_id or str(run.pk))
+    history = await stored_history(run)
+    renderer = AGUIRenderer(
+        thread_id or run.conversation_id,
+        run_id or str(run.pk),
+        history=history,
+        continues=history is not None and run.trigger == "continue",
+    )
     return renderer.render_many(chunks) + renderer.done()
+
+
+async def stored_history(run: Run) -> list[dict[str, Any]] | None:
+    """The thread as a client held it when ``run`` started, as AG-UI
+    messages; None when it is not known.
+
+    The messages before the run's message are stored as they were: a
+    conversation only changes at its end, and an edit or a regeneration
+    deletes the run's message too. The run's own message, when the run
+    continues it, is not: its row holds its latest state. It is rebuilt as
+    the client built it, by rendering the message's earlier runs' logs in
+    order and folding their events (``fold_messages``) onto the messages
+    before it. Not known: a run whose message is gone, and a continuation
+    of which an earlier run has no log (a message stored before logs)."""
+    if run.message_id is None:
+        return None
+    message = await Message.objects.filter(pk=run.message_id).afirst()
+    if message is None:
+        return None
+    before = Message.objects.filter(conversation_id=message.conversation_id, position__lt=message.position)
+    history = ui_messages_to_agui([m.as_ui_message() async for m in before.order_by("position")])
+    if run.trigger != "continue":
+        return history
+    earlier = Run.objects.filter(message_id=message.pk, started_at__lt=run.started_at).order_by("started_at", "pk")
+    runs = [r async for r in earlier]
+    if not runs:
+        return None
+    for previous in runs:
+        chunks = await load_log(previous)
+        if not chunks:
+            return None
+        renderer = AGUIRenderer("", "", history=history, continues=previous.trigger == "continue", clock=lambda: 0)
+        events = [e for chunk in chunks for e in renderer.events(chunk)] + renderer.close_events()
+        history = fold_messages(events, history)
+    return history
 
 
 def agui_response(body: AsyncIterator[bytes]) -> StreamingHttpResponse:

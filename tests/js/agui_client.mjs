@@ -18,8 +18,9 @@
 //     ({toolName: output}) answers the client-side calls the previous run
 //     left pending (lib/agui.mjs liveRun). The agent keeps its messages
 //     across runs, as a browser's would. Prints {runs: [{newMessages, events,
-//     finished, runError, error, warnings, pendingInterrupts}], messages: the
-//     agent's messages after the last run, state}.
+//     finished, runError, error, warnings, pendingInterrupts, messages: the
+//     agent's messages after that run}], messages: the agent's messages
+//     after the last run, state}.
 
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';

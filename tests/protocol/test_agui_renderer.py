@@ -343,7 +343,7 @@ def test_13_a_continuation_snapshots_the_thread_and_answers_the_earlier_call() -
         *text("text-1", "Done."),
         *END,
     ]
-    events = run(chunks, history=HISTORY)
+    events = run(chunks, history=HISTORY, continues=True)
     assert events[:3] == [
         RUN_STARTED,
         {"type": "MESSAGES_SNAPSHOT", "messages": HISTORY},
@@ -372,6 +372,125 @@ def test_13_without_history_an_earlier_call_gets_no_result() -> None:
     types = [e["type"] for e in run(chunks)]
     assert "TOOL_CALL_RESULT" not in types
     assert "MESSAGES_SNAPSHOT" not in types
+
+
+def test_13_without_continues_the_history_is_not_sent_and_its_calls_stay_unknown() -> None:
+    chunks = [
+        {"type": "start", "messageId": "m1"},
+        {"type": "tool-output-available", "toolCallId": "c1", "output": "x"},
+        *END,
+    ]
+    types = [e["type"] for e in run(chunks, history=HISTORY)]
+    assert "TOOL_CALL_RESULT" not in types
+    assert "MESSAGES_SNAPSHOT" not in types
+
+
+# -- rule 14: the thread at an interrupt ------------------------------------------------------
+
+USER: list[dict[str, Any]] = [{"id": "u1", "role": "user", "content": "mail ada"}]
+ASKS: Chunks = [
+    *START,
+    *text("text-0", "Sending", "."),
+    *call("c1", "send_email", input={"to": "ada"}),
+    {"type": "tool-approval-request", "approvalId": "ap1", "toolCallId": "c1"},
+    *END,
+]
+
+
+def test_14_an_interrupt_snapshots_the_thread_right_before_its_end() -> None:
+    history = copy.deepcopy(USER)
+    events = run(ASKS, history=history)
+    assert [e["type"] for e in events[-3:]] == ["STEP_FINISHED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert events[-1]["outcome"]["type"] == "interrupt"
+    assert [e["type"] for e in events[:-2]].count("MESSAGES_SNAPSHOT") == 0
+    assert events[-2]["messages"] == [
+        *USER,
+        {
+            "id": "m1-text-0",
+            "role": "assistant",
+            "content": "Sending.",
+            "toolCalls": [
+                {"id": "c1", "type": "function", "function": {"name": "send_email", "arguments": '{"to":"ada"}'}}
+            ],
+        },
+    ]
+    # What the client built from the stream: the snapshot replaces each message by itself.
+    assert fold_messages(events[:-2], USER) == events[-2]["messages"]
+    assert history == USER
+    assert_accepted(events)
+
+
+def test_14_render_many_snapshots_the_same_as_render() -> None:
+    one = AGUIRenderer("t1", "r1", history=USER, clock=lambda: 0)
+    many = AGUIRenderer("t1", "r1", history=USER, clock=lambda: 0)
+    body = many.render_many(ASKS)
+    assert body == b"".join(one.render(c) for c in ASKS)
+    assert b'"type":"MESSAGES_SNAPSHOT"' in body
+
+
+def test_14_no_snapshot_for_a_run_that_does_not_interrupt_or_has_no_history() -> None:
+    answered = [*ASKS[:-2], {"type": "tool-output-denied", "toolCallId": "c1"}, *END]
+    assert "outcome" not in run(answered, history=USER)[-1]
+    assert run(answered, history=USER) == run(answered)  # a success run is as it was
+    without = run(ASKS)
+    assert without[-1]["outcome"]["type"] == "interrupt"
+    assert "MESSAGES_SNAPSHOT" not in [e["type"] for e in without]
+
+
+def test_14_a_continuation_that_interrupts_again_snapshots_the_results_and_the_new_call() -> None:
+    chunks = [
+        {"type": "start", "messageId": "m1"},
+        {"type": "tool-output-available", "toolCallId": "c1", "output": {"sent": True}},
+        {"type": "start-step"},
+        {"type": "reasoning-start", "id": "reasoning-0"},
+        {"type": "reasoning-delta", "id": "reasoning-0", "delta": "One more."},
+        {"type": "reasoning-end", "id": "reasoning-0"},
+        *call("c2", "send_email", input={"to": "bob"}),
+        {"type": "tool-approval-request", "approvalId": "ap2", "toolCallId": "c2"},
+        *END,
+    ]
+    events = run(chunks, history=HISTORY, continues=True)
+    snapshots = [i for i, e in enumerate(events) if e["type"] == "MESSAGES_SNAPSHOT"]
+    assert snapshots == [1, len(events) - 2]
+    assert events[-2]["messages"] == [
+        *HISTORY,
+        {"id": "c1-result", "toolCallId": "c1", "role": "tool", "content": '{"sent":true}'},
+        {"id": "m1-reasoning-0", "role": "reasoning", "content": "One more."},
+        {
+            "id": "m1-tools-1",
+            "role": "assistant",
+            "toolCalls": [
+                {"id": "c2", "type": "function", "function": {"name": "send_email", "arguments": '{"to":"bob"}'}}
+            ],
+        },
+    ]
+    assert [i["toolCallId"] for i in events[-1]["outcome"]["interrupts"]] == ["c2"]
+    assert fold_messages(events[:-2], HISTORY) == events[-2]["messages"]
+    assert_accepted(events)
+
+
+def test_14_a_subagents_messages_keep_their_owner_in_the_snapshot() -> None:
+    chunks = [
+        *START,
+        {"type": "data-agui-event", "data": {"type": "SUBAGENT_STARTED", "subagentRunId": "s1", "name": "mailer"}},
+        *text("text-0", "Mailing."),
+        *call("c1", "send_email", input={}),
+        {"type": "tool-approval-request", "approvalId": "ap1", "toolCallId": "c1"},
+        {"type": "data-agui-event", "data": {"type": "SUBAGENT_FINISHED", "subagentRunId": "s1"}},
+        *END,
+    ]
+    events = run(chunks, history=USER)
+    assert events[-1]["outcome"]["interrupts"][0]["subagentRunId"] == "s1"
+    assert events[-2]["messages"][1:] == [
+        {
+            "id": "m1-text-0",
+            "role": "assistant",
+            "content": "Mailing.",
+            "subagentRunId": "s1",
+            "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "send_email", "arguments": "{}"}}],
+        }
+    ]
+    assert_accepted(events)
 
 
 # -- rule 9: ends -----------------------------------------------------------------------------
@@ -549,7 +668,14 @@ def test_the_clock_is_read_once_per_chunk() -> None:
 # -- property: any source, every judge --------------------------------------------------------------
 
 
-def render_source(events: list[ev.Event], ending: str, stop_at: int | None) -> bytes:
+#: A tail that makes the run end in an interrupt when nothing cuts it short
+#: (random events alone almost never do).
+INTERRUPTING: list[ev.Event] = [ev.ToolCall("c9", "lookup", '{"q": 1}'), ev.ToolApprovalRequest("ap9", "c9")]
+
+
+def render_source(events: list[ev.Event], ending: str, stop_at: int | None, interrupt: bool = False) -> bytes:
+    if interrupt:
+        events, ending = [*events, *INTERRUPTING], "done"
     encoder = UIMessageEncoder("m1")
     chunks = []
     for i, chunk in enumerate(encode_events(source(events, ending), encoder)):
@@ -558,33 +684,42 @@ def render_source(events: list[ev.Event], ending: str, stop_at: int | None) -> b
         chunks.append(chunk)
     if stop_at is not None:
         chunks += encoder.abort("stopped")
-    renderer = AGUIRenderer("t1", "r1", clock=lambda: 0)
+    # The first run of a thread, as the view renders it: an interrupt snapshots.
+    renderer = AGUIRenderer("t1", "r1", history=[], clock=lambda: 0)
     return renderer.render_many(chunks) + renderer.done()
 
 
 # No deadline: four judges per example, some of them slow on a busy machine.
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(EVENT, max_size=30), ENDING, st.one_of(st.none(), st.integers(0, 20)))
+@given(st.lists(EVENT, max_size=30), ENDING, st.one_of(st.none(), st.integers(0, 20)), st.booleans())
 def test_any_source_renders_to_a_stream_every_judge_accepts(
-    events: list[ev.Event], ending: str, stop_at: int | None
+    events: list[ev.Event], ending: str, stop_at: int | None, interrupt: bool
 ) -> None:
-    body = render_source(events, ending, stop_at)
+    body = render_source(events, ending, stop_at, interrupt)
     agui_events = assert_accepted(verify_sse(body))
     assert b"secret" not in body
     assert agui_events[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")
-    fold_messages(agui_events)
+    folded = fold_messages(agui_events)
+    snapshots = [i for i, e in enumerate(agui_events) if e["type"] == "MESSAGES_SNAPSHOT"]
+    if agui_events[-1].get("outcome", {}).get("type") == "interrupt":
+        # Rule 14: one snapshot, last before the end, of what the client already holds.
+        assert snapshots == [len(agui_events) - 2]
+        assert agui_events[-2]["messages"] == fold_messages(agui_events[:-2]) == folded
+    else:
+        assert snapshots == []
 
 
 def test_generated_streams_read_the_same_in_the_real_client(node: str, tmp_path: Path) -> None:
     bodies: list[bytes] = []
 
     @settings(max_examples=200, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(st.lists(EVENT, max_size=30), ENDING, st.one_of(st.none(), st.integers(0, 20)))
-    def collect(events: list[ev.Event], ending: str, stop_at: int | None) -> None:
-        bodies.append(render_source(events, ending, stop_at))
+    @given(st.lists(EVENT, max_size=30), ENDING, st.one_of(st.none(), st.integers(0, 20)), st.booleans())
+    def collect(events: list[ev.Event], ending: str, stop_at: int | None, interrupt: bool) -> None:
+        bodies.append(render_source(events, ending, stop_at, interrupt))
 
     collect()
     assert len(bodies) >= 150
+    assert sum(b'"type":"interrupt"' in body for body in bodies) >= 30  # rule 14's snapshots are read too
     for i, body in enumerate(bodies):
         (tmp_path / f"{i:04d}.sse").write_bytes(body)
     result = subprocess.run(

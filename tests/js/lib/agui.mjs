@@ -176,7 +176,14 @@ export async function liveRun(agent, { text, messageId, runId, parameters = {}, 
       return { newMessages: [], error: error.message };
     }
   });
-  return { ...seen, ...value, warnings, pendingInterrupts: JSON.parse(JSON.stringify(agent.pendingInterrupts)) };
+  return {
+    ...seen,
+    ...value,
+    warnings,
+    pendingInterrupts: JSON.parse(JSON.stringify(agent.pendingInterrupts)),
+    // What the agent holds once this run is over (the next run sends it).
+    messages: JSON.parse(JSON.stringify(agent.messages)),
+  };
 }
 
 export { of };

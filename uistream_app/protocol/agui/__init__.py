@@ -7,7 +7,8 @@
 * ``source``: such an agent as a source of events for the canonical log;
 * ``verifier``: ``AGUIVerifier``, the rules both real clients enforce;
 * ``input``: ``RunAgentInput`` parsed strictly;
-* ``messages``: AG-UI messages ⇄ stored ``UIMessage``\\ s, and the client's
-  reducer;
+* ``messages``: AG-UI messages ⇄ stored ``UIMessage``\\ s;
+* ``reducer``: ``fold_messages``, the messages a client builds from a
+  stream;
 * ``patch``: JSON Patch for ``STATE_DELTA``.
 """

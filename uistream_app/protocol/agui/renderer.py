@@ -100,16 +100,37 @@ run id; ``owner`` is the innermost open subagent, see rule 12):
     this renderer makes is tagged with its ``subagentRunId`` (and carried
     ones that arrive untagged); a closing event keeps the tag of its
     opener.
-13. A run that continues an interrupted message (``history``: the thread's
-    messages in AG-UI form as they stand when the run starts, the
-    continued message included) sends them as ``MESSAGES_SNAPSHOT`` right
-    after ``RUN_STARTED``: the stored conversation is the truth, and the
-    snapshot is what lets a result name a call of an earlier run
-    (AGUI207). Their tool calls are known: an outcome for one goes out as
-    ``TOOL_CALL_RESULT`` against the original ``toolCallId`` without the
-    call being sent again (AG-UI's tool-bound interrupts). Their message
-    ids are taken: a synthetic ``<base>-tools-N`` takes the next free N,
-    any other new id the ``-2`` suffix of rule 3.
+13. ``history`` is the thread as the client should hold it when the run
+    starts: the stored conversation's messages in AG-UI form, this run's
+    user message or the message it continues included. Their ids are
+    taken: a synthetic ``<base>-tools-N`` takes the next free N, any other
+    new id the ``-2`` suffix of rule 3. A run that continues an
+    interrupted message (``continues``) sends them as ``MESSAGES_SNAPSHOT``
+    right after ``RUN_STARTED``: the stored conversation is the truth, and
+    the snapshot is what lets a result name a call of an earlier run
+    (AGUI207). Then their tool calls are known: an outcome for one goes
+    out as ``TOOL_CALL_RESULT`` against the original ``toolCallId`` without
+    the call being sent again (AG-UI's tool-bound interrupts). A run that
+    does not continue sends no snapshot at its start, so its earlier
+    calls stay unknown (rule 5: no result for them).
+14. A run that ends in an interrupt (rule 8) sends, right before that
+    ``RUN_FINISHED`` and after everything is closed, ``MESSAGES_SNAPSHOT``
+    of the whole thread: ``history`` with this run's events folded in by
+    ``fold_messages`` (``protocol.agui.reducer``, the twin of the client's
+    reducer). That is exactly what the client holds, with the ids this
+    stream used (message ids, tool call ids, result ids) and in its order,
+    so the snapshot replaces each message by itself and adds none. AG-UI's
+    "state at the interrupt boundary": the messages a resume needs go out
+    before the ``RUN_FINISHED`` that carries the interrupt. The tool loop
+    keeps no AG-UI state, so there is no ``STATE_SNAPSHOT`` to send; a
+    carried ``MESSAGES_SNAPSHOT`` folds in (reducer rule 6), carried
+    activity does not (the client keeps its activity messages when a
+    snapshot has none). Without ``history`` (a stored run rendered with
+    no thread, as the admin's transcript does) no snapshot is sent:
+    snapshots are authoritative, and one of this run's messages alone
+    would make the client drop the thread's earlier ones. Only a run
+    with ``history`` keeps its message events for the fold, each message's
+    deltas as one list.
 
 A chunk that would break the AG-UI stream (a delta for a part never
 started, a second start of an open part) is dropped: the UI reader would
@@ -128,6 +149,7 @@ import orjson
 from ..ui.chunks import Chunk
 from ..ui.render import DENIED_ERROR_TEXT, _dumps_lenient
 from .events import ATTRIBUTABLE, AGUIEventFormatError, Event, validate_event
+from .reducer import fold_messages
 
 __all__ = [
     "APPROVAL_REASON",
@@ -178,6 +200,23 @@ _CARRIED: Final = frozenset(
     )
 )
 _SCOPES: Final = frozenset(("STEP_STARTED", "STEP_FINISHED", "SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR"))
+#: The events the client's reducer builds messages from: what a run with
+#: ``history`` keeps for the snapshot at an interrupt (rule 14).
+#: (Content is kept apart, see ``_Kept``.)
+_FOLDED: Final = frozenset(
+    (
+        "TEXT_MESSAGE_START",
+        "REASONING_MESSAGE_START",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_RESULT",
+        "MESSAGES_SNAPSHOT",
+    )
+)
+_CONTENT_OF: Final = {
+    "TEXT_MESSAGE_START": "TEXT_MESSAGE_CONTENT",
+    "REASONING_MESSAGE_START": "REASONING_MESSAGE_CONTENT",
+}
 
 
 def now_ms() -> int:
@@ -226,6 +265,39 @@ class _Call:
     emitted: bool = False
 
 
+class _Kept:
+    """A run's message events, kept for the snapshot at an interrupt (rule
+    14). Content is not kept as events: each text or reasoning message's
+    deltas go to one list (``deltas``, held by the open part so the hot
+    path only appends), read back as one content event after its start.
+    The fold reads the same text; a run's thousands of deltas do not stay
+    alive as thousands of dicts."""
+
+    __slots__ = ("_deltas", "_events")
+
+    def __init__(self) -> None:
+        self._events: list[Event] = []
+        self._deltas: dict[str, list[str]] = {}
+
+    def deltas(self, message_id: str) -> list[str]:
+        """Where the deltas of ``message_id`` go (one list per message: ids
+        are unique per run, rule 3)."""
+        return self._deltas.setdefault(message_id, [])
+
+    def add(self, events: list[Event]) -> None:
+        self._events += [e for e in events if e["type"] in _FOLDED]
+
+    def events(self) -> list[Event]:
+        out: list[Event] = []
+        for event in self._events:
+            out.append(event)
+            content = _CONTENT_OF.get(event["type"])
+            deltas = self._deltas.get(event["messageId"]) if content is not None else None
+            if content is not None and deltas:
+                out.append({"type": content, "messageId": event["messageId"], "delta": "".join(deltas)})
+        return out
+
+
 @dataclass(slots=True)
 class _Scope:
     kind: str  # "ui-step" | "step" | "subagent"
@@ -241,8 +313,9 @@ class AGUIRenderer:
     whose log did not (usually ``b""``). ``events(chunk)`` and
     ``close_events()`` give the same events as dicts. ``clock`` returns
     integer milliseconds (default: the wall clock); fixtures pass a fixed
-    one. ``metadata`` goes on ``RUN_STARTED``; ``history`` makes the stream
-    a continuation's (rule 13). Make one per stream.
+    one. ``metadata`` goes on ``RUN_STARTED``; ``history`` is the thread
+    the run starts from (rules 13 and 14), ``continues`` makes the stream a
+    continuation's (rule 13). Make one per stream.
     """
 
     def __init__(
@@ -253,6 +326,7 @@ class AGUIRenderer:
         parent_run_id: str | None = None,
         metadata: dict[str, Any] | None = None,
         history: Iterable[Mapping[str, Any]] | None = None,
+        continues: bool = False,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.thread_id = thread_id
@@ -265,8 +339,9 @@ class AGUIRenderer:
         self._now = 0
         self._base = run_id
         self._used_ids: set[str] = set()
-        self._texts: dict[str, tuple[str, str | None]] = {}
-        self._reasoning: dict[str, tuple[str, str | None]] = {}
+        # part id -> (message id, owner, where its deltas are kept or None)
+        self._texts: dict[str, tuple[str, str | None, list[str] | None]] = {}
+        self._reasoning: dict[str, tuple[str, str | None, list[str] | None]] = {}
         self._calls: dict[str, _Call] = {}
         self._interrupts: dict[str, dict[str, Any]] = {}
         self._scopes: list[_Scope] = []
@@ -301,8 +376,13 @@ class AGUIRenderer:
             CARRIER_TYPE: self._carried,
         }
         self.history = [dict(m) for m in history] if history is not None else None
+        self.continues = continues
+        # What the snapshot at an interrupt folds onto the history (rule 14).
+        self._kept: _Kept | None = _Kept() if self.history is not None else None
         for message in self.history or ():
             self._used_ids.add(message["id"])
+            if not continues:
+                continue
             for known in message.get("toolCalls") or ():
                 self._calls[known["id"]] = _Call(
                     known["function"]["name"], message["id"], message.get("subagentRunId"), emitted=True
@@ -325,6 +405,8 @@ class AGUIRenderer:
                 self._custom(chunk_type, chunk, out)
         else:
             handler(chunk, out)
+        if self._kept is not None:
+            self._kept.add(out)
         return out
 
     def render(self, chunk: Chunk) -> bytes:
@@ -358,6 +440,8 @@ class AGUIRenderer:
                             append(b"data: " + dumps(event) + b"\n\n")
                         except TypeError:
                             append(encode_event(event))
+                        if entry[2] is not None:
+                            entry[2].append(delta)
                     continue
             for event in self.events(chunk):
                 append(encode_event(event))
@@ -405,7 +489,7 @@ class AGUIRenderer:
         if self.parent_run_id is not None:
             event["parentRunId"] = self.parent_run_id
         out.append(event)
-        if self.history is not None:
+        if self.history is not None and self.continues:
             out.append({"type": "MESSAGES_SNAPSHOT", "timestamp": self._now, "messages": self.history})
 
     def _new_id(self, wanted: str) -> str:
@@ -426,10 +510,10 @@ class AGUIRenderer:
         )
 
     def _close_parts(self, out: list[Event]) -> None:
-        for agui_id, owner in self._texts.values():
+        for agui_id, owner, _ in self._texts.values():
             out.append(self._event("TEXT_MESSAGE_END", owner, {"messageId": agui_id}))
         self._texts.clear()
-        for agui_id, owner in self._reasoning.values():
+        for agui_id, owner, _ in self._reasoning.values():
             out.append(self._event("REASONING_MESSAGE_END", owner, {"messageId": agui_id}))
             out.append(self._event("REASONING_END", owner, {"messageId": agui_id}))
         self._reasoning.clear()
@@ -494,6 +578,10 @@ class AGUIRenderer:
         if metadata is not None:
             self._metadata_event(metadata, out)
         self._close_all(out, finished=True, reason="")
+        if self._interrupts and self._kept is not None:
+            # Rule 14 (only with history); this chunk's events are not kept yet.
+            messages = fold_messages([*self._kept.events(), *out], self.history)
+            out.append({"type": "MESSAGES_SNAPSHOT", "timestamp": self._now, "messages": messages})
         event: Event = {"type": "RUN_FINISHED", "timestamp": self._now}
         reason = chunk.get("finishReason")
         if isinstance(reason, str):
@@ -534,7 +622,7 @@ class AGUIRenderer:
             return
         owner = self._owner()
         agui_id = self._new_id(f"{self._base}-{part}")
-        self._texts[part] = (agui_id, owner)
+        self._texts[part] = (agui_id, owner, self._kept.deltas(agui_id) if self._kept is not None else None)
         self._parent = (agui_id, owner)
         out.append(self._event("TEXT_MESSAGE_START", owner, {"messageId": agui_id, "role": "assistant"}))
 
@@ -543,6 +631,8 @@ class AGUIRenderer:
         delta = chunk.get("delta")
         if entry is not None and isinstance(delta, str) and delta:
             out.append(self._event("TEXT_MESSAGE_CONTENT", entry[1], {"messageId": entry[0], "delta": delta}))
+            if entry[2] is not None:
+                entry[2].append(delta)
 
     def _text_end(self, chunk: Chunk, out: list[Event]) -> None:
         entry = self._texts.pop(chunk.get("id", ""), None)
@@ -555,7 +645,7 @@ class AGUIRenderer:
             return
         owner = self._owner()
         agui_id = self._new_id(f"{self._base}-{part}")
-        self._reasoning[part] = (agui_id, owner)
+        self._reasoning[part] = (agui_id, owner, self._kept.deltas(agui_id) if self._kept is not None else None)
         out.append(self._event("REASONING_START", owner, {"messageId": agui_id}))
         out.append(self._event("REASONING_MESSAGE_START", owner, {"messageId": agui_id, "role": "reasoning"}))
 
@@ -564,6 +654,8 @@ class AGUIRenderer:
         delta = chunk.get("delta")
         if entry is not None and isinstance(delta, str) and delta:
             out.append(self._event("REASONING_MESSAGE_CONTENT", entry[1], {"messageId": entry[0], "delta": delta}))
+            if entry[2] is not None:
+                entry[2].append(delta)
 
     def _reasoning_end(self, chunk: Chunk, out: list[Event]) -> None:
         entry = self._reasoning.pop(chunk.get("id", ""), None)
