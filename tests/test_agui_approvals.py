@@ -15,6 +15,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from uistream_app.agui_views import render_stored_run
 from uistream_app.models import Conversation, Message, Run
@@ -23,6 +24,7 @@ from uistream_app.protocol.agui.verifier import verify_sse
 from uistream_app.protocol.ui.reader import UIMessageReader
 
 from .protocol.agui_oracles import assert_accepted
+from .test_admin import download_url
 from .test_agui_http import (  # noqa: F401  (server: fixture)
     post_agui,
     run_client,
@@ -155,7 +157,7 @@ def ids(messages: list[dict[str, Any]]) -> list[str]:
     return [m["id"] for m in messages]
 
 
-def test_the_interrupt_snapshots_the_thread_the_client_then_holds(node: str, server: str) -> None:
+def test_the_interrupt_snapshots_the_thread_the_client_then_holds(node: str, server: str, admin_client: Client) -> None:
     browser = Browser(server)
     out = run_client(
         node,
@@ -216,6 +218,14 @@ def test_the_interrupt_snapshots_the_thread_the_client_then_holds(node: str, ser
         sent = without_timestamps(live["events"])
         del sent[0]["metadata"]  # the live RUN_STARTED names the stored run
         assert again == sent
+        # The admin's AG-UI transcript is that stream too, snapshots included.
+        download = admin_client.get(download_url(run, "agui"))
+        assert download.status_code == 200
+        shown = without_timestamps(verify_sse(b"".join(download.streaming_content)))
+        assert shown == without_timestamps(verify_sse(asyncio.run(render_stored_run(run))))
+    shown_first = verify_sse(b"".join(admin_client.get(download_url(runs[0], "agui")).streaming_content))
+    assert shown_first[-2]["type"] == "MESSAGES_SNAPSHOT"
+    assert shown_first[-2]["messages"] == snapshot
 
 
 def test_two_interrupts_answered_apart_and_the_message_ids_go_on(node: str, server: str) -> None:

@@ -94,7 +94,7 @@ from .protocol.agui.source import agent_source
 from .protocol.events import Event
 from .protocol.ui.render import UIStreamRenderer
 from .protocol.ui.replay import replay_message
-from .recording import load_log
+from .recording import load_log, read_log
 from .runs import ChatModel
 from .runs.messages import ModelMessage, ModelOptions, ToolSpec
 from .runs.model import ModelEvent
@@ -108,6 +108,7 @@ __all__ = [
     "agui_response",
     "render_stored_run",
     "stored_history",
+    "stored_history_sync",
 ]
 
 #: The SSE response headers (no ``X-Vercel-AI-UI-Message-Stream``: this is
@@ -489,7 +490,7 @@ async def render_stored_run(run: Run, *, thread_id: str | None = None, run_id: s
     return renderer.render_many(chunks) + renderer.done()
 
 
-async def stored_history(run: Run) -> list[dict[str, Any]] | None:
+def stored_history_sync(run: Run) -> list[dict[str, Any]] | None:
     """The thread as a client held it when ``run`` started, as AG-UI
     messages; None when it is not known.
 
@@ -503,25 +504,30 @@ async def stored_history(run: Run) -> list[dict[str, Any]] | None:
     of which an earlier run has no log (a message stored before logs)."""
     if run.message_id is None:
         return None
-    message = await Message.objects.filter(pk=run.message_id).afirst()
+    message = Message.objects.filter(pk=run.message_id).first()
     if message is None:
         return None
     before = Message.objects.filter(conversation_id=message.conversation_id, position__lt=message.position)
-    history = ui_messages_to_agui([m.as_ui_message() async for m in before.order_by("position")])
+    history = ui_messages_to_agui([m.as_ui_message() for m in before.order_by("position")])
     if run.trigger != "continue":
         return history
     earlier = Run.objects.filter(message_id=message.pk, started_at__lt=run.started_at).order_by("started_at", "pk")
-    runs = [r async for r in earlier]
+    runs = list(earlier)
     if not runs:
         return None
     for previous in runs:
-        chunks = await load_log(previous)
+        chunks = [entry.chunk for entry in read_log(previous)]
         if not chunks:
             return None
         renderer = AGUIRenderer("", "", history=history, continues=previous.trigger == "continue", clock=lambda: 0)
         events = [e for chunk in chunks for e in renderer.events(chunk)] + renderer.close_events()
         history = fold_messages(events, history)
     return history
+
+
+async def stored_history(run: Run) -> list[dict[str, Any]] | None:
+    """``stored_history_sync`` from async code (one thread hop)."""
+    return await sync_to_async(stored_history_sync)(run)
 
 
 def agui_response(body: AsyncIterator[bytes]) -> StreamingHttpResponse:

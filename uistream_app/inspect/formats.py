@@ -105,11 +105,20 @@ for _version in (7, 6, 5):
 
 
 def _agui(run: Run) -> TranscriptRenderer:
+    from ..agui_views import stored_history_sync
     from ..protocol.agui.renderer import AGUIRenderer
 
     # The thread is the conversation and the run is the run, as the AG-UI
-    # view names them; timestamps are the time of rendering.
-    return AGUIRenderer(str(run.conversation_id), str(run.pk))
+    # view names them; timestamps are the time of rendering. With the thread
+    # as it stood when the run started, the snapshots the client got (a
+    # continuation's first event, an interrupt's last but one) are there too.
+    history = stored_history_sync(run)
+    return AGUIRenderer(
+        str(run.conversation_id),
+        str(run.pk),
+        history=history,
+        continues=history is not None and run.trigger == "continue",
+    )
 
 
 register_dialect("agui", _agui, label="AG-UI SSE")
