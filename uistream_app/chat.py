@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import logging
 import secrets
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -176,17 +177,25 @@ class ChatRunMixin:
         that is not the owner's, 409 while another run streams) with
         nothing written."""
         broker = get_broker()
-        if await broker.active_run(chat.chat_id) is not None:
-            # Checked again atomically by open_run below.
-            await self._check_owned_or_new(chat.chat_id, owner)
-            raise BadRequest("a reply is still streaming in this chat", code="run_active", status=409)
-        prepared = await sync_to_async(self.prepare_run, thread_sensitive=True)(chat, owner, version, model)
-        run, message, history, chat = prepared
+        # The chat's one run slot is taken before anything is written, so
+        # two requests racing for one chat can't both write (the loser would
+        # leave a user message without a reply, or an approval answered with
+        # no run to act on it). Strangers get the 404 of any foreign chat,
+        # not the 409, and can't hold the slot of a chat they don't own.
+        await self._check_owned_or_new(chat.chat_id, owner)
+        run_id = str(uuid.uuid4())
         try:
-            channel = await broker.open_run(chat.chat_id, str(run.pk))
+            channel = await broker.open_run(chat.chat_id, run_id)
         except RunAlreadyActive:
-            await sync_to_async(self.discard_run)(run, None if chat.is_continuation else message)
             raise BadRequest("a reply is still streaming in this chat", code="run_active", status=409) from None
+        try:
+            prepared = await sync_to_async(self.prepare_run, thread_sensitive=True)(
+                replace(chat, run_id=run_id), owner, version, model
+            )
+        except BaseException:
+            await asyncio.shield(channel.close())  # nothing was published: the slot is free again
+            raise
+        run, message, history, chat = prepared
         # A continuation goes on from the parts the message already holds:
         # their calls' outputs (and denials) are sent, new part ids follow
         # theirs. A new message has no parts.
@@ -248,6 +257,7 @@ class ChatRunMixin:
             conversation.updated_at = timezone.now()
             conversation.save(update_fields=["title", "updated_at"])
             run = Run.objects.create(
+                **run_key(chat),
                 conversation=conversation,
                 message=message,
                 status="running",
@@ -397,6 +407,7 @@ class ChatRunMixin:
         conversation.updated_at = timezone.now()
         conversation.save(update_fields=["updated_at"])
         run = Run.objects.create(
+            **run_key(chat),
             conversation=conversation,
             message=target,
             status="running",
@@ -464,12 +475,6 @@ class ChatRunMixin:
         if target is None:
             raise not_found("message")
         messages.filter(position__gte=target.position).delete()
-
-    def discard_run(self, run: Run, message: Message | None) -> None:
-        with transaction.atomic():
-            run.delete()
-            if message is not None:
-                message.delete()
 
 
 async def execute_run(
@@ -549,6 +554,12 @@ async def _finish(recorder: RunRecorder, channel: RunChannel, status: str, **fie
         await recorder.finish(status, **fields)
     finally:
         await channel.close()
+
+
+def run_key(chat: ChatRequest) -> dict[str, Any]:
+    """The primary key of the run ``chat`` starts, when ``start_run``
+    reserved one with the broker (``{}`` otherwise: a new one)."""
+    return {"pk": chat.run_id} if chat.run_id else {}
 
 
 def decided_by(conversation: Conversation) -> str:

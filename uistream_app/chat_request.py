@@ -70,6 +70,9 @@ class ChatRequest:
     #: conversation, by tool call id.
     approvals: dict[str, Any] = field(default_factory=dict)
     client_results: dict[str, Any] = field(default_factory=dict)
+    #: Set by the server (never read from the body): the id of the run this
+    #: request starts, reserved with the broker before anything is written.
+    run_id: str | None = None
 
     @property
     def is_continuation(self) -> bool:

@@ -1,0 +1,65 @@
+"""Two requests racing for one chat: the run slot is taken before anything
+is written, so the loser leaves no trace (no user message without a reply,
+no approval answered with no run to act on it)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from uistream_app.chat_request import BadRequest, ChatRequest
+from uistream_app.models import Conversation, Message, Run
+from uistream_app.testing import ScriptedModel, text
+from uistream_app.views import ChatView
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+
+
+def submit(chat_id: str, message_id: str, text: str) -> ChatRequest:
+    message = {"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}
+    return ChatRequest(chat_id=chat_id, messages=[message])
+
+
+async def start(chat: ChatRequest, owner: dict[str, Any]) -> Any:
+    model = ScriptedModel(text("Hello there.", words=True), delay=0.01)
+    return await ChatView().start_run(chat, owner, 7, model)
+
+
+async def test_two_first_messages_racing_for_one_chat_store_one_turn() -> None:
+    owner = {"session_key": "s" * 32}
+    outcomes = await asyncio.gather(
+        start(submit("race-1", "u-a", "first"), owner),
+        start(submit("race-1", "u-b", "second"), owner),
+        return_exceptions=True,
+    )
+    refused = [o for o in outcomes if isinstance(o, BadRequest)]
+    started = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert len(started) == 1
+    assert len(refused) == 1
+    assert refused[0].status == 409
+    await started[0].task
+
+    def stored() -> list[tuple[str, str]]:
+        messages = Conversation.objects.get(pk="race-1").messages.order_by("position")
+        return [(m.role, m.pk) for m in messages]
+
+    turn = await sync_to_async(stored)()
+    assert [role for role, _ in turn] == ["user", "assistant"]  # the loser's message is not there
+    assert await Run.objects.filter(conversation_id="race-1").acount() == 1
+
+
+async def test_a_refused_request_frees_the_slot_for_the_next_one() -> None:
+    """A request the database work refuses (here: a message id taken in
+    another chat) releases the run slot it reserved."""
+    owner = {"session_key": "s" * 32}
+    first = await start(submit("chat-a", "u-1", "hello"), owner)
+    await first.task
+    with pytest.raises(BadRequest):
+        await start(submit("chat-b", "u-1", "the same message id"), owner)
+    assert not await Message.objects.filter(conversation_id="chat-b").aexists()
+    again = await start(submit("chat-b", "u-2", "hello"), owner)
+    await again.task
+    assert await Run.objects.filter(conversation_id="chat-b", status="completed").acount() == 1
