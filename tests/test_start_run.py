@@ -5,10 +5,13 @@ no approval answered with no run to act on it)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from asgiref.sync import sync_to_async
+from django.db import connections
 
 from uistream_app.chat_request import BadRequest, ChatRequest
 from uistream_app.models import Conversation, Message, Run
@@ -16,6 +19,15 @@ from uistream_app.testing import ScriptedModel, text
 from uistream_app.views import ChatView
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+
+
+@pytest_asyncio.fixture(autouse=True)
+async def _close_worker_connections() -> AsyncIterator[None]:
+    """``start_run`` called outside a request does its database work on
+    asgiref's shared worker thread, whose connection outlives the test;
+    PostgreSQL won't drop the test database while it's open."""
+    yield
+    await sync_to_async(connections.close_all)()
 
 
 def submit(chat_id: str, message_id: str, text: str) -> ChatRequest:
