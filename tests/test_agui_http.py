@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -36,8 +35,7 @@ from uistream_app.protocol.sse import SSEParser
 from uistream_app.protocol.ui.reader import UIMessageReader
 from uistream_app.recording import read_log
 
-from .conftest import JS_DIR
-from .protocol.agui_oracles import VALIDATE_EXCEPTIONS, assert_accepted
+from .protocol.agui_oracles import VALIDATE_EXCEPTIONS, agui_client, assert_accepted
 from .server import ASGIServer
 from .test_chat_http import Browser, run_finished, wait_for
 from .test_chat_wsgi import QuietHandler, ThreadingWSGIServer
@@ -408,15 +406,7 @@ def test_ag_ui_validate_checks_the_live_endpoint(server: str) -> None:
 def run_client(node: str, browser: Browser, url: str, thread: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     cookie = "; ".join(f"{k}={v}" for k, v in browser.client.cookies.items())
     payload = {"url": url, "threadId": thread, "cookie": cookie, "csrf": browser.token, "runs": runs}
-    result = subprocess.run(
-        [node, str(JS_DIR / "agui_client.mjs"), "run", json.dumps(payload)],
-        capture_output=True,
-        text=True,
-        cwd=JS_DIR,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    out: dict[str, Any] = json.loads(result.stdout)
+    out: dict[str, Any] = json.loads(agui_client(node, "run", json.dumps(payload), timeout=120))
     return out
 
 

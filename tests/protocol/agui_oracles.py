@@ -14,6 +14,7 @@ The TypeScript client judges the same streams in ``tests/js``.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterable
 from typing import Any
 
@@ -79,3 +80,19 @@ def assert_accepted(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     findings = validate_findings(events)
     assert not findings, "\n".join(f"{d.rule} {d.severity} #{d.event_index}: {d.message}" for d in findings)
     return events
+
+
+def agui_client(node: str, *args: str, timeout: float = 60) -> str:
+    """Run ``tests/js/agui_client.mjs`` (the real ``@ag-ui/client``) with
+    ``args``; its standard output. A failure shows the script's stderr."""
+    from ..conftest import JS_DIR
+
+    result = subprocess.run(
+        [node, str(JS_DIR / "agui_client.mjs"), *args],
+        capture_output=True,
+        text=True,
+        cwd=JS_DIR,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from uistream_app.protocol.agui.reducer import fold_messages
 
-from ..conftest import JS_DIR
+from .agui_oracles import agui_client
 
 HELD: list[dict[str, Any]] = [
     {"id": "u1", "role": "user", "content": "hi"},
@@ -77,15 +76,7 @@ def test_the_real_client_folds_the_same(node: str, tmp_path: Path) -> None:
     ]
     path = tmp_path / "stream.sse"
     path.write_bytes(b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events))
-    result = subprocess.run(
-        [node, str(JS_DIR / "agui_client.mjs"), "read", str(path)],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=JS_DIR,
-        timeout=60,
-    )
-    read = json.loads(result.stdout)
+    read = json.loads(agui_client(node, "read", str(path)))
     assert (read["error"], read["warnings"]) == (None, [])
     folded = fold_messages(events)
     assert [m["id"] for m in folded] == ["r1", "a1", "u0"]

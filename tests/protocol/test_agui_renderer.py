@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,7 @@ from uistream_app.protocol.agui.verifier import verify_sse
 from uistream_app.protocol.ui.encoder import UIMessageEncoder
 from uistream_app.protocol.ui.stream import encode_events
 
-from ..conftest import JS_DIR
-from .agui_oracles import assert_accepted
+from .agui_oracles import agui_client, assert_accepted
 from .test_properties import ENDING, EVENT, source
 
 Chunks = list[dict[str, Any]]
@@ -722,15 +720,8 @@ def test_generated_streams_read_the_same_in_the_real_client(node: str, tmp_path:
     assert sum(b'"type":"interrupt"' in body for body in bodies) >= 30  # rule 14's snapshots are read too
     for i, body in enumerate(bodies):
         (tmp_path / f"{i:04d}.sse").write_bytes(body)
-    result = subprocess.run(
-        [node, str(JS_DIR / "agui_client.mjs"), "read-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=JS_DIR,
-        timeout=300,
-    )
-    lines = [json.loads(line) for line in result.stdout.split("\n") if line.strip()]
+    stdout = agui_client(node, "read-dir", str(tmp_path), timeout=300)
+    lines = [json.loads(line) for line in stdout.split("\n") if line.strip()]
     assert len(lines) == len(bodies)
     for line in lines:
         body = (tmp_path / Path(line["file"]).name).read_bytes()
