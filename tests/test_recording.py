@@ -622,7 +622,7 @@ async def test_cancelled_run_task_stores_everything_from_finally() -> None:
 
     async with worker_queries(before=stall_inserts(0.2, inserting)):
         task = asyncio.create_task(run_task())
-        await asyncio.to_thread(inserting.wait)  # the first step's write is in its INSERT
+        assert await asyncio.to_thread(inserting.wait, 30)  # the first step's write is in its INSERT
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -647,7 +647,7 @@ async def test_finish_completes_when_its_caller_is_cancelled_again() -> None:
 
     async with worker_queries(before=stall_inserts(0.2, inserting)):
         task = asyncio.create_task(closer())
-        await asyncio.to_thread(inserting.wait)  # finish() is in its INSERT
+        assert await asyncio.to_thread(inserting.wait, 30)  # finish() is in its INSERT
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -795,3 +795,28 @@ def test_a_closed_loops_writer_is_forgotten() -> None:
 
 async def _writer_of_running_loop() -> LogWriter:
     return LogWriter.for_running_loop()
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_writer_cancelled_mid_write_waits_for_the_thread() -> None:
+    """Cancelling the writer's task (a loop shutting down) while its thread
+    writes: the task waits for the write, so the rows count as stored and
+    are not given back to be written twice."""
+    run, message = await amake_turn()
+    recorder = RunRecorder(run, message, clock=FakeClock())
+    inserting = threading.Event()
+    writer = LogWriter.for_running_loop()
+    async with worker_queries(before=stall_inserts(0.2, inserting)) as log:
+        recorder.add(MIXED[:11])  # ends a step: written at once
+        assert await asyncio.to_thread(inserting.wait, 30)
+        task = writer._task
+        assert task is not None
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert recorder.stored_count == 11
+        recorder.add(MIXED[11:])
+        await recorder.finish("completed")
+    assert log.count("INSERT") == 2
+    assert await load_log(run) == MIXED

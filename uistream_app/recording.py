@@ -492,12 +492,15 @@ class LogWriter:
         errors: dict[RunRecorder, BaseException] = {}
         try:
             if jobs:
-                await asyncio.shield(self.loop.run_in_executor(WRITER_EXECUTOR, _write_jobs, jobs))
-        except BaseException as exc:  # the writer's own cancellation (loop shutdown)
+                # Even when this task is cancelled (loop shutdown), the write
+                # in the thread goes on: wait for it, so that each job's
+                # outcome is known and no row is given back that was stored.
+                await _outcome(self.loop.run_in_executor(WRITER_EXECUTOR, _write_jobs, jobs))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the thread could not be asked (interpreter shutdown)
             for job in jobs:
                 job.error = job.error or exc
-            if not isinstance(exc, Exception):
-                raise
         finally:
             for job in jobs:
                 self._writing.pop(job.recorder, None)
