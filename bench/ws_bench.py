@@ -97,8 +97,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: The ASGI servers ``--server`` picks from (one process each).
+SERVERS = {
+    "daphne": ["-m", "daphne", "-v", "0", "-b", HOST, "-p", "{port}", "{app}"],
+    "uvicorn": [
+        *("-m", "uvicorn", "--host", HOST, "--port", "{port}"),
+        *("--no-access-log", "--log-level", "warning", "{app}"),
+    ],
+}
+
+
 class Server:
-    """daphne, one process, on the demo's settings and a fresh SQLite file."""
+    """One ASGI server process (daphne by default), on the demo's settings
+    and a fresh SQLite file."""
 
     def __init__(
         self,
@@ -108,7 +119,9 @@ class Server:
         *,
         flush_every_ms: int | None = None,
         env: dict[str, str] | None = None,
+        kind: str = "daphne",
     ) -> None:
+        self.kind = kind
         self.dir = Path(tempfile.mkdtemp(prefix="uistream-ws-bench-"))
         self.port = free_port()
         self.app = app
@@ -133,14 +146,14 @@ class Server:
         }
         for name in ("REDIS_URL", "DATABASE_URL"):  # the demo's in-process broker and SQLite
             self.env.pop(name, None)
-        self.log = self.dir / "daphne.log"
+        self.log = self.dir / f"{kind}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         subprocess.run([PY, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=self.env, check=True)
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
-                [PY, "-m", "daphne", "-v", "0", "-b", HOST, "-p", str(self.port), self.app],
+                [PY, *(arg.format(port=self.port, app=self.app) for arg in SERVERS[self.kind])],
                 cwd=ROOT,
                 env=self.env,
                 stdout=log,
@@ -153,7 +166,7 @@ class Server:
                     return
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"daphne did not start:\n{self.log.read_text()[-2000:]}") from None
+                    raise RuntimeError(f"{self.kind} did not start:\n{self.log.read_text()[-2000:]}") from None
                 time.sleep(0.05)
 
     def sessions(self, count: int) -> list[str]:
@@ -518,22 +531,24 @@ def main() -> int:
         "--flush-every-ms", type=int, help="diagnosis: the demo settings with another UISTREAM['FLUSH_EVERY_MS']"
     )
     parser.add_argument("--profile", metavar="PREFIX", help="py-spy record --gil each server while it streams")
+    parser.add_argument("--server", choices=sorted(SERVERS), default="daphne", help="the ASGI server (default daphne)")
     args = parser.parse_args()
     print(
         f"{args.sockets} sockets, 'count to {args.count}' each, demo model paced at {args.delay_ms} ms, "
-        "one daphne process"
+        f"one {args.server} process"
     )
     label = "ChatConsumer (demo_project.asgi)"
     if args.flush_every_ms is not None:
         label += f", FLUSH_EVERY_MS={args.flush_every_ms}"
-    server = Server(args.delay_ms, label="consumer", flush_every_ms=args.flush_every_ms)
+    server = Server(args.delay_ms, label="consumer", flush_every_ms=args.flush_every_ms, kind=args.server)
     rows = [measure(args, label, server)]
     if not args.no_baseline:
         with tempfile.NamedTemporaryFile(suffix=".json") as frames:
             frames.write(orjson.dumps([f["chunk"] for f in rows[0]["captured"] if f["type"] == "chunk"]))
             frames.flush()
             env = {"UISTREAM_WS_BENCH_FRAMES": frames.name}
-            rows.append(measure(args, "baseline (daphne + Channels only)", Server(args.delay_ms, BASELINE, env=env)))
+            baseline = Server(args.delay_ms, BASELINE, env=env, kind=args.server)
+            rows.append(measure(args, f"baseline ({args.server} + Channels only)", baseline))
     print()
     print(TABLE_HEADER)
     print("|---" + "|---:" * (len(TABLE_COLUMNS) - 1) + "|")

@@ -264,10 +264,10 @@ class AGUIView(PortalMixin, OwnerMixin, ChatRunMixin, View):
         if not isinstance(chat, AGUIContinuation):  # a continuation is checked in its transaction
             super().check_request(chat)
 
-    def apply_submit(self, conversation: Conversation, chat: ChatRequest) -> None:
+    def apply_submit(self, conversation: Conversation, chat: ChatRequest, *, new: bool = False) -> Message | None:
         """AG-UI's rule 4: while the thread's last message waits for
         approvals, a new user message is refused; the run must resume."""
-        if self.get_agent() is None:
+        if self.get_agent() is None and not new:
             last = conversation.messages.order_by("-position").first()
             waiting = [p["approval"]["id"] for p in _pending_approvals(last)]
             if waiting:
@@ -278,7 +278,7 @@ class AGUIView(PortalMixin, OwnerMixin, ChatRunMixin, View):
                     status=409,
                     field="resume",
                 )
-        super().apply_submit(conversation, chat)
+        return super().apply_submit(conversation, chat, new=new)
 
     def prepare_continuation(
         self, conversation: Conversation, chat: ChatRequest, version: int, model: ChatModel

@@ -234,28 +234,34 @@ class ChatRunMixin:
         the client's history only contributes its new user message."""
         with transaction.atomic():
             conversation = Conversation.objects.select_for_update().filter(pk=chat.chat_id).first()
+            new = conversation is None
             if conversation is None:
-                conversation = Conversation(pk=chat.chat_id, **owner)
+                first = chat.last_message if chat.trigger == "submit-message" and not chat.is_continuation else None
+                title = _title_from(first["parts"]) if first is not None else ""
+                conversation = Conversation(pk=chat.chat_id, title=title, **owner)
                 conversation.save(force_insert=True)
             elif not self._owns(conversation, owner):
                 raise not_found()
             if chat.is_continuation:
                 return self.prepare_continuation(conversation, chat, version, model)
+            submitted: Message | None = None
             if chat.trigger == "regenerate-message":
                 self.apply_regenerate(conversation, chat)
             else:
-                self.apply_submit(conversation, chat)
-            stored = list(conversation.messages.order_by("position"))
+                submitted = self.apply_submit(conversation, chat, new=new)
+            # A new chat holds just the submitted message: no need to read it back.
+            stored = [submitted] if new and submitted is not None else list(conversation.messages.order_by("position"))
             if not stored or stored[-1].role != "user":
                 raise BadRequest("there is no user message to answer", code="nothing_to_answer")
             position = stored[-1].position + 1
             message = Message.objects.create(
                 pk=new_message_id(), conversation=conversation, role="assistant", parts=[], position=position
             )
-            if not conversation.title:
-                conversation.title = _title_from(stored[-1].parts)
-            conversation.updated_at = timezone.now()
-            conversation.save(update_fields=["title", "updated_at"])
+            if not new:  # a new chat was saved with its title just now
+                if not conversation.title:
+                    conversation.title = _title_from(stored[-1].parts)
+                conversation.updated_at = timezone.now()
+                conversation.save(update_fields=["title", "updated_at"])
             run = Run.objects.create(
                 **run_key(chat),
                 conversation=conversation,
@@ -436,7 +442,10 @@ class ChatRunMixin:
             if chat.is_continuation and chat.message_id not in (None, last["id"]):
                 raise BadRequest("a continuation names the assistant message it continues", field="messageId")
 
-    def apply_submit(self, conversation: Conversation, chat: ChatRequest) -> None:
+    def apply_submit(self, conversation: Conversation, chat: ChatRequest, *, new: bool = False) -> Message | None:
+        """Store the submitted user message (an edit first deletes the
+        edited message and what follows it); returns it. ``new``: the
+        conversation was created by this request and holds nothing yet."""
         last = chat.last_message
         assert last is not None  # check_request
         messages = conversation.messages
@@ -448,12 +457,12 @@ class ChatRunMixin:
             if chat.message_id != last["id"]:
                 raise BadRequest("an edit resends the edited message under its own id", field="messageId")
             messages.filter(position__gte=edited.position).delete()
-        elif messages.filter(pk=last["id"]).exists():
+        elif not new and messages.filter(pk=last["id"]).exists():
             raise BadRequest("that message was already sent; regenerate or edit instead", code="duplicate", status=409)
-        position = (messages.aggregate(Max("position"))["position__max"] or -1) + 1
+        position = 0 if new else (messages.aggregate(Max("position"))["position__max"] or -1) + 1
         try:
             with transaction.atomic():
-                Message.objects.create(
+                return Message.objects.create(
                     pk=last["id"],
                     conversation=conversation,
                     role="user",

@@ -181,7 +181,7 @@ class RunRecorder:
         self._t0 = clock()
         # The clock's zero is ``started_at`` plus however long ago the run
         # row was made; read the wall clock once, then only the monotonic one.
-        self._base_ms = max(0.0, (timezone.now() - run.started_at) / timedelta(milliseconds=1))
+        self._base_ms = int(max(0.0, (timezone.now() - run.started_at) / timedelta(milliseconds=1)))
         continued = message.as_ui_message() if message.parts and message.role == Message.Role.ASSISTANT else None
         self._reader = UIMessageReader(message=continued, message_id=message.pk)
         self.reader_error: UIMessageStreamError | None = None
@@ -297,7 +297,9 @@ class RunRecorder:
         return writer
 
     def _offset_ms(self, now: float) -> int:
-        offset = int(self._base_ms + (now - self._t0) * 1000)
+        # Whole milliseconds of the clock, read so that a float sum a hair
+        # under a whole number (0.15 s as 149.99999999 ms) is not one less.
+        offset = self._base_ms + int((now - self._t0) * 1000 + 1e-6)
         if offset < self._last_offset:  # an injected clock that goes back
             offset = self._last_offset
         self._last_offset = offset
