@@ -24,3 +24,8 @@ if not os.environ.get("DATABASE_URL"):
 LOGGING = {"version": 1, "disable_existing_loggers": False}
 
 ROOT_URLCONF = "tests.urls"
+
+# The suite exercises the log writer as servers run it (its own thread and
+# connection; tests are transactional where they write). The "auto" default,
+# inline under a test runner, has a test of its own (test_in_django_testcase).
+UISTREAM = {**UISTREAM, "LOG_WRITER": "thread"}  # noqa: F405

@@ -33,6 +33,7 @@ def test_defaults_pass() -> None:
         ({"MAX_STEPS": 0}, ["uistream_app.E005"]),
         ({"KEEPALIVE_SECONDS": "15"}, ["uistream_app.E005"]),
         ({"FLUSH_EVERY_MS": True}, ["uistream_app.E005"]),
+        ({"LOG_WRITER": "sometimes"}, ["uistream_app.E007"]),
     ],
 )
 def test_each_error_id(value: object, expected: list[str]) -> None:

@@ -8,6 +8,7 @@
 | E004   | ``ON_DISCONNECT`` is not "cancel" or "finish" |
 | E005   | a numeric setting is not a positive number |
 | E006   | ``BROKER`` is not a valid broker setting |
+| E007   | ``LOG_WRITER`` is not "auto", "thread" or "inline" |
 | W001   | ``GZipMiddleware`` is installed: it buffers streaming responses |
 | W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
 | W003   | the Redis broker cannot be reached (``check --deploy``) |
@@ -22,7 +23,7 @@ from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
-from .conf import DEFAULTS, ON_DISCONNECT_CHOICES, SDK_VERSIONS
+from .conf import DEFAULTS, LOG_WRITER_CHOICES, ON_DISCONNECT_CHOICES, SDK_VERSIONS
 
 _GZIP = "django.middleware.gzip.GZipMiddleware"
 
@@ -87,6 +88,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 f"UISTREAM['ON_DISCONNECT'] = {user['ON_DISCONNECT']!r} is not a policy.",
                 hint='Use "cancel" (stop the model, store what was sent) or "finish".',
                 id="uistream_app.E004",
+            )
+        )
+    if user.get("LOG_WRITER", DEFAULTS["LOG_WRITER"]) not in LOG_WRITER_CHOICES:
+        errors.append(
+            Error(
+                f"UISTREAM['LOG_WRITER'] = {user['LOG_WRITER']!r} is not a way to write the log.",
+                hint='Use "auto" (the default), "thread" or "inline".',
+                id="uistream_app.E007",
             )
         )
     for key in ("MAX_STEPS", "KEEPALIVE_SECONDS", "MAX_REQUEST_BYTES", "FLUSH_EVERY_MS"):

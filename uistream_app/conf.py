@@ -33,7 +33,16 @@ DEFAULTS: Final[dict[str, Any]] = {
     "MAX_REQUEST_BYTES": 1024 * 1024,
     "BROKER": {"BACKEND": "memory"},
     "FLUSH_EVERY_MS": 250,
+    # Where the chunk log is written: "thread" (one writer thread per
+    # process, its own database connection), "inline" (the thread-sensitive
+    # executor of the code that started the run, as the ORM's own async
+    # calls), or "auto": "inline" under Django's test environment (a
+    # TestCase's transaction is only visible to its own connection), else
+    # "thread".
+    "LOG_WRITER": "auto",
 }
+
+LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")
 
 ON_DISCONNECT_CHOICES: Final = ("cancel", "finish")
 SDK_VERSIONS: Final = (5, 6, 7)

@@ -41,8 +41,13 @@ Invariants:
    on too) is still logged; the message stays as built up to that chunk,
    which is what the browser shows, and ``reader_error`` keeps the error.
 
-The worker thread is a database client like a request's: it closes its
+The writer thread is a database client like a request's: it closes its
 connection after each write unless ``CONN_MAX_AGE`` keeps it.
+``UISTREAM["LOG_WRITER"]`` chooses it (``"thread"``) or the thread-sensitive
+executor of the code that started the run (``"inline"``, where the ORM's
+own async calls go: inside a ``TestCase`` that is the test's transaction,
+which another connection can't see); ``"auto"``, the default, is inline
+under Django's test environment and the thread everywhere else.
 
 ``iter_log``, ``read_log`` and ``load_log`` read a stored log back, one
 ``LogEntry`` per chunk in ``seq`` order; ``iter_log`` pages through it by
@@ -64,6 +69,8 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar, Final, NamedTuple
 
 import orjson
+from asgiref.sync import sync_to_async
+from django.core import mail
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
@@ -497,7 +504,11 @@ class LogWriter:
                 # Even when this task is cancelled (loop shutdown), the write
                 # in the thread goes on: wait for it, so that each job's
                 # outcome is known and no row is given back that was stored.
-                await _outcome(self.loop.run_in_executor(WRITER_EXECUTOR, _write_jobs, jobs))
+                if _inline():
+                    write = sync_to_async(_write_jobs, thread_sensitive=True)(jobs, own_connection=False)
+                    await _outcome(asyncio.ensure_future(write))
+                else:
+                    await _outcome(self.loop.run_in_executor(WRITER_EXECUTOR, _write_jobs, jobs))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the thread could not be asked (interpreter shutdown)
@@ -525,11 +536,27 @@ class LogWriter:
 # Sync, in the writer thread.
 
 
-def _write_jobs(jobs: list[_Job]) -> None:
+def _inline() -> bool:
+    """``LOG_WRITER`` as it stands: write on the code's own thread-sensitive
+    executor (``inline``) rather than the writer thread. ``auto`` is inline
+    under Django's test environment (``setup_test_environment``, which the
+    test runner and pytest-django call, is what gives ``mail`` its
+    ``outbox``): a ``TestCase`` wraps each test in a transaction that only
+    its own connection sees."""
+    mode = uistream_settings.LOG_WRITER
+    if mode == "auto":
+        return hasattr(mail, "outbox")
+    return bool(mode == "inline")
+
+
+def _write_jobs(jobs: list[_Job], own_connection: bool = True) -> None:
     """Store ``jobs`` in one transaction; when that fails, each job in a
     transaction of its own, so only the failing ones fail (their ``error``
-    is set)."""
-    close_old_connections()
+    is set). ``own_connection``: this thread's connection is the writer's
+    own, to be treated as a request's (closed when obsolete); inline, it is
+    the caller's, and left alone."""
+    if own_connection:
+        close_old_connections()
     try:
         try:
             with transaction.atomic():
@@ -547,7 +574,8 @@ def _write_jobs(jobs: list[_Job]) -> None:
             except Exception as exc:  # noqa: BLE001 - kept on the job, raised to its waiters
                 job.error = exc
     finally:
-        close_old_connections()
+        if own_connection:
+            close_old_connections()
 
 
 def _recover_connection() -> None:
@@ -694,8 +722,6 @@ async def load_log(run: Run | uuid.UUID | str, *, start: int = 0) -> list[Chunk]
     """The stored chunks of ``run`` from ``seq`` ``start`` on, in order (one
     query, one thread hop). What is stored is what ``finish`` or the last
     write stored; chunks still pending in a live recorder are not there."""
-    from asgiref.sync import sync_to_async
-
     return await sync_to_async(_load_log)(_run_id(run), start)
 
 
