@@ -14,11 +14,12 @@ from typing import Any
 
 import httpx
 import pytest
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 from django.test import override_settings
 
 from uistream_app.models import Message, Run
-from uistream_app.protocol.sse import SSEParser
+from uistream_app.protocol.sse import KEEPALIVE_FRAME, SSEParser
 from uistream_app.protocol.ui.reader import UIMessageReader
 from uistream_app.recording import read_log
 
@@ -258,3 +259,17 @@ def test_chunks_reach_the_database_while_the_model_stalls(server: str, monkeypat
         assert stored[: len(received)] == received
         browser.post("/api/chat/chat-8/stop")
         read_chunks(response)
+
+
+def test_keep_alive_comments_fill_the_silences(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After ``KEEPALIVE_SECONDS`` without a chunk the stream carries an SSE
+    comment (which proxies count as traffic and parsers skip)."""
+    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "150")
+    browser = Browser(server)
+    faster = override_settings(UISTREAM={**settings.UISTREAM, "KEEPALIVE_SECONDS": 0.05})
+    with faster, browser.stream("chat-ka", "count to 3") as response:
+        raw = b"".join(response.iter_raw())
+    assert raw.count(KEEPALIVE_FRAME) >= 3  # a 150 ms pause holds two or three of them
+    events = [e.data for e in SSEParser().feed(raw)]  # comments are not events
+    assert events[-1] == "[DONE]"
+    assert text_of([json.loads(d) for d in events[:-1]]).split() == ["1", "2", "3"]

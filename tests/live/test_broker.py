@@ -312,3 +312,46 @@ async def wait_for_blocked_readers(config: dict[str, Any], *, present: bool) -> 
                 await asyncio.sleep(0.01)
     finally:
         await admin.aclose()
+
+
+async def test_a_quiet_subscription_yields_keepalives_between_batches(broker: Broker) -> None:
+    """``keepalive``: an empty batch ``(next_seq, [])`` after that long
+    without news, never in place of a chunk, and nothing changes the
+    sequence the chunks have."""
+    chunks = make_chunks(3)
+    channel = await broker.open_run("conv", "run-1")
+    await channel.publish(chunks[:2])
+    loop = asyncio.get_running_loop()
+    subscription = broker.subscribe_batches("run-1", keepalive=0.05)
+    try:
+        assert await anext(subscription) == (0, chunks[:2])
+        quiet_from = loop.time()
+        assert await asyncio.wait_for(anext(subscription), 10) == (2, [])
+        assert loop.time() - quiet_from >= 0.05
+        assert await asyncio.wait_for(anext(subscription), 10) == (2, [])  # and again, while quiet
+        await channel.publish(chunks[2:])
+        got = await asyncio.wait_for(anext(subscription), 10)
+        while got == (2, []):  # a keep-alive due just before the chunk came is fine
+            got = await asyncio.wait_for(anext(subscription), 10)
+        assert got == (2, chunks[2:])
+        await channel.close()
+        rest = [batch async for batch in subscription]
+        assert all(batch == (3, []) for batch in rest)
+    finally:
+        await subscription.aclose()  # type: ignore[attr-defined]
+
+
+async def test_no_keepalive_unless_asked(broker: Broker) -> None:
+    channel = await broker.open_run("conv", "run-1")
+    subscription = broker.subscribe_batches("run-1")
+    waiting = asyncio.ensure_future(anext(subscription))
+    try:
+        done, _ = await asyncio.wait({waiting}, timeout=0.2)
+        assert not done  # nothing published: nothing yielded, not even an empty batch
+        await channel.publish(make_chunks(1))
+        assert await asyncio.wait_for(waiting, 10) == (0, make_chunks(1))
+    finally:
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        await subscription.aclose()  # type: ignore[attr-defined]
+        await channel.close()
