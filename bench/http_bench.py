@@ -69,10 +69,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench_common import HOST, cpu_seconds, free_port, lag_monitor, pct, rss_kib
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 PY = sys.executable
-HOST = "127.0.0.1"
 TEXT_DELTA = b'"type":"text-delta"'
 WRITES = ("INSERT", "UPDATE", "DELETE")
 LOG_TABLES = ("INSERT uistream_app_chunkbatch", "UPDATE uistream_app_run")
@@ -80,12 +81,6 @@ PROFILES: list[Path] = []
 
 
 # -- the server --------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 #: The ASGI servers ``--server`` picks from: one process each.
@@ -192,14 +187,10 @@ class Server:
         return self.proc.pid
 
     def rss_kib(self) -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        raise RuntimeError("no VmRSS")
+        return rss_kib(self.pid)
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.pid)
 
     def threads(self) -> int:
         return len(os.listdir(f"/proc/{self.pid}/task"))
@@ -443,13 +434,6 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join([line(header), sep, *(line(r) for r in rows)])
 
 
-def pct(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
-        return float("nan")
-    k = max(0, min(len(sorted_values) - 1, round(q / 100 * len(sorted_values) + 0.5) - 1))
-    return sorted_values[k]
-
-
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
@@ -663,13 +647,6 @@ async def one_stream(
             tally[1] -= 1
             if tally[0] >= tally[1]:
                 opened.set()
-
-
-async def lag_monitor(stop: asyncio.Event, lags: list[float], period: float = 0.005) -> None:
-    while not stop.is_set():
-        t = time.perf_counter()
-        await asyncio.sleep(period)
-        lags.append(time.perf_counter() - t - period)
 
 
 async def rss_sampler(srv: Server, stop: asyncio.Event, samples: list[int]) -> None:

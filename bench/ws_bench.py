@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from bench_common import HOST, cpu_seconds, free_port, lag_monitor, pct, rss_kib
 
 try:
     from websockets.asyncio.client import connect
@@ -66,7 +67,6 @@ except ImportError:  # pragma: no cover - a hint, not a code path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
-HOST = "127.0.0.1"
 PACED = frozenset(("text-delta", "reasoning-delta"))
 APP = "demo_project.asgi:application"
 BASELINE = "ws_bench:baseline"
@@ -89,12 +89,6 @@ TABLE_HEADER = "| " + " | ".join(TABLE_COLUMNS) + " |"
 
 
 # -- the server ------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 #: The ASGI servers ``--server`` picks from (one process each).
@@ -184,15 +178,11 @@ class Server:
 
     def rss_kib(self) -> int:
         assert self.proc is not None
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        raise RuntimeError("no VmRSS")
+        return rss_kib(self.proc.pid)
 
     def cpu_seconds(self) -> float:
         assert self.proc is not None
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.proc.pid)
 
     def run_statuses(self) -> dict[str, int]:
         code = (
@@ -274,13 +264,6 @@ async def chat(ws: Any, chat_id: str, text: str, result: Result, capture: list[d
             return
 
 
-async def lag_probe(stop: asyncio.Event, lags: list[float], period: float = 0.005) -> None:
-    while not stop.is_set():
-        before = time.perf_counter()
-        await asyncio.sleep(period)
-        lags.append(time.perf_counter() - before - period)
-
-
 async def sample_rss(server: Server, stop: asyncio.Event, peak: list[int]) -> None:
     while not stop.is_set():
         peak[0] = max(peak[0], server.rss_kib())
@@ -338,7 +321,7 @@ async def run(args: argparse.Namespace, server: Server, cookies: list[str]) -> d
     stop = asyncio.Event()
     peak = [rss_open]
     lags: list[float] = []
-    probes = [asyncio.create_task(sample_rss(server, stop, peak)), asyncio.create_task(lag_probe(stop, lags))]
+    probes = [asyncio.create_task(sample_rss(server, stop, peak)), asyncio.create_task(lag_monitor(stop, lags))]
     spy = start_profiler(server, f"{args.profile}.{server.label}") if args.profile else None
     if spy is not None:
         await asyncio.sleep(1)  # py-spy attaches
@@ -378,11 +361,6 @@ def start_profiler(server: Server, output: str) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
 
 
 def report(args: argparse.Namespace, label: str, m: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import uvicorn
 
@@ -82,3 +85,43 @@ def subprocess_server(env: dict[str, str]) -> Iterator[str]:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def serve_demo(monkeypatch: Any, delay_ms: int) -> Iterator[str]:
+    """For a fixture (``yield from``): the project's ASGI application behind
+    a real server on 127.0.0.1, the demo model pacing its deltas
+    ``delay_ms`` apart; stopped when the fixture ends."""
+    from django.core.asgi import get_asgi_application
+
+    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", str(delay_ms))
+    srv = ASGIServer(get_asgi_application())
+    url = srv.start()
+    try:
+        yield url
+    finally:
+        srv.stop()
+
+
+class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def serve_wsgi_demo(monkeypatch: Any, delay_ms: int) -> Iterator[str]:
+    """``serve_demo`` for the sync path: the project's WSGI application
+    behind a threaded ``wsgiref`` server on 127.0.0.1."""
+    from django.core.wsgi import get_wsgi_application
+
+    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", str(delay_ms))
+    server = make_server("127.0.0.1", 0, get_wsgi_application(), _ThreadingWSGIServer, _QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()

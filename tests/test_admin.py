@@ -576,17 +576,9 @@ def test_a_20000_chunk_run_opens_quickly_in_bounded_memory(admin_client: Client)
 @pytest.fixture
 def demo_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The demo project behind a real ASGI server (its offline model)."""
-    from django.core.asgi import get_asgi_application
+    from .server import serve_demo
 
-    from .server import ASGIServer
-
-    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "1")
-    srv = ASGIServer(get_asgi_application())
-    url = srv.start()
-    try:
-        yield url
-    finally:
-        srv.stop()
+    yield from serve_demo(monkeypatch, 1)
 
 
 @pytest.mark.django_db(transaction=True)

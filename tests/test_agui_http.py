@@ -12,18 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
-from wsgiref.simple_server import make_server
 
 import httpx
 import pytest
 from ag_ui_validate.pytest_plugin import validate_agui_endpoint
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
-from django.core.asgi import get_asgi_application
-from django.core.wsgi import get_wsgi_application
 from django.test import AsyncClient, Client, override_settings
 from django.urls import reverse
 
@@ -36,9 +32,8 @@ from uistream_app.protocol.ui.reader import UIMessageReader
 from uistream_app.recording import read_log
 
 from .protocol.agui_oracles import VALIDATE_EXCEPTIONS, agui_client, assert_accepted
-from .server import ASGIServer
+from .server import serve_demo, serve_wsgi_demo
 from .test_chat_http import Browser, run_finished, wait_for
-from .test_chat_wsgi import QuietHandler, ThreadingWSGIServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -47,14 +42,8 @@ TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "5")
     with override_settings(ROOT_URLCONF="tests.agui_urls"):
-        srv = ASGIServer(get_asgi_application())
-        url = srv.start()
-        try:
-            yield url
-        finally:
-            srv.stop()
+        yield from serve_demo(monkeypatch, 5)
 
 
 def user(text: str, message_id: str = "u1") -> dict[str, Any]:
@@ -465,16 +454,8 @@ def test_the_real_http_agent_with_a_hand_written_agent(node: str, server: str) -
 
 @pytest.fixture
 def wsgi_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "5")
     with override_settings(ROOT_URLCONF="tests.agui_urls"):
-        server = make_server("127.0.0.1", 0, get_wsgi_application(), ThreadingWSGIServer, QuietHandler)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_port}"
-        finally:
-            server.shutdown()
-            server.server_close()
+        yield from serve_wsgi_demo(monkeypatch, 5)
 
 
 def test_wsgi_streams_agui_as_it_goes(wsgi_server: str) -> None:

@@ -8,14 +8,15 @@ talk HTTP to uvicorn serving the project, with the demo's offline model
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from django.conf import settings
-from django.core.asgi import get_asgi_application
 from django.test import override_settings
 
 from uistream_app.models import Message, Run
@@ -23,20 +24,15 @@ from uistream_app.protocol.sse import KEEPALIVE_FRAME, SSEParser
 from uistream_app.protocol.ui.reader import UIMessageReader
 from uistream_app.recording import read_log
 
-from .server import ASGIServer
+from .conftest import JS_DIR
+from .server import serve_demo
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "5")
-    srv = ASGIServer(get_asgi_application())
-    url = srv.start()
-    try:
-        yield url
-    finally:
-        srv.stop()
+    yield from serve_demo(monkeypatch, 5)
 
 
 class Browser:
@@ -261,15 +257,30 @@ def test_chunks_reach_the_database_while_the_model_stalls(server: str, monkeypat
         read_chunks(response)
 
 
-def test_keep_alive_comments_fill_the_silences(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_keep_alive_comments_fill_the_silences(
+    server: str, monkeypatch: pytest.MonkeyPatch, node: str, tmp_path: Path
+) -> None:
     """After ``KEEPALIVE_SECONDS`` without a chunk the stream carries an SSE
-    comment (which proxies count as traffic and parsers skip)."""
+    comment (which proxies count as traffic), and the real ai@7 client reads
+    the stream with them as the message that was stored."""
     monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "150")
     browser = Browser(server)
     faster = override_settings(UISTREAM={**settings.UISTREAM, "KEEPALIVE_SECONDS": 0.05})
     with faster, browser.stream("chat-ka", "count to 3") as response:
         raw = b"".join(response.iter_raw())
     assert raw.count(KEEPALIVE_FRAME) >= 3  # a 150 ms pause holds two or three of them
-    events = [e.data for e in SSEParser().feed(raw)]  # comments are not events
-    assert events[-1] == "[DONE]"
-    assert text_of([json.loads(d) for d in events[:-1]]).split() == ["1", "2", "3"]
+    path = tmp_path / "with-keepalives.sse"
+    path.write_bytes(raw)
+    result = subprocess.run(
+        [node, str(JS_DIR / "build_message.mjs"), "7", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=JS_DIR,
+        timeout=60,
+    )
+    built = json.loads(result.stdout)
+    assert (built["ok"], built["done"], built["error"]) == (True, True, None)
+    wait_for(run_finished, "the run to be stored")
+    assert built["message"] == Message.objects.get(pk=built["message"]["id"]).as_ui_message()
+    assert [p["text"] for p in built["message"]["parts"] if p["type"] == "text"] == ["1 2 3"]

@@ -13,12 +13,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.core.asgi import get_asgi_application
 
 from uistream_app.models import Conversation, Run
 
 from .conftest import JS_DIR
-from .server import ASGIServer
+from .server import serve_demo
 from .test_chat_http import Browser, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,13 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "1")
-    srv = ASGIServer(get_asgi_application())
-    url = srv.start()
-    try:
-        yield url
-    finally:
-        srv.stop()
+    yield from serve_demo(monkeypatch, 1)
 
 
 def run_client(node: str, base: str, browser: Browser, **options: Any) -> dict[str, Any]:

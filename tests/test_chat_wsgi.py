@@ -7,42 +7,22 @@ and a dropped connection must reach the run as under ASGI.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from socketserver import ThreadingMixIn
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
-from django.core.wsgi import get_wsgi_application
 from django.test import override_settings
 
 from uistream_app.models import Message, Run
 
+from .server import serve_wsgi_demo
 from .test_chat_http import Browser, read_chunks, text_of, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-class ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def wsgi_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "5")
-    server = make_server("127.0.0.1", 0, get_wsgi_application(), ThreadingWSGIServer, QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    yield from serve_wsgi_demo(monkeypatch, 5)
 
 
 def test_wsgi_streams_chunk_by_chunk(wsgi_server: str) -> None:

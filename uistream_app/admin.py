@@ -86,7 +86,21 @@ class RunStatusFilter(admin.SimpleListFilter):
         return queryset
 
 
-class MessageInline(admin.StackedInline):  # type: ignore[type-arg]
+class ReadOnlyInline:
+    """An inline that shows stored rows and never adds, changes or deletes
+    them (the log and the runs are what the client was sent)."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class MessageInline(ReadOnlyInline, admin.StackedInline):  # type: ignore[type-arg]
     """The conversation's messages as a chat: each message's parts rendered
     (``uistream_app/message.html``), never its raw JSON."""
 
@@ -103,15 +117,6 @@ class MessageInline(admin.StackedInline):  # type: ignore[type-arg]
         # The run links of every message in one more query, not one each.
         return super().get_queryset(request).order_by("position").prefetch_related("runs")
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
     @admin.display(description=_("message"))
     def bubble(self, message: Message) -> SafeString:
         runs = [{"url": run_url(run), "short": str(run.pk)[:8], "status": run.status} for run in message.runs.all()]
@@ -126,7 +131,7 @@ class MessageInline(admin.StackedInline):  # type: ignore[type-arg]
         )
 
 
-class RunInline(admin.TabularInline):  # type: ignore[type-arg]
+class RunInline(ReadOnlyInline, admin.TabularInline):  # type: ignore[type-arg]
     model = Run
     fields = ("inspect", "status", "finish_reason", "model", "started_at", "chunk_count", "error_code")
     readonly_fields = fields
@@ -134,15 +139,6 @@ class RunInline(admin.TabularInline):  # type: ignore[type-arg]
     can_delete = False
     verbose_name_plural = _("runs")
     ordering = ("started_at",)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description=_("run"))
     def inspect(self, run: Run) -> SafeString:

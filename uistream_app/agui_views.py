@@ -98,7 +98,7 @@ from .recording import load_log, read_log
 from .runs import ChatModel
 from .runs.messages import ModelMessage, ModelOptions, ToolSpec
 from .runs.model import ModelEvent
-from .views import OwnerMixin, PortalMixin, check_csrf, error_response, render_subscription
+from .views import OwnerMixin, PortalMixin, check_csrf, check_json_request, error_response, render_subscription
 
 __all__ = [
     "AGUI_SSE_HEADERS",
@@ -421,15 +421,7 @@ class AGUIView(PortalMixin, OwnerMixin, ChatRunMixin, View):
         return agui, ChatRequest(agui.thread_id, [user], "submit-message", None, {"agui": agui})
 
     async def handle(self, request: HttpRequest) -> HttpResponseBase:
-        max_bytes = int(uistream_settings.MAX_REQUEST_BYTES)
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > max_bytes:
-            raise BadRequest(f"the request body is larger than {max_bytes} bytes", code="too_large", status=413)
-        content_type = request.content_type or ""
-        if content_type != "application/json":
-            raise BadRequest(
-                f"send application/json, not {content_type or 'nothing'!r}", code="unsupported_media_type", status=415
-            )
+        max_bytes = check_json_request(request)
         if not _accepts_sse(request):
             raise BadRequest("this endpoint answers in text/event-stream", code="not_acceptable", status=406)
         await self.get_owner(request)  # 401 before anything else is looked at

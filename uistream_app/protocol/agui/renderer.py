@@ -142,7 +142,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from functools import partial
+from typing import Any, Final, TypeAlias
 
 import orjson
 
@@ -254,6 +255,10 @@ class _Unset:
 
 _UNSET: Final = _Unset()
 
+#: An open text or reasoning part: its AG-UI message id, its owner (a
+#: subagent run id or None), and where its deltas are kept (or None).
+_Part: TypeAlias = tuple[str, str | None, list[str] | None]
+
 
 @dataclass(slots=True)
 class _Call:
@@ -339,9 +344,8 @@ class AGUIRenderer:
         self._now = 0
         self._base = run_id
         self._used_ids: set[str] = set()
-        # part id -> (message id, owner, where its deltas are kept or None)
-        self._texts: dict[str, tuple[str, str | None, list[str] | None]] = {}
-        self._reasoning: dict[str, tuple[str, str | None, list[str] | None]] = {}
+        self._texts: dict[str, _Part] = {}
+        self._reasoning: dict[str, _Part] = {}
         self._calls: dict[str, _Call] = {}
         self._interrupts: dict[str, dict[str, Any]] = {}
         self._scopes: list[_Scope] = []
@@ -355,11 +359,11 @@ class AGUIRenderer:
             "start-step": self._start_step,
             "finish-step": self._finish_step,
             "text-start": self._text_start,
-            "text-delta": self._text_delta,
-            "text-end": self._text_end,
+            "text-delta": partial(self._part_delta, self._texts, "TEXT_MESSAGE_CONTENT"),
+            "text-end": partial(self._part_end, self._texts, ("TEXT_MESSAGE_END",)),
             "reasoning-start": self._reasoning_start,
-            "reasoning-delta": self._reasoning_delta,
-            "reasoning-end": self._reasoning_end,
+            "reasoning-delta": partial(self._part_delta, self._reasoning, "REASONING_MESSAGE_CONTENT"),
+            "reasoning-end": partial(self._part_end, self._reasoning, ("REASONING_MESSAGE_END", "REASONING_END")),
             "tool-input-start": self._tool_input_start,
             "tool-input-delta": self._tool_input_delta,
             "tool-input-available": self._tool_input_available,
@@ -617,51 +621,42 @@ class AGUIRenderer:
     # -- text and reasoning -------------------------------------------------------------
 
     def _text_start(self, chunk: Chunk, out: list[Event]) -> None:
-        part = chunk.get("id")
-        if not isinstance(part, str) or part in self._texts:
-            return
-        owner = self._owner()
-        agui_id = self._new_id(f"{self._base}-{part}")
-        self._texts[part] = (agui_id, owner, self._kept.deltas(agui_id) if self._kept is not None else None)
-        self._parent = (agui_id, owner)
-        out.append(self._event("TEXT_MESSAGE_START", owner, {"messageId": agui_id, "role": "assistant"}))
-
-    def _text_delta(self, chunk: Chunk, out: list[Event]) -> None:
-        entry = self._texts.get(chunk.get("id", ""))
-        delta = chunk.get("delta")
-        if entry is not None and isinstance(delta, str) and delta:
-            out.append(self._event("TEXT_MESSAGE_CONTENT", entry[1], {"messageId": entry[0], "delta": delta}))
-            if entry[2] is not None:
-                entry[2].append(delta)
-
-    def _text_end(self, chunk: Chunk, out: list[Event]) -> None:
-        entry = self._texts.pop(chunk.get("id", ""), None)
-        if entry is not None:
-            out.append(self._event("TEXT_MESSAGE_END", entry[1], {"messageId": entry[0]}))
+        opened = self._open_part(self._texts, chunk)
+        if opened is not None:
+            self._parent = opened
+            out.append(self._event("TEXT_MESSAGE_START", opened[1], {"messageId": opened[0], "role": "assistant"}))
 
     def _reasoning_start(self, chunk: Chunk, out: list[Event]) -> None:
+        opened = self._open_part(self._reasoning, chunk)
+        if opened is not None:
+            agui_id, owner = opened
+            out.append(self._event("REASONING_START", owner, {"messageId": agui_id}))
+            out.append(self._event("REASONING_MESSAGE_START", owner, {"messageId": agui_id, "role": "reasoning"}))
+
+    def _open_part(self, parts: dict[str, _Part], chunk: Chunk) -> tuple[str, str | None] | None:
+        """A new text or reasoning part's AG-UI message id and owner (None
+        for a part id that is not a string or already open)."""
         part = chunk.get("id")
-        if not isinstance(part, str) or part in self._reasoning:
-            return
+        if not isinstance(part, str) or part in parts:
+            return None
         owner = self._owner()
         agui_id = self._new_id(f"{self._base}-{part}")
-        self._reasoning[part] = (agui_id, owner, self._kept.deltas(agui_id) if self._kept is not None else None)
-        out.append(self._event("REASONING_START", owner, {"messageId": agui_id}))
-        out.append(self._event("REASONING_MESSAGE_START", owner, {"messageId": agui_id, "role": "reasoning"}))
+        parts[part] = (agui_id, owner, self._kept.deltas(agui_id) if self._kept is not None else None)
+        return agui_id, owner
 
-    def _reasoning_delta(self, chunk: Chunk, out: list[Event]) -> None:
-        entry = self._reasoning.get(chunk.get("id", ""))
+    def _part_delta(self, parts: dict[str, _Part], kind: str, chunk: Chunk, out: list[Event]) -> None:
+        entry = parts.get(chunk.get("id", ""))
         delta = chunk.get("delta")
         if entry is not None and isinstance(delta, str) and delta:
-            out.append(self._event("REASONING_MESSAGE_CONTENT", entry[1], {"messageId": entry[0], "delta": delta}))
+            out.append(self._event(kind, entry[1], {"messageId": entry[0], "delta": delta}))
             if entry[2] is not None:
                 entry[2].append(delta)
 
-    def _reasoning_end(self, chunk: Chunk, out: list[Event]) -> None:
-        entry = self._reasoning.pop(chunk.get("id", ""), None)
+    def _part_end(self, parts: dict[str, _Part], kinds: tuple[str, ...], chunk: Chunk, out: list[Event]) -> None:
+        entry = parts.pop(chunk.get("id", ""), None)
         if entry is not None:
-            out.append(self._event("REASONING_MESSAGE_END", entry[1], {"messageId": entry[0]}))
-            out.append(self._event("REASONING_END", entry[1], {"messageId": entry[0]}))
+            for kind in kinds:
+                out.append(self._event(kind, entry[1], {"messageId": entry[0]}))
 
     # -- tool calls -----------------------------------------------------------------------
 
