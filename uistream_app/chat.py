@@ -262,15 +262,7 @@ class ChatRunMixin:
                     conversation.title = _title_from(stored[-1].parts)
                 conversation.updated_at = timezone.now()
                 conversation.save(update_fields=["title", "updated_at"])
-            run = Run.objects.create(
-                **run_key(chat),
-                conversation=conversation,
-                message=message,
-                status="running",
-                model=model_name(model)[:200],
-                sdk_version=version,
-                trigger=chat.trigger,
-            )
+            run = create_run(chat, conversation, message, model, version, trigger=chat.trigger)
         return run, message, [m.as_ui_message() for m in stored], chat
 
     def prepare_continuation(
@@ -412,16 +404,7 @@ class ChatRunMixin:
         target.save(update_fields=["parts"])
         conversation.updated_at = timezone.now()
         conversation.save(update_fields=["updated_at"])
-        run = Run.objects.create(
-            **run_key(chat),
-            conversation=conversation,
-            message=target,
-            status="running",
-            model=model_name(model)[:200],
-            sdk_version=version,
-            trigger="continue",
-            decisions=decisions,
-        )
+        run = create_run(chat, conversation, target, model, version, trigger="continue", decisions=decisions)
         history = [m.as_ui_message() for m in stored[:-1]] + [target.as_ui_message()]
         return run, target, history, replace(chat, approvals=approvals, client_results=results)
 
@@ -565,10 +548,28 @@ async def _finish(recorder: RunRecorder, channel: RunChannel, status: str, **fie
         await channel.close()
 
 
-def run_key(chat: ChatRequest) -> dict[str, Any]:
-    """The primary key of the run ``chat`` starts, when ``start_run``
-    reserved one with the broker (``{}`` otherwise: a new one)."""
-    return {"pk": chat.run_id} if chat.run_id else {}
+def create_run(
+    chat: ChatRequest,
+    conversation: Conversation,
+    message: Message,
+    model: ChatModel,
+    version: int,
+    *,
+    trigger: str,
+    decisions: list[dict[str, Any]] | None = None,
+) -> Run:
+    """The row of the run ``chat`` starts, under the id ``start_run``
+    reserved with the broker (a new one when it reserved none)."""
+    return Run.objects.create(
+        **({"pk": chat.run_id} if chat.run_id else {}),
+        conversation=conversation,
+        message=message,
+        status="running",
+        model=model_name(model)[:200],
+        sdk_version=version,
+        trigger=trigger,
+        decisions=decisions or [],
+    )
 
 
 def decided_by(conversation: Conversation) -> str:
