@@ -30,15 +30,11 @@ from django.db import connection
 from django.test import Client, override_settings
 from django.urls import path
 
-from uistream_app.consumers import (
-    NOT_FOUND_TEXT,
-    ChatConsumer,
-    ChatFrameRenderer,
-    FrameError,
-    check_frame,
-)
+from uistream_app.consumers import ChatConsumer
+from uistream_app.errors import NOT_FOUND_TEXT
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol.ui.reader import UIMessageReader
+from uistream_app.protocol.ws import ChatFrameRenderer, FrameError, check_frame
 from uistream_app.recording import read_log
 from uistream_app.routing import websocket_urlpatterns
 from uistream_app.testing import ScriptedModel
@@ -404,10 +400,9 @@ async def test_someone_elses_chat_reads_as_a_missing_one() -> None:
         answers = {rid: await other.until(rid) for rid in ("m1", "m2", "m3", "m4", "m5", "m6")}
         await page.send({"type": "abort", "requestId": "a"})
         await runs_finished()
-    for rid in ("m1", "m2", "m3"):
-        assert answers[rid] == [{"type": "no-active", "requestId": rid}]
-    for rid in ("m4", "m5", "m6"):
-        assert answers[rid] == [{"type": "error", "requestId": rid, "errorText": NOT_FOUND_TEXT}]
+    # Resume and send answer alike, as the HTTP endpoints' 404 does.
+    for rid in ("m1", "m2", "m3", "m4", "m5", "m6"):
+        assert answers[rid] == [{"type": "error", "requestId": rid, "code": "not_found", "errorText": NOT_FOUND_TEXT}]
     assert not await Message.objects.filter(pk="m9").aexists()
     assert not await Conversation.objects.filter(pk="no-such-chat").aexists()
 
@@ -435,13 +430,23 @@ async def test_a_refused_send_is_an_error_frame_and_the_socket_stays_open() -> N
         system = {**send_frame("r1", "chat-e"), "messages": [{"id": "s1", "role": "system", "parts": []}]}
         await page.send(system)
         assert await page.until("r1") == [
-            {"type": "error", "requestId": "r1", "errorText": "system messages come from the server, not the client"}
+            {
+                "type": "error",
+                "requestId": "r1",
+                "code": "forbidden_role",
+                "errorText": "system messages come from the server, not the client",
+            }
         ]
         await page.send(send_frame("r2", "chat-e", "count to 3000"))
         await page.until("r2", lambda fs: len(fs) >= 2)
         await page.send(send_frame("r3", "chat-e", "again", message_id="u2"))
         assert await page.until("r3") == [
-            {"type": "error", "requestId": "r3", "errorText": "a reply is still streaming in this chat"}
+            {
+                "type": "error",
+                "requestId": "r3",
+                "code": "run_active",
+                "errorText": "a reply is still streaming in this chat",
+            }
         ]
         await page.send({"type": "abort", "requestId": "r2"})
         await runs_finished()
@@ -496,7 +501,12 @@ async def test_too_many_requests_at_once() -> None:
         await page.until("r1", lambda fs: len(fs) >= 1)
         await page.send(resume_frame("r2", "chat-m"))
         assert await page.until("r2") == [
-            {"type": "error", "requestId": "r2", "errorText": "at most 1 requests at once per socket"}
+            {
+                "type": "error",
+                "requestId": "r2",
+                "code": "too_many_requests",
+                "errorText": "at most 1 requests at once per socket",
+            }
         ]
         await page.send({"type": "abort", "requestId": "r1"})
         await runs_finished()
@@ -519,7 +529,9 @@ async def test_an_anonymous_socket_is_refused_unless_anonymous_visitors_may_chat
         _, other = await auser_cookie("bob")
         async with Socket(other) as bob:
             await bob.send(resume_frame("r1", "chat-u"))
-            assert await bob.until("r1") == [{"type": "no-active", "requestId": "r1"}]
+            assert await bob.until("r1") == [
+                {"type": "error", "requestId": "r1", "code": "not_found", "errorText": NOT_FOUND_TEXT}
+            ]
     conversation = await Conversation.objects.aget()
     assert conversation.owner_id == user.pk
     await runs_finished()
@@ -532,7 +544,9 @@ async def test_an_anonymous_socket_without_a_session_owns_nothing(cookie: str | 
     async with Socket(cookie) as page:
         assert page.connected
         await page.send(resume_frame("r1", "chat-x"))
-        assert await page.until("r1") == [{"type": "no-active", "requestId": "r1"}]
+        assert await page.until("r1") == [
+            {"type": "error", "requestId": "r1", "code": "not_found", "errorText": NOT_FOUND_TEXT}
+        ]
         await page.send(send_frame("r2", "chat-x", "hi"))
         (answer,) = await page.until("r2")
     assert answer["type"] == "error"
@@ -718,8 +732,18 @@ def test_real_client_answers_an_approval_and_the_same_message_goes_on(node: str,
 
 @db
 def test_real_client_with_nothing_to_resume(node: str, daphne: str) -> None:
-    out = ws_client(node, scenario="no-active", chatId="ws-none", **page_of(daphne, session_cookie()))
+    cookie = session_cookie()
+    Conversation.objects.create(pk="ws-none", session_key=cookie.split("=", 1)[1])
+    out = ws_client(node, scenario="no-active", chatId="ws-none", **page_of(daphne, cookie))
     assert out == {"status": "ready", "error": None, "messages": [], "sockets": 1}
+
+
+@db
+def test_real_client_resuming_a_chat_it_does_not_own_fails_as_over_http(node: str, daphne: str) -> None:
+    """The HTTP transport's resume of a missing or foreign chat is a 404,
+    which useChat reports as an error; the WebSocket says the same."""
+    out = ws_client(node, scenario="no-active", chatId="ws-missing", **page_of(daphne, session_cookie()))
+    assert out == {"status": "error", "error": NOT_FOUND_TEXT, "messages": [], "sockets": 1}
 
 
 @db

@@ -13,8 +13,9 @@ import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from uistream_app.chat_request import BadRequest, ChatRequest
+from uistream_app.chat_request import BadRequest, ChatRequest, chat_turn
 from uistream_app.models import Conversation, Message, Run
+from uistream_app.owners import Owner
 from uistream_app.testing import ScriptedModel, text
 from uistream_app.views import ChatView
 
@@ -35,13 +36,17 @@ def submit(chat_id: str, message_id: str, text: str) -> ChatRequest:
     return ChatRequest(chat_id=chat_id, messages=[message])
 
 
-async def start(chat: ChatRequest, owner: dict[str, Any]) -> Any:
+async def start(chat: ChatRequest, owner: Owner) -> Any:
+    """What the chat view does with a parsed request: the store prepares
+    the run, the runner starts it."""
+    view = ChatView()
     model = ScriptedModel(text("Hello there.", words=True), delay=0.01)
-    return await ChatView().start_run(chat, owner, 7, model)
+    prepared = await view.get_store().prepare(chat_turn(chat), owner, version=7, model_name="scripted")
+    return await view.get_runner().start(prepared, view.get_source(prepared.history, prepared, model))
 
 
 async def test_two_first_messages_racing_for_one_chat_store_one_turn() -> None:
-    owner = {"session_key": "s" * 32}
+    owner = Owner.of_session("s" * 32)
     outcomes = await asyncio.gather(
         start(submit("race-1", "u-a", "first"), owner),
         start(submit("race-1", "u-b", "second"), owner),
@@ -64,13 +69,16 @@ async def test_two_first_messages_racing_for_one_chat_store_one_turn() -> None:
 
 
 async def test_a_refused_request_frees_the_slot_for_the_next_one() -> None:
-    """A request the database work refuses (here: a message id taken in
-    another chat) releases the run slot it reserved."""
-    owner = {"session_key": "s" * 32}
+    """A request the database work refuses (here: regenerating in a chat
+    that holds no answer) releases the run slot it reserved."""
+    owner = Owner.of_session("s" * 32)
     first = await start(submit("chat-a", "u-1", "hello"), owner)
     await first.task
     with pytest.raises(BadRequest):
-        await start(submit("chat-b", "u-1", "the same message id"), owner)
+        await start(ChatRequest(chat_id="chat-a", messages=[], trigger="regenerate-message", message_id="u-1"), owner)
+    assert await Run.objects.filter(conversation_id="chat-a").acount() == 1
+    with pytest.raises(BadRequest):
+        await start(ChatRequest(chat_id="chat-b", messages=[], trigger="regenerate-message"), owner)
     assert not await Message.objects.filter(conversation_id="chat-b").aexists()
     again = await start(submit("chat-b", "u-2", "hello"), owner)
     await again.task

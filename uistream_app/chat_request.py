@@ -5,7 +5,7 @@ raises ``BadRequest`` naming the problem and where it is (``field`` is a
 path such as ``messages[2].parts[0].text``). Nothing here touches the
 database: a request that fails here writes nothing.
 
-Rules (PROTOCOLS.md "useChat requests"):
+Rules (docs/protocols.md, "useChat requests"):
 
 1. The body is UTF-8 JSON, an object, at most ``max_bytes`` long and at
    most ``MAX_DEPTH`` containers deep.
@@ -30,32 +30,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .protocol.jsonbody import MAX_DEPTH, JSONBodyError, load_json_object
+from .errors import BadRequest, not_found
+from .models import Conversation, Message
+from .protocol.jsonbody import MAX_DEPTH, JSONBodyError, depth_ok, load_json_object
+from .protocol.ui.parts import tool_parts
+from .store import AnswerReader, ToolAnswer, Turn
 
-__all__ = ["MAX_DEPTH", "BadRequest", "ChatRequest", "parse_chat_request", "valid_id"]
+__all__ = ["MAX_DEPTH", "BadRequest", "ChatRequest", "chat_turn", "parse_chat_request", "valid_id"]
 
 MAX_MESSAGES: Final = 10_000
 ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
 TRIGGERS: Final = ("submit-message", "regenerate-message")
 USER_PART_TYPES: Final = frozenset(("text", "file"))
-
-
-class BadRequest(Exception):
-    """A request the server refuses: ``status``, a stable ``code``, a message
-    for people and the ``field`` it is about."""
-
-    def __init__(self, message: str, *, code: str = "invalid", field: str | None = None, status: int = 400) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.field = field
-        self.status = status
-
-    def as_dict(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.field is not None:
-            error["field"] = self.field
-        return {"error": error}
 
 
 @dataclass(frozen=True)
@@ -65,14 +51,6 @@ class ChatRequest:
     trigger: str = "submit-message"
     message_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    #: Set by the server on a continuation (never read from the body): the
-    #: decisions and client tool results it verified against the stored
-    #: conversation, by tool call id.
-    approvals: dict[str, Any] = field(default_factory=dict)
-    client_results: dict[str, Any] = field(default_factory=dict)
-    #: Set by the server (never read from the body): the id of the run this
-    #: request starts, reserved with the broker before anything is written.
-    run_id: str | None = None
 
     @property
     def is_continuation(self) -> bool:
@@ -139,10 +117,24 @@ def _check_message(message: object, where: str) -> dict[str, Any]:
     return message
 
 
+def _check_history_message(message: object, where: str) -> None:
+    """An earlier message of the client's history: the server reads none of
+    it (the stored conversation is the truth), so only its shape is checked."""
+    if (
+        not isinstance(message, dict)
+        or not valid_id(message.get("id"))
+        or message.get("role") not in ("user", "assistant")
+        or not isinstance(message.get("parts"), list)
+    ):
+        _check_message(message, where)  # the precise error
+
+
 def parse_chat_request(body: bytes, *, max_bytes: int) -> ChatRequest:
-    """Rules 1-6 of the module docstring."""
+    """Rules 1-6 of docs/protocols.md, "useChat requests". Only the last
+    message (the one the server takes) and the extra keys are checked part
+    by part and for depth; the history before it only for its shape."""
     try:
-        data = load_json_object(body, max_bytes=max_bytes, expected="useChat's JSON body")
+        data = load_json_object(body, max_bytes=max_bytes, expected="useChat's JSON body", max_depth=None)
     except JSONBodyError as exc:
         raise BadRequest(exc.message, code=exc.code, status=exc.status) from None
     chat_id = _check_id(data.get("id"), "id")
@@ -157,6 +149,60 @@ def parse_chat_request(body: bytes, *, max_bytes: int) -> ChatRequest:
         raise BadRequest("messages must be a list of UI messages", field="messages")
     if len(messages) > MAX_MESSAGES:
         raise BadRequest(f"messages holds more than {MAX_MESSAGES} messages", field="messages")
-    checked = [_check_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
+    last = len(messages) - 1
+    for i in range(last):
+        _check_history_message(messages[i], f"messages[{i}]")
+    if messages:
+        _check_message(messages[last], f"messages[{last}]")
     extra = {k: v for k, v in data.items() if k not in ("id", "messages", "trigger", "messageId")}
-    return ChatRequest(chat_id, checked, trigger, message_id, extra)
+    if not depth_ok({**extra, "messages": messages[last:]}, MAX_DEPTH):
+        raise BadRequest(f"the request body is nested deeper than {MAX_DEPTH} levels", code="too_deep")
+    return ChatRequest(chat_id, messages, trigger, message_id, extra)
+
+
+def chat_turn(chat: ChatRequest) -> Turn:
+    """What a useChat request asks of the stored conversation. A submit
+    whose last message is the assistant's continues it (the browser
+    answered an approval or ran a client-side tool)."""
+    last = chat.last_message
+    if chat.trigger == "regenerate-message":
+        return Turn(chat.chat_id, "regenerate", edit_of=chat.message_id, extra=chat.extra)
+    if last is None:
+        raise BadRequest("submit-message needs the new user message in messages", field="messages")
+    if chat.is_continuation:
+        if chat.message_id not in (None, last["id"]):
+            raise BadRequest("a continuation names the assistant message it continues", field="messageId")
+        return Turn(chat.chat_id, "continue", answers=resent_message_answers(last), extra=chat.extra)
+    return Turn(chat.chat_id, "submit", message=last, edit_of=chat.message_id, extra=chat.extra)
+
+
+def resent_message_answers(claimed: dict[str, Any]) -> AnswerReader:
+    """useChat's continuation: the browser sends the whole assistant message
+    back, and what it says new about each tool call (a state that differs
+    from the stored one) is an answer. The message must be the stored last
+    message (404 otherwise, as for any message that is not the owner's)."""
+
+    def read(target: Message | None, conversation: Conversation) -> list[ToolAnswer]:
+        if target is None or target.role != "assistant" or target.ui_id != claimed["id"]:
+            raise not_found()
+        states = {p["toolCallId"]: p.get("state") for p in tool_parts(target.parts)}
+        answers: list[ToolAnswer] = []
+        for claim in tool_parts(claimed["parts"]):
+            call_id, claimed_state = str(claim["toolCallId"]), claim.get("state")
+            if call_id in states and claimed_state == states[call_id]:
+                continue  # nothing new said about this call
+            if claimed_state == "approval-responded":
+                said: dict[str, Any] = claim.get("approval") if isinstance(claim.get("approval"), dict) else {}  # type: ignore[assignment]
+                reason = said.get("reason") if isinstance(said.get("reason"), str) else None
+                answers.append(
+                    ToolAnswer(call_id, "approval", str(said.get("id", "")), said.get("approved"), reason=reason)
+                )
+            elif claimed_state in ("output-available", "output-error"):
+                is_error = claimed_state == "output-error"
+                output = claim.get("errorText") if is_error else claim.get("output")
+                answers.append(ToolAnswer(call_id, "result", output=output, is_error=is_error))
+            else:
+                answers.append(ToolAnswer(call_id, "other"))
+        return answers
+
+    return read

@@ -40,6 +40,20 @@ DEFAULTS: Final[dict[str, Any]] = {
     # TestCase's transaction is only visible to its own connection), else
     # "thread".
     "LOG_WRITER": "auto",
+    # The policies of the stream endpoints (classes or dotted paths, in
+    # Django REST framework's shapes; a view's own attributes win).
+    "AUTHENTICATION_CLASSES": ["uistream_app.policies.DjangoSessionAuthentication"],
+    "PERMISSION_CLASSES": ["uistream_app.policies.AllowAnonymousSessions"],
+    # Applied to the requests that start runs (useChat POST, WebSocket
+    # send, AG-UI run); e.g. ["uistream_app.policies.ChatRateThrottle"].
+    "THROTTLE_CLASSES": [],
+    # Rates by throttle scope, e.g. {"chat": "5/min"}.
+    "THROTTLE_RATES": {},
+    # Runs streaming at once per owner (MaxActiveRunsThrottle); None: no cap.
+    "MAX_ACTIVE_RUNS_PER_OWNER": None,
+    # The stored messages a turn's model sees: the last N (whole turns),
+    # None for all. A view's get_history() hook can choose otherwise.
+    "HISTORY_MAX_MESSAGES": 100,
 }
 
 LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")

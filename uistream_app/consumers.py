@@ -1,92 +1,29 @@
 """The WebSocket transport: ai@7's ``WebSocketChatTransport``, served by Channels.
 
 ``ChatConsumer`` is what a project routes (``uistream_app.routing``) and
-subclasses: it has ``ChatView``'s hooks (``get_model``, ``get_tools``,
-``get_system_prompt``, ``get_source``… from ``ChatRunMixin``) and starts
-runs the same way (``start_run``, then ``execute_run`` in a task of its
-own). It never encodes anything itself (DESIGN.md §6): each request is one
-subscriber of the live-run broker, and what the broker delivers goes out as
-frames. The frame vocabulary is ai@7's (``src/ui/websocket-chat-transport.ts``
-of ai 7.0.173 is the truth; the TypedDicts below write it down once);
-``ChatFrameRenderer`` turns canonical chunks into frame text and is pure.
-
-Protocol rules, in the order a frame meets them:
-
-1. A text frame holds one JSON object. A binary frame, text that is not
-   JSON, or an object the transport's own ``safeValidateWebSocketChatTransportRequest``
-   would refuse closes the socket with 1008 (policy violation): a
-   ``type`` of ``send``, ``resume`` or ``abort``; a string ``requestId``;
-   for ``send`` and ``resume`` a string ``id``, ``headers`` an object of
-   strings and ``body`` an object; for ``resume`` an absent or
-   non-negative integer ``lastSequence``; for ``send`` a ``trigger`` of
-   ``submit-message`` / ``regenerate-message``, an absent or string
-   ``messageId`` and ``messages`` a list of objects with a string ``id``,
-   a ``role`` and a ``parts`` list. Deliberate additions: a frame longer
-   than ``max_frame_bytes`` (``UISTREAM["MAX_REQUEST_BYTES"]``) closes with
-   1009 (message too big), and a ``requestId`` longer than 256 characters,
-   or one already in use on this socket, closes with 1008 (every response
-   frame repeats it; two requests under one id would mix). Under daphne
-   the codes arrive as 4008 and 4009: autobahn, daphne's WebSocket layer,
-   lets an application close only with 1000 or 3000-4999, so the consumer
-   falls back to the private-use twin of the code it meant (a 1008 there
-   would become daphne's 1011, "internal error", which says the opposite).
-2. What a send *says* is the server's business, as on HTTP: the request is
-   parsed by ``parse_chat_request`` (the frame's ``body`` object plays the
-   part of useChat's extra body keys) and ``check_request``; a refusal
-   (bad message, someone else's chat, a reply still streaming…) is an
-   ``error`` frame for that ``requestId`` with the reason as
-   ``errorText``, nothing written, and the socket stays open. "Not found"
-   has one text whatever was not found, so someone else's chat and a
-   missing one read the same.
-3. ``send`` starts a run and streams it: ``start``, then ``chunk`` frames
-   with ``sequence`` from 0 and no gaps (the broker's numbering, so a
-   resume numbers the same chunk the same), then ``end``. A run that fails
-   says so in band (a masked ``error`` chunk) and still ends with ``end``.
-4. ``resume`` replays the chat's active run from sequence 0 (or from
-   ``lastSequence + 1`` when a client sends one) with its original
-   ``messageId``, then follows it live, then ``end``. When there is
-   nothing to resume, the chat is someone else's, or the id is not even
-   well formed, the answer is ``no-active``. ``start`` goes out with the
-   first chunk, so a run that ends in between is ``no-active`` too.
-5. ``abort`` of a ``send`` stops the run that send started (stored as
-   *stopped*, as the stop endpoint does) and ends its frames. ``abort``
-   of a ``resume`` only ends that subscription: a ``Chat`` aborts its
-   resume request whenever it starts another resume (React's StrictMode
-   mounts twice), so treating it as stop would stop runs nobody asked to
-   stop. ``abort`` of an unknown or finished request is ignored (it
-   crossed the ``end`` on the wire).
-6. Each request is a task of its own: ``receive`` only validates and
-   dispatches, so an ``abort``, or a second chat on the same socket, is
-   handled while a run streams. Nor does a frame wait on the database:
-   Channels' per-message hop to the database thread (closing stale
-   connections) is made by the request tasks instead. At most
-   ``max_requests`` requests per socket at once (an ``error`` frame
-   beyond that).
-7. A socket that goes away is not a stop: the runs it started follow
-   ``UISTREAM["ON_DISCONNECT"]`` (``cancel``: stored as *cancelled*;
-   ``finish``: the run completes, and another socket can resume it).
+subclasses: it has ``ChatView``'s hooks (``ChatHooks``), the same policies
+(permission and throttle classes, applied to each send through a
+``SocketRequest``) and starts runs through the same store and runner; each
+request is one subscriber of the live-run broker. The frames are
+``protocol.ws``'s; the rules it follows are docs/protocols.md, "WebSocket
+chat transport" (rule numbers below are theirs).
 
 Who acts: ``scope["user"]`` when authenticated (``AuthMiddlewareStack``),
 else, with ``UISTREAM["ALLOW_ANONYMOUS"]``, the Django session of the
-handshake's cookie, verified against the session store. A socket can't
-set a cookie, so an anonymous socket *without* a session can't own
-anything: it may connect (a ``resume`` answers ``no-active``), but a
-``send`` gets an ``error`` frame until the page has a session (the HTTP
-``chat`` endpoint makes one on the first message). Without
-``ALLOW_ANONYMOUS`` an anonymous socket is refused at the handshake (HTTP
-403). CSRF does not apply to WebSockets; the Origin check does:
-the demo wraps the routes in ``AllowedHostsOriginValidator``.
+handshake's cookie, verified against the session store. A socket can't set
+a cookie, so an anonymous socket without a session owns nothing until the
+page has one. CSRF does not apply to WebSockets; the Origin check does (the
+demo wraps the routes in ``AllowedHostsOriginValidator``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any, Final, Literal, NotRequired, TypedDict
+from typing import Any, Literal
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -94,13 +31,27 @@ from channels.consumer import get_handler_name  # type: ignore[import-untyped]
 from channels.db import aclose_old_connections  # type: ignore[import-untyped]
 from channels.generic.websocket import AsyncJsonWebsocketConsumer  # type: ignore[import-untyped]
 
-from .chat import ChatRunMixin
-from .chat_request import BadRequest, ChatRequest, parse_chat_request, valid_id
+from .chat_request import ChatRequest, chat_turn, parse_chat_request, valid_id
 from .conf import settings as uistream_settings
+from .errors import NOT_FOUND_TEXT, BadRequest, not_found
+from .hooks import ChatHooks
 from .live import BrokerError, get_broker
 from .models import Conversation
-from .protocol.ui.chunks import Chunk
-from .protocol.ui.render import UIStreamRenderer
+from .owners import Owner
+from .policies import SocketRequest, check_policies, load_classes
+from .protocol.ws import (
+    CLOSE_MESSAGE_TOO_BIG,
+    CLOSE_POLICY_VIOLATION,
+    PRIVATE_CLOSE_BASE,
+    AbortFrame,
+    ChatFrameRenderer,
+    FrameError,
+    ResumeFrame,
+    SendFrame,
+    check_frame,
+    decode_json_text,
+)
+from .runs import model_name
 
 __all__ = [
     "CLOSE_MESSAGE_TOO_BIG",
@@ -116,206 +67,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("uistream_app.consumers")
-
-#: RFC 6455 close codes the consumer uses.
-CLOSE_POLICY_VIOLATION: Final = 1008
-CLOSE_MESSAGE_TOO_BIG: Final = 1009
-#: Where a server refuses 1008/1009 from an application (daphne: autobahn
-#: accepts only 1000 and 3000-4999), the consumer closes with 4008/4009.
-PRIVATE_CLOSE_BASE: Final = 4000
-
-MAX_REQUEST_ID_LENGTH: Final = 256
-MAX_SEQUENCE: Final = 2**53 - 1  # Number.isSafeInteger
-TRIGGERS: Final = ("submit-message", "regenerate-message")
-ROLES: Final = ("system", "user", "assistant")
-NOT_FOUND_TEXT: Final = "chat or message not found"
-
-# -- the wire: client → server -------------------------------------------------------
-
-
-class SendFrame(TypedDict):
-    type: Literal["send"]
-    requestId: str
-    id: str
-    trigger: Literal["submit-message", "regenerate-message"]
-    messageId: NotRequired[str]
-    messages: list[dict[str, Any]]
-    headers: dict[str, str]
-    body: dict[str, Any]
-    metadata: NotRequired[Any]
-
-
-class ResumeFrame(TypedDict):
-    type: Literal["resume"]
-    requestId: str
-    id: str
-    lastSequence: NotRequired[int]
-    headers: dict[str, str]
-    body: dict[str, Any]
-    metadata: NotRequired[Any]
-
-
-class AbortFrame(TypedDict):
-    type: Literal["abort"]
-    requestId: str
-
-
-# -- the wire: server → client (what ChatFrameRenderer writes) ----------------------
-
-
-class StartFrame(TypedDict):
-    type: Literal["start"]
-    requestId: str
-
-
-class ChunkFrame(TypedDict):
-    type: Literal["chunk"]
-    requestId: str
-    sequence: int
-    chunk: Chunk
-
-
-class EndFrame(TypedDict):
-    type: Literal["end"]
-    requestId: str
-
-
-class ErrorFrame(TypedDict):
-    type: Literal["error"]
-    requestId: str
-    errorText: str
-
-
-class NoActiveFrame(TypedDict):
-    type: Literal["no-active"]
-    requestId: str
-
-
-class FrameError(ValueError):
-    """A client frame the protocol refuses (rule 1): the socket closes with
-    ``code``."""
-
-    def __init__(self, message: str, code: int = CLOSE_POLICY_VIOLATION) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _is_sequence(value: object) -> bool:
-    return type(value) is int and 0 <= value <= MAX_SEQUENCE
-
-
-def check_frame(frame: object) -> SendFrame | ResumeFrame | AbortFrame:
-    """``frame`` (decoded JSON) as a request frame, or ``FrameError`` (rule 1)."""
-    if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
-        raise FrameError("a frame is a JSON object with a string type")
-    kind = frame["type"]
-    if kind not in ("send", "resume", "abort"):
-        raise FrameError(f"unknown frame type {kind[:40]!r}")
-    request_id = frame.get("requestId")
-    if not isinstance(request_id, str):
-        raise FrameError(f"{kind}: requestId must be a string")
-    if len(request_id) > MAX_REQUEST_ID_LENGTH:
-        raise FrameError(f"{kind}: requestId is longer than {MAX_REQUEST_ID_LENGTH} characters")
-    if kind == "abort":
-        return frame  # type: ignore[return-value]
-    headers = frame.get("headers")
-    if (
-        not isinstance(frame.get("id"), str)
-        or not isinstance(headers, dict)
-        or not all(isinstance(v, str) for v in headers.values())
-        or not isinstance(frame.get("body"), dict)
-    ):
-        raise FrameError(f"{kind}: id must be a string, headers an object of strings and body an object")
-    if kind == "resume":
-        if "lastSequence" in frame and not _is_sequence(frame["lastSequence"]):
-            raise FrameError("resume: lastSequence must be a non-negative integer")
-        return frame  # type: ignore[return-value]
-    if frame.get("trigger") not in TRIGGERS:
-        raise FrameError(f"send: trigger must be one of {', '.join(TRIGGERS)}")
-    if "messageId" in frame and not isinstance(frame["messageId"], str):
-        raise FrameError("send: messageId must be a string when present")
-    messages = frame.get("messages")
-    if not isinstance(messages, list):
-        raise FrameError("send: messages must be a list of UI messages")
-    for i, message in enumerate(messages):
-        if (
-            not isinstance(message, dict)
-            or not isinstance(message.get("id"), str)
-            or message.get("role") not in ROLES
-            or not isinstance(message.get("parts"), list)
-        ):
-            raise FrameError(f"send: messages[{i}] must be a UI message (string id, role, parts list)")
-    return frame  # type: ignore[return-value]
-
-
-# -- rendering --------------------------------------------------------------------
-
-
-def _json(value: str) -> str:
-    return orjson.dumps(value).decode()
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def decode_json_text(text: str) -> Any:
-    """JSON text as ``JSON.parse`` reads it. orjson first; the standard
-    library for what only orjson refuses (a lone surrogate escape, which
-    ``JSON.stringify`` writes): such a frame is well formed, and what it
-    says is refused later, with an ``error`` frame."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return json.loads(text, parse_constant=_refuse_constant)
-    except ValueError:
-        raise FrameError("a frame is JSON") from None
-
-
-class ChatFrameRenderer:
-    """The server frames of one request, as JSON text. Pure: no I/O.
-
-    A chunk's JSON is the ai@7 SSE renderer's (``UIStreamRenderer(7)``), so
-    both wires carry the same bytes for the same chunk, including what
-    orjson refuses and the renderer still writes.
-    """
-
-    __slots__ = ("_chunk_head", "_render", "request_id")
-
-    def __init__(self, request_id: str) -> None:
-        self.request_id = request_id
-        self._chunk_head = '{"type":"chunk","requestId":' + _json(request_id) + ',"sequence":'
-        self._render = UIStreamRenderer(7).render
-
-    def _simple(self, kind: str) -> str:
-        return '{"type":"' + kind + '","requestId":' + _json(self.request_id) + "}"
-
-    def start(self) -> str:
-        return self._simple("start")
-
-    def end(self) -> str:
-        return self._simple("end")
-
-    def no_active(self) -> str:
-        return self._simple("no-active")
-
-    def error(self, error_text: str) -> str:
-        return '{"type":"error","requestId":' + _json(self.request_id) + ',"errorText":' + _json(error_text) + "}"
-
-    def chunks(self, first_seq: int, chunks: Iterable[Chunk]) -> list[str]:
-        """One ``chunk`` frame per chunk, numbered from ``first_seq``."""
-        head = self._chunk_head
-        render = self._render
-        # render() is `data: <json>\n\n`: the JSON is bytes 6 to -2.
-        return [
-            head + str(seq) + ',"chunk":' + render(chunk)[6:-2].decode() + "}"
-            for seq, chunk in enumerate(chunks, first_seq)
-        ]
-
-
-# -- the consumer -------------------------------------------------------------------
 
 
 @dataclass(eq=False)
@@ -341,7 +92,7 @@ def _verified_session_key(session: Any) -> str | None:
     return key if isinstance(key, str) and key else None
 
 
-class ChatConsumer(ChatRunMixin, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+class ChatConsumer(ChatHooks, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """ai@7's ``WebSocketChatTransport`` endpoint (see the module docstring).
 
     Route it under an ``AuthMiddlewareStack`` (for ``scope["user"]`` and
@@ -360,14 +111,18 @@ class ChatConsumer(ChatRunMixin, AsyncJsonWebsocketConsumer):  # type: ignore[mi
     max_frame_bytes: int | None = None
     #: Requests one socket may have open at once.
     max_requests: int = 16
+    #: As on ``StreamView``: None takes ``UISTREAM``'s; throttles apply to sends.
+    permission_classes: Sequence[Any] | None = None
+    throttle_classes: Sequence[Any] | None = None
+    throttle_scope: str = "chat"
 
-    owner: dict[str, Any]
+    owner: Owner
 
     def __init__(self, **initkwargs: Any) -> None:
         for key, value in initkwargs.items():
             setattr(self, key, value)
         super().__init__()
-        self.owner = {"owner": None, "session_key": None}
+        self.owner = Owner()
         self._requests: dict[str, _Request] = {}
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -392,19 +147,35 @@ class ChatConsumer(ChatRunMixin, AsyncJsonWebsocketConsumer):  # type: ignore[mi
             return self.allow_anonymous
         return bool(uistream_settings.ALLOW_ANONYMOUS)
 
-    async def get_owner(self) -> dict[str, Any] | None:
-        """Who this socket acts for, once, at the handshake: ``{"owner": user}``,
-        ``{"owner": None, "session_key": key}`` (``key`` None: an anonymous
-        socket without a session), or None to refuse the socket. Override
+    async def get_owner(self) -> Owner | None:
+        """Who this socket acts for, once, at the handshake: the user, the
+        anonymous session (``Owner()`` without a key: a socket without a
+        session, which owns nothing), or None to refuse the socket. Override
         to authenticate another way (a token in the query string, say)."""
         user = self.scope.get("user")
         if user is not None and user.is_authenticated:
-            return {"owner": user}
+            return Owner.of_user(user)
         if not self.get_allow_anonymous():
             return None
         session = self.scope.get("session")
         key = await sync_to_async(_verified_session_key)(session) if session is not None else None
-        return {"owner": None, "session_key": key}
+        return Owner.of_session(key)
+
+    async def check_policies(self, *, throttle: bool) -> None:
+        """The permission classes (and, for a send, the throttle classes) of
+        the HTTP endpoints, on this socket's user, session and address."""
+        permissions = load_classes(
+            uistream_settings.PERMISSION_CLASSES if self.permission_classes is None else self.permission_classes
+        )
+        throttles: list[type] = []
+        if throttle:
+            throttles = load_classes(
+                uistream_settings.THROTTLE_CLASSES if self.throttle_classes is None else self.throttle_classes
+            )
+        if not permissions and not throttles:
+            return
+        request = SocketRequest(self.scope, self.owner.user)
+        await sync_to_async(check_policies)(request, self, permissions, throttles)
 
     def get_chat_request(self, frame: SendFrame) -> ChatRequest:
         """The ``ChatRequest`` of a send frame: the frame's ``id``,
@@ -472,7 +243,11 @@ class ChatConsumer(ChatRunMixin, AsyncJsonWebsocketConsumer):  # type: ignore[mi
             return
         renderer = ChatFrameRenderer(request_id)
         if len(self._requests) >= self.max_requests:
-            await self.send(text_data=renderer.error(f"at most {self.max_requests} requests at once per socket"))
+            await self.send(
+                text_data=renderer.error(
+                    f"at most {self.max_requests} requests at once per socket", "too_many_requests"
+                )
+            )
             return
         request = _Request(request_id, frame["type"], frame["id"])
         self._requests[request_id] = request
@@ -538,21 +313,24 @@ class ChatConsumer(ChatRunMixin, AsyncJsonWebsocketConsumer):  # type: ignore[mi
         """Rules 2, 3 and 5 for one send."""
         await aclose_old_connections()
         try:
+            await self.check_policies(throttle=True)
             chat = self.get_chat_request(frame)
             model = self.get_model()
-            self.check_request(chat)
-            if self.owner.get("owner") is None and not self.owner.get("session_key"):
+            turn = chat_turn(chat)
+            if not self.owner.is_known:
                 raise BadRequest(
                     "anonymous chats belong to a session, and this socket has none: "
                     "open the page over HTTP first (its first chat message makes one)",
                     code="no_session",
                     status=401,
                 )
-            started = await self.start_run(chat, self.owner, 7, model)
+            prepared = await self.get_store().prepare(turn, self.owner, version=7, model_name=model_name(model))
+            source = self.get_source(prepared.history, prepared, model)
+            handle = await self.get_runner().start(prepared, source, metadata=self.get_message_metadata(prepared))
         except BadRequest as exc:
-            await self.send(text_data=renderer.error(self.get_error_text(exc)))
+            await self.send(text_data=renderer.error(self.get_error_text(exc), exc.code))
             return
-        request.run_id = str(started.run.pk)
+        request.run_id = handle.run_id
         if request.aborted:
             await self._stop(request)
             return
@@ -562,12 +340,19 @@ class ChatConsumer(ChatRunMixin, AsyncJsonWebsocketConsumer):  # type: ignore[mi
                 completed = await self._forward(request, renderer, 0)
         finally:
             if not completed and not request.aborted and uistream_settings.ON_DISCONNECT == "cancel":
-                started.task.cancel()
+                handle.cancel_unless_done()
 
     async def serve_resume(self, request: _Request, frame: ResumeFrame, renderer: ChatFrameRenderer) -> None:
-        """Rule 4 for one resume."""
+        """Rule 4 for one resume: a chat that is not this socket's owner's is
+        the ``not_found`` error the HTTP resume answers with a 404."""
         await aclose_old_connections()
-        run_id = await self._active_run_of(frame["id"])
+        try:
+            await self.check_policies(throttle=False)
+            run_id = await self._active_run_of(frame["id"])
+        except BadRequest as exc:
+            if not request.aborted and not self._closed:
+                await self.send(text_data=renderer.error(self.get_error_text(exc), exc.code))
+            return
         if run_id is None or request.aborted or self._closed:
             if not request.aborted and not self._closed:
                 await self.send(text_data=renderer.no_active())
@@ -577,13 +362,10 @@ class ChatConsumer(ChatRunMixin, AsyncJsonWebsocketConsumer):  # type: ignore[mi
         await self._forward(request, renderer, 0 if last is None else last + 1)
 
     async def _active_run_of(self, chat_id: str) -> str | None:
-        """The chat's active run when it is this socket's owner's, else None
-        (missing and someone else's look the same)."""
-        owner = self.owner
-        if not valid_id(chat_id) or (owner.get("owner") is None and not owner.get("session_key")):
-            return None
-        if not await Conversation.objects.filter(pk=chat_id, **owner).aexists():
-            return None
+        """The chat's active run (None: nothing runs); ``not_found`` when the
+        chat is not this socket's owner's (missing and foreign alike)."""
+        if not valid_id(chat_id) or not await Conversation.objects.owned_by(self.owner).filter(pk=chat_id).aexists():
+            raise not_found()
         return await get_broker().active_run(chat_id)
 
     async def _forward(self, request: _Request, renderer: ChatFrameRenderer, from_seq: int) -> bool:
@@ -604,7 +386,7 @@ class ChatConsumer(ChatRunMixin, AsyncJsonWebsocketConsumer):  # type: ignore[mi
                     await send(text_data=text)
         except BrokerError:
             logger.exception("the broker failed while run %s streamed to a socket", request.run_id)
-            await send(text_data=renderer.error(uistream_settings.ERROR_TEXT))
+            await send(text_data=renderer.error(uistream_settings.ERROR_TEXT, "internal"))
             return False
         finally:
             aclose = getattr(subscription, "aclose", None)
@@ -639,7 +421,7 @@ class ChatConsumer(ChatRunMixin, AsyncJsonWebsocketConsumer):  # type: ignore[mi
             logger.exception("a chat socket request failed")
             if not self._closed:
                 with suppress(Exception):  # the socket itself may be what failed
-                    await self.send(text_data=renderer.error(uistream_settings.ERROR_TEXT))
+                    await self.send(text_data=renderer.error(uistream_settings.ERROR_TEXT, "internal"))
 
     def _forget(self, request: _Request) -> Callable[[asyncio.Task[None]], None]:
         def done(task: asyncio.Task[None]) -> None:

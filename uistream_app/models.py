@@ -25,10 +25,13 @@ from typing import Any, Final
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-__all__ = ["ChunkBatch", "Conversation", "Message", "Run", "StoredJSONEncoder"]
+from .owners import Owner
+
+__all__ = ["ChunkBatch", "Conversation", "ConversationQuerySet", "Message", "Run", "RunQuerySet", "StoredJSONEncoder"]
 
 # An escaped NUL that is not itself an escaped backslash followed by "u0000".
 _ESCAPED_NUL: Final = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
@@ -43,6 +46,29 @@ class StoredJSONEncoder(json.JSONEncoder):
         if "\\u0000" in text:
             text = _ESCAPED_NUL.sub(r"\1\\ufffd", text)
         return text
+
+
+class ConversationQuerySet(models.QuerySet["Conversation"]):
+    def owned_by(self, owner: Owner) -> ConversationQuerySet:
+        """The conversations of ``owner`` (none for an owner who can own nothing)."""
+        if not owner.is_known:
+            return self.none()
+        return self.filter(**owner.filter_kwargs())
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    def owned_by(self, owner: Owner) -> RunQuerySet:
+        """The runs of ``owner``'s conversations."""
+        if not owner.is_known:
+            return self.none()
+        return self.filter(**owner.filter_kwargs("conversation__"))
+
+
+class MessageQuerySet(models.QuerySet["Message"]):
+    def with_client_id(self, client_id: str) -> MessageQuerySet:
+        """The message the client knows as ``client_id`` (filter by
+        conversation first: a client id is only unique within one)."""
+        return self.filter(Q(client_id=client_id) | Q(pk=client_id, client_id=""))
 
 
 class Conversation(models.Model):
@@ -73,6 +99,8 @@ class Conversation(models.Model):
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
     metadata = models.JSONField(_("metadata"), default=dict, blank=True, encoder=StoredJSONEncoder)
+
+    objects = ConversationQuerySet.as_manager()
 
     class Meta:
         verbose_name = _("conversation")
@@ -109,6 +137,19 @@ class Message(models.Model):
     metadata = models.JSONField(_("metadata"), null=True, blank=True, encoder=StoredJSONEncoder)
     position = models.PositiveIntegerField(_("position"))
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    client_id = models.CharField(
+        _("client id"),
+        max_length=128,
+        blank=True,
+        default="",
+        help_text=_(
+            "The id the client gave the message, when it differs from the primary key: message ids are "
+            "the client's, unique within a conversation, and one another conversation already holds is "
+            "stored under a key of the server's."
+        ),
+    )
+
+    objects = MessageQuerySet.as_manager()
 
     class Meta:
         verbose_name = _("message")
@@ -116,15 +157,25 @@ class Message(models.Model):
         ordering = ("position",)
         constraints = (
             models.UniqueConstraint(fields=["conversation", "position"], name="uistream_message_position_unique"),
+            models.UniqueConstraint(
+                fields=["conversation", "client_id"],
+                condition=~Q(client_id=""),
+                name="uistream_message_client_id_unique",
+            ),
         )
 
     def __str__(self) -> str:
         return f"{self.role} {self.id}"
 
+    @property
+    def ui_id(self) -> str:
+        """The id the client knows the message by."""
+        return self.client_id or self.id
+
     def as_ui_message(self) -> dict[str, Any]:
         """The message as the AI SDK's ``UIMessage`` JSON: ``id``, ``role``,
         ``metadata`` (only when set) and ``parts``."""
-        message: dict[str, Any] = {"id": self.id, "role": self.role}
+        message: dict[str, Any] = {"id": self.ui_id, "role": self.role}
         if self.metadata is not None:
             message["metadata"] = self.metadata
         message["parts"] = self.parts
@@ -183,6 +234,8 @@ class Run(models.Model):
             "What the owner answered before this run: approvals (approved, reason, when) and client tool results."
         ),
     )
+
+    objects = RunQuerySet.as_manager()
 
     class Meta:
         verbose_name = _("run")

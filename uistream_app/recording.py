@@ -179,7 +179,9 @@ class RunRecorder:
         *,
         flush_every_ms: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        inline: bool | None = None,
     ) -> None:
+        self.inline = inline
         self.run = run
         self.message = message
         every_ms = uistream_settings.FLUSH_EVERY_MS if flush_every_ms is None else flush_every_ms

@@ -1,7 +1,9 @@
-"""URLs of the app (DESIGN.md): include them under a prefix, e.g. ``/api/``.
+"""URLs of the app: include them under a prefix, e.g. ``/api/``.
 
 ``chat`` is useChat's default ``api`` path, so ``useChat()`` pointed at
-``/api/chat`` finds ``/api/chat/<id>/stream`` for resume by itself.
+``/api/chat`` finds ``/api/chat/<id>/stream`` for resume by itself. Ids
+are matched as paths, so an id the views refuse (one with a ``/`` or other
+path characters) gets their JSON 404, not Django's page.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ urlpatterns = [
     path("csrf", views.csrf_token_view, name="csrf"),
     path("chat", views.ChatView.as_view(), name="chat"),
     path("agui", agui_views.AGUIView.as_view(), name="agui"),
-    path("chat/<str:chat_id>/stream", views.ChatStreamView.as_view(), name="chat-stream"),
-    path("chat/<str:chat_id>/stop", views.ChatStopView.as_view(), name="chat-stop"),
+    path("chat/<path:chat_id>/stream", views.ChatStreamView.as_view(), name="chat-stream"),
+    path("chat/<path:chat_id>/stop", views.ChatStopView.as_view(), name="chat-stop"),
     path(
-        "chat/<str:chat_id>/messages/<str:message_id>/stream",
+        "chat/<path:chat_id>/messages/<path:message_id>/stream",
         views.StoredMessageStreamView.as_view(),
         name="message-stream",
     ),

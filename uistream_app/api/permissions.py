@@ -1,6 +1,6 @@
 """Who the API acts for, and the checks that keep each owner to their own.
 
-``OwnedMixin`` mirrors ``views.OwnerMixin`` for DRF's synchronous views:
+``OwnedMixin`` mirrors the stream endpoints' pipeline for DRF's synchronous views:
 the request's user when signed in; else, with ``ALLOW_ANONYMOUS``, the
 session (created only by a request that creates something). Django's CSRF
 check covers every unsafe request: DRF's ``SessionAuthentication`` checks
@@ -17,13 +17,15 @@ from django.http import HttpRequest, HttpResponse
 from drf_spectacular.openapi import AutoSchema
 from rest_framework.authentication import CSRFCheck
 from rest_framework.exceptions import PermissionDenied
-from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.schemas.inspectors import ViewInspector
 from rest_framework.views import APIView
 
 from ..conf import settings as uistream_settings
 from ..models import Conversation, Run
+from ..owners import Owner
+from ..policies import AllowAnonymousSessions
 
 __all__ = ["ChatOwner", "OwnedMixin", "enforce_csrf"]
 
@@ -42,14 +44,9 @@ def enforce_csrf(request: Request) -> None:
         raise PermissionDenied(f"CSRF Failed: {reason}")
 
 
-class ChatOwner(BasePermission):
-    """A signed-in user, or anyone when the view allows anonymous owners."""
-
-    def has_permission(self, request: Request, view: APIView) -> bool:
-        if request.user and request.user.is_authenticated:
-            return True
-        allowed = getattr(view, "get_allow_anonymous", None)
-        return bool(allowed is not None and allowed())
+#: A signed-in user, or anyone when the view allows anonymous owners: the
+#: stream endpoints' default permission, for the API too.
+ChatOwner = AllowAnonymousSessions
 
 
 class OwnedMixin(APIView):
@@ -66,35 +63,26 @@ class OwnedMixin(APIView):
             return self.allow_anonymous
         return bool(uistream_settings.ALLOW_ANONYMOUS)
 
-    def get_owner(self, *, create_session: bool = False) -> dict[str, Any] | None:
-        """``{"owner": user}``, ``{"owner": None, "session_key": key}``, or
-        None for an anonymous visitor who has no session yet (owns nothing).
-        ``create_session`` gives them one."""
+    def get_owner(self, *, create_session: bool = False) -> Owner:
+        """The request's user, or its anonymous session (an ``Owner`` that
+        owns nothing when there is none yet; ``create_session`` makes one)."""
         user = self.request.user
         if user is not None and user.is_authenticated:
-            return {"owner": user}
+            return Owner.of_user(user)
         session = self.request.session
-        if session.session_key is None:
-            if not create_session:
-                return None
+        if session.session_key is None and create_session:
             session.save()
-        return {"owner": None, "session_key": session.session_key}
+        return Owner.of_session(session.session_key)
 
     def owned_conversations(self) -> QuerySet[Conversation]:
         if getattr(self, "swagger_fake_view", False):  # drf-spectacular reading the view
             return Conversation.objects.none()
-        owner = self.get_owner()
-        if owner is None:
-            return Conversation.objects.none()
-        return Conversation.objects.filter(**owner)
+        return Conversation.objects.owned_by(self.get_owner())
 
     def owned_runs(self) -> QuerySet[Run]:
         if getattr(self, "swagger_fake_view", False):
             return Run.objects.none()
-        owner = self.get_owner()
-        if owner is None:
-            return Run.objects.none()
-        return Run.objects.filter(**{f"conversation__{key}": value for key, value in owner.items()})
+        return Run.objects.owned_by(self.get_owner())
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)

@@ -89,10 +89,9 @@ class ConversationListView(OwnedMixin, generics.ListCreateAPIView[Conversation])
         if Conversation.objects.filter(pk=chat_id).exists():
             raise Conflict("that conversation id is taken", code="duplicate")
         owner = self.get_owner(create_session=True)
-        assert owner is not None
         try:
             with transaction.atomic():
-                serializer.save(id=chat_id, **owner)
+                serializer.save(id=chat_id, **owner.create_kwargs())
         except IntegrityError:
             raise Conflict("that conversation id is taken", code="duplicate") from None
 

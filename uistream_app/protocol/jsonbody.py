@@ -43,8 +43,11 @@ def depth_ok(value: Any, limit: int = MAX_DEPTH) -> bool:
     return True
 
 
-def load_json_object(body: bytes, *, max_bytes: int, expected: str) -> dict[str, Any]:
-    """``body`` parsed; ``expected`` names what the client should send."""
+def load_json_object(
+    body: bytes, *, max_bytes: int, expected: str, max_depth: int | None = MAX_DEPTH
+) -> dict[str, Any]:
+    """``body`` parsed; ``expected`` names what the client should send.
+    ``max_depth`` None: the caller checks the depth of what it keeps."""
     if len(body) > max_bytes:
         raise JSONBodyError(f"the request body is larger than {max_bytes} bytes", code="too_large", status=413)
     if not body.strip():
@@ -55,6 +58,6 @@ def load_json_object(body: bytes, *, max_bytes: int, expected: str) -> dict[str,
         raise JSONBodyError(f"the request body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(data, dict):
         raise JSONBodyError("the request body must be a JSON object", code="invalid_json")
-    if not depth_ok(data, MAX_DEPTH):
-        raise JSONBodyError(f"the request body is nested deeper than {MAX_DEPTH} levels", code="too_deep")
+    if max_depth is not None and not depth_ok(data, max_depth):
+        raise JSONBodyError(f"the request body is nested deeper than {max_depth} levels", code="too_deep")
     return data

@@ -1,0 +1,121 @@
+"""``ChatHooks``: what a project overrides to shape a chat's runs, shared by
+``ChatView``, ``AGUIView`` and ``ChatConsumer``.
+
+Class attributes default from ``UISTREAM``; each ``get_*`` hook is one
+override point (DRF's generics are the model). The hooks say *what* a run
+uses; the store and the runner do the work.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from .conf import settings as uistream_settings
+from .models import Message, MessageQuerySet
+from .protocol.events import Event
+from .runner import Runner
+from .runs import ChatModel, SystemMessage, Tool, ToolCallRequest, ToolLoop, ui_to_model_messages
+from .store import ConversationStore, PreparedRun, latest_messages
+
+__all__ = ["ChatHooks", "ServerToolLoop"]
+
+
+class ServerToolLoop(ToolLoop):
+    """The tool loop of the chat endpoints: approval ids are unguessable
+    (the server only accepts an answer that names the id it stored)."""
+
+    def approval_id(self, call: ToolCallRequest) -> str:
+        return "apv_" + secrets.token_urlsafe(18)
+
+
+class ChatHooks:
+    """The hooks of a chat endpoint (see the module docstring)."""
+
+    model: Any = None
+    tools: Sequence[Any] | None = None
+    system_prompt: str | None = None
+    max_steps: int | None = None
+    sdk_version: int | None = None
+    #: The last N stored messages the model sees; None: ``UISTREAM["HISTORY_MAX_MESSAGES"]``.
+    history_max_messages: int | None = None
+
+    def get_model(self) -> ChatModel:
+        """The chat model of this request's run. Called once per request;
+        override to pick a model per user or per conversation."""
+        # Read through the class so a plain function is not bound as a method.
+        value = self.__dict__.get("model", type(self).model)
+        if value is None:
+            value = uistream_settings.import_setting("MODEL")
+        if value is None:
+            raise ImproperlyConfigured(
+                f"'{type(self).__name__}' should either include a `model` attribute, "
+                "set UISTREAM['MODEL'], or override the `get_model()` method."
+            )
+        if isinstance(value, type) or (callable(value) and not isinstance(value, ChatModel)):
+            value = value()
+        if isinstance(value, ChatModel):
+            return value
+        raise ImproperlyConfigured(f"'{type(self).__name__}': the model {value!r} has no stream() method.")
+
+    def get_tools(self) -> list[Tool]:
+        """The tools the model may call (``Tool`` objects, functions, or
+        dotted paths to either)."""
+        raw = self.tools if self.tools is not None else uistream_settings.TOOLS
+        tools: list[Tool] = []
+        for item in raw:
+            value = import_string(item) if isinstance(item, str) else item
+            tools.append(value if isinstance(value, Tool) else Tool(value))
+        return tools
+
+    def get_system_prompt(self) -> str | None:
+        return self.system_prompt
+
+    def get_max_steps(self) -> int:
+        return int(self.max_steps if self.max_steps is not None else uistream_settings.MAX_STEPS)
+
+    def get_history(self, messages: MessageQuerySet) -> list[Message]:
+        """The stored messages the model answers from, oldest first, chosen
+        from the conversation's (``messages``, ordered by position; called in
+        the store's transaction). Default: the last ``history_max_messages``,
+        starting at a user message. The last one must be the user message
+        being answered (or, continuing, the assistant message continued)."""
+        limit = self.history_max_messages
+        if limit is None:
+            limit = uistream_settings.HISTORY_MAX_MESSAGES
+        return latest_messages(limit)(messages)
+
+    def get_source(self, history: list[dict[str, Any]], run: PreparedRun, model: ChatModel) -> AsyncIterator[Event]:
+        """The run's event source. ``history`` is the stored conversation the
+        model answers (UIMessages, oldest first); ``run`` the prepared run
+        (its ``approvals``, ``client_results``, ``extra``, ``owner``…). The
+        default runs a ``ToolLoop`` over the model and tools; return any
+        async iterator of source events to run something else."""
+        messages = ui_to_model_messages(history)
+        prompt = self.get_system_prompt()
+        if prompt:
+            messages.insert(0, SystemMessage(prompt))
+        loop = ServerToolLoop(
+            model,
+            self.get_tools(),
+            max_steps=self.get_max_steps(),
+            error_text=uistream_settings.ERROR_TEXT,
+        )
+        return loop.run(messages, approvals=run.approvals, client_results=run.client_results)
+
+    def get_message_metadata(self, run: PreparedRun) -> Any:
+        """Metadata for the assistant message's ``start`` chunk (None: none)."""
+        return None
+
+    def get_store(self, *, with_thread: bool = False) -> ConversationStore:
+        """The store that turns this endpoint's requests into runs."""
+        client_tools = frozenset(t.name for t in self.get_tools() if t.client_side)
+        return ConversationStore(client_tools=client_tools, choose_history=self.get_history, with_thread=with_thread)
+
+    def get_runner(self) -> Runner:
+        """The runner that starts this endpoint's runs."""
+        return Runner()

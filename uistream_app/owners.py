@@ -1,0 +1,82 @@
+"""Who a request acts for: ``Owner``, the one value every ownership check
+goes through (``Conversation.objects.owned_by(owner)``).
+
+An owner is a signed-in user, or, where anonymous chats are allowed, the
+Django session of an anonymous visitor. A visitor who has no session yet
+owns nothing (``is_known`` is False) until a valid request creates one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Owner"]
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A user (``user`` set) or an anonymous session (``session_key``)."""
+
+    user: Any = None
+    session_key: str | None = None
+
+    @classmethod
+    def of_user(cls, user: Any) -> Owner:
+        return cls(user=user)
+
+    @classmethod
+    def of_session(cls, session_key: str | None) -> Owner:
+        return cls(session_key=session_key or None)
+
+    @property
+    def is_user(self) -> bool:
+        return self.user is not None
+
+    @property
+    def is_known(self) -> bool:
+        """Whether the owner can own anything (a user, or a session that exists)."""
+        return self.user is not None or bool(self.session_key)
+
+    def filter_kwargs(self, prefix: str = "") -> dict[str, Any]:
+        """Query filters selecting what this owner owns (``prefix`` for a
+        relation, e.g. ``"conversation__"``). Only ``owned_by`` and the
+        store use them."""
+        if self.user is not None:
+            return {f"{prefix}owner": self.user}
+        return {f"{prefix}owner": None, f"{prefix}session_key": self.session_key or ""}
+
+    def create_kwargs(self) -> dict[str, Any]:
+        """The fields of a conversation this owner creates."""
+        if self.user is not None:
+            return {"owner": self.user}
+        return {"owner": None, "session_key": self.session_key or ""}
+
+    def owns(self, conversation: Any) -> bool:
+        """Whether ``conversation`` (a ``Conversation`` row) is this owner's."""
+        if not self.is_known:
+            return False
+        if self.user is not None:
+            return bool(conversation.owner_id == self.user.pk)
+        return bool(conversation.owner_id is None and conversation.session_key == self.session_key)
+
+    @property
+    def ident(self) -> str:
+        """A stable key for counters (throttles): the user's pk, or a digest
+        of the session key (never the key itself)."""
+        if self.user is not None:
+            return f"user:{self.user.pk}"
+        return f"session:{self.session_digest}"
+
+    @property
+    def session_digest(self) -> str:
+        return hashlib.sha256((self.session_key or "").encode()).hexdigest()[:12]
+
+    def describe(self) -> str:
+        """Who this is, as staff read it (stored with decisions): a user by
+        id and name, a visitor by a digest of the session key."""
+        if self.user is not None:
+            name = self.user.get_username() if hasattr(self.user, "get_username") else ""
+            return f"user {self.user.pk} ({name})" if name else f"user {self.user.pk}"
+        return f"anonymous visitor {self.session_digest}"

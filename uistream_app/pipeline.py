@@ -1,0 +1,321 @@
+"""``StreamView``: the one request pipeline of every stream endpoint
+(docs/architecture.md, "The request pipeline").
+
+In the order every endpoint meets them: the method (405), CSRF for
+cookie-authenticated unsafe requests (403), authentication, permissions
+(401/403) and throttles (429) in ``initial()``, then the subclass's handler
+reads its body and checks ownership (404 for missing and foreign alike).
+Every refusal is a ``BadRequest`` and becomes the same JSON body in
+``handle_exception()``. Per-request state lives in a ``RequestContext``
+handed to the handler, never on the view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from asgiref.sync import sync_to_async
+from django.conf import settings as django_settings
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.utils.decorators import classonlymethod
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework.exceptions import APIException
+from rest_framework.request import Request
+
+from .chat_request import valid_id
+from .conf import SDK_VERSIONS
+from .conf import settings as uistream_settings
+from .errors import BadRequest, not_found
+from .live import Broker, get_broker
+from .models import Conversation
+from .owners import Owner
+from .policies import check_policies, load_classes, translate_api_exception
+from .portal import in_portal, iterate_in_portal
+from .protocol.sse import KEEPALIVE_FRAME
+from .protocol.ui.chunks import Chunk
+from .runner import RunHandle
+
+__all__ = [
+    "SSE_HEADERS",
+    "RequestContext",
+    "StreamRenderer",
+    "StreamView",
+    "check_json_request",
+    "render_subscription",
+    "resolve_sdk_version",
+    "sse_response",
+]
+
+#: The headers the SDK's own server sends (minus hop-by-hop ``connection``).
+SSE_HEADERS: dict[str, str] = {
+    "Cache-Control": "no-cache",
+    "X-Vercel-AI-UI-Message-Stream": "v1",
+    "X-Accel-Buffering": "no",
+}
+SDK_VERSION_HEADER = "x-uistream-sdk-version"
+SAFE_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
+
+
+class StreamRenderer(Protocol):
+    """Canonical chunks → the bytes of one dialect's stream."""
+
+    def render_many(self, chunks: Iterable[Chunk]) -> bytes: ...
+
+    def done(self) -> bytes: ...
+
+
+@dataclass
+class RequestContext:
+    """One request's state: the request, DRF's view of it, and its owner
+    (a visitor without a session owns nothing until ``ensure_owner``)."""
+
+    request: HttpRequest
+    api_request: Request
+    owner: Owner
+    allow_anonymous: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    async def ensure_owner(self) -> Owner:
+        """The owner, giving an anonymous visitor a session first: only a
+        request that passed every check may create one."""
+        if not self.owner.is_known and self.owner.user is None and self.allow_anonymous:
+            session = self.request.session
+            if session.session_key is None:
+                await session.asave()
+            self.owner = Owner.of_session(session.session_key)
+        return self.owner
+
+    async def owned_conversation(self, chat_id: str) -> Conversation:
+        """The owner's conversation ``chat_id``; the one 404 otherwise."""
+        conversation = None
+        if valid_id(chat_id):
+            conversation = await Conversation.objects.owned_by(self.owner).filter(pk=chat_id).afirst()
+        if conversation is None:
+            raise not_found()
+        return conversation
+
+
+def _no_response(request: HttpRequest) -> HttpResponse:
+    return HttpResponse()
+
+
+def check_csrf(request: HttpRequest) -> None:
+    """Django's own CSRF check, answered in JSON, for a request a cookie may
+    authenticate: every unsafe request except one that carries no session
+    cookie and authenticates with an ``Authorization`` header (a token
+    client, which a forged cross-site request can't be)."""
+    if request.method in SAFE_METHODS:
+        return
+    if django_settings.SESSION_COOKIE_NAME not in request.COOKIES and "authorization" in request.headers:
+        return
+    if CsrfViewMiddleware(_no_response).process_view(request, _no_response, (), {}) is not None:
+        raise BadRequest("CSRF verification failed: send the X-CSRFToken header", code="csrf_failed", status=403)
+
+
+def check_json_request(request: HttpRequest) -> int:
+    """A JSON body's checks before a byte of it is read: its declared size
+    within ``MAX_REQUEST_BYTES`` (413) and a JSON content type (415).
+    Returns the size limit, for the parser."""
+    max_bytes = int(uistream_settings.MAX_REQUEST_BYTES)
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > max_bytes:
+        raise BadRequest(f"the request body is larger than {max_bytes} bytes", code="too_large", status=413)
+    content_type = request.content_type or ""
+    if content_type != "application/json":
+        raise BadRequest(
+            f"send application/json, not {content_type or 'nothing'!r}", code="unsupported_media_type", status=415
+        )
+    return max_bytes
+
+
+def resolve_sdk_version(request: HttpRequest, default: int) -> int:
+    """The client's AI SDK major version: ``?v=``, the header, else ``default``."""
+    raw = request.GET.get("v") or request.headers.get(SDK_VERSION_HEADER)
+    if raw is None:
+        return default
+    try:
+        version = int(raw)
+    except ValueError:
+        version = -1
+    if version not in SDK_VERSIONS:
+        raise BadRequest(
+            f"unsupported SDK version {raw!r}; use one of {', '.join(map(str, SDK_VERSIONS))}",
+            code="bad_sdk_version",
+            field="v",
+        )
+    return version
+
+
+async def render_subscription(
+    broker: Broker,
+    run_id: str,
+    renderer: StreamRenderer,
+    *,
+    keepalive_seconds: float,
+    on_close: Callable[[bool], Any] | None = None,
+) -> AsyncIterator[bytes]:
+    """Replay then live chunks of ``run_id`` as bytes, a keep-alive comment
+    after ``keepalive_seconds`` of silence, the renderer's end at the end.
+    What the broker hands over together goes out in one write.
+    ``on_close(completed)`` runs however the response ends (a disconnect
+    closes this generator: ``completed`` is then False)."""
+    subscription = broker.subscribe_batches(run_id, keepalive=keepalive_seconds)
+    render_many = renderer.render_many
+    completed = False
+    try:
+        async for _seq, chunks in subscription:
+            if not chunks:
+                yield KEEPALIVE_FRAME
+                continue
+            frames = render_many(chunks)
+            if frames:
+                yield frames
+        completed = True
+        yield renderer.done()
+    finally:
+        aclose = getattr(subscription, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        if on_close is not None:
+            result = on_close(completed)
+            if asyncio.iscoroutine(result):
+                await result
+
+
+def sse_response(body: AsyncIterator[bytes], headers: dict[str, str] = SSE_HEADERS) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(body, content_type="text/event-stream")
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+def is_wsgi(request: HttpRequest) -> bool:
+    return "wsgi.input" in request.META
+
+
+class StreamView(View):
+    """The base of every stream endpoint (see the module docstring).
+
+    Subclasses define async handlers ``post(request, context, **kwargs)`` /
+    ``get(...)``. Policies are class attributes, as in DRF; None takes the
+    ``UISTREAM`` default (throttles apply only where ``starts_runs``).
+    """
+
+    http_method_names: ClassVar[list[str]] = ["options"]  # type: ignore[misc]
+    authentication_classes: Sequence[Any] | None = None
+    permission_classes: Sequence[Any] | None = None
+    throttle_classes: Sequence[Any] | None = None
+    #: DRF's ``ScopedRateThrottle`` reads it.
+    throttle_scope: str = "chat"
+    #: None: ``UISTREAM["ALLOW_ANONYMOUS"]``.
+    allow_anonymous: bool | None = None
+    #: Whether a request here starts a run (the run throttles apply).
+    starts_runs: ClassVar[bool] = False
+
+    @classonlymethod
+    def as_view(cls, **initkwargs: Any) -> Any:
+        # CSRF is the pipeline's (answered in JSON), not the middleware's.
+        return csrf_exempt(super().as_view(**initkwargs))
+
+    # -- policies ---------------------------------------------------------------------
+
+    def get_allow_anonymous(self) -> bool:
+        if self.allow_anonymous is not None:
+            return self.allow_anonymous
+        return bool(uistream_settings.ALLOW_ANONYMOUS)
+
+    def get_authenticators(self) -> list[Any]:
+        classes = self.authentication_classes
+        if classes is None:
+            classes = uistream_settings.AUTHENTICATION_CLASSES
+        return [cls() for cls in load_classes(classes)]
+
+    def get_permission_classes(self) -> list[type]:
+        classes = self.permission_classes
+        return load_classes(uistream_settings.PERMISSION_CLASSES if classes is None else classes)
+
+    def get_throttle_classes(self) -> list[type]:
+        classes = self.throttle_classes
+        if classes is None:
+            classes = uistream_settings.THROTTLE_CLASSES if self.starts_runs else ()
+        return load_classes(classes)
+
+    def initial(self, request: HttpRequest) -> RequestContext:
+        """CSRF, authentication, permissions, throttles (sync: sessions,
+        users and throttle caches are). Raises ``BadRequest``."""
+        check_csrf(request)
+        api_request = Request(request, authenticators=self.get_authenticators())
+        try:
+            user = api_request.user
+        except APIException as exc:
+            raise translate_api_exception(exc) from None
+        check_policies(api_request, self, self.get_permission_classes(), self.get_throttle_classes())
+        if user is not None and user.is_authenticated:
+            owner = Owner.of_user(user)
+        else:
+            session = getattr(request, "session", None)
+            owner = Owner.of_session(session.session_key if session is not None else None)
+        return RequestContext(request, api_request, owner, self.get_allow_anonymous())
+
+    # -- the request ------------------------------------------------------------------
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        if not is_wsgi(request):
+            return self.handle(request, *args, **kwargs)
+
+        # Under WSGI the run must live in the portal's long-lived loop, and
+        # the answer stream through a plain iterator (``portal``).
+        async def bridged() -> HttpResponseBase:
+            response: HttpResponseBase = await in_portal(self.handle(request, *args, **kwargs))
+            if isinstance(response, StreamingHttpResponse) and response.is_async:
+                response.streaming_content = iterate_in_portal(response.streaming_content)  # type: ignore[arg-type]
+            return response
+
+        return bridged()
+
+    async def handle(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        try:
+            method = (request.method or "").lower()
+            if method == "options":
+                response: HttpResponseBase = self.options(request, *args, **kwargs)
+                return await response if asyncio.iscoroutine(response) else response
+            handler = getattr(self, method, None) if method in self.http_method_names else None
+            if handler is None:
+                allowed = ", ".join(m.upper() for m in self.http_method_names if hasattr(self, m))
+                raise BadRequest(f"use {allowed}", code="method_not_allowed", status=405, headers={"Allow": allowed})
+            context = await sync_to_async(self.initial)(request)
+            return await handler(request, context, *args, **kwargs)  # type: ignore[no-any-return]
+        except BadRequest as exc:
+            return self.handle_exception(exc)
+
+    def handle_exception(self, exc: BadRequest) -> HttpResponse:
+        """Every refusal as the same JSON body (and its headers)."""
+        response = JsonResponse(exc.as_dict(), status=exc.status)
+        for name, value in exc.headers.items():
+            response[name] = value
+        return response
+
+    def stream_run(
+        self, handle: RunHandle, renderer: StreamRenderer, headers: dict[str, str] = SSE_HEADERS
+    ) -> StreamingHttpResponse:
+        """The answer of a request that started ``handle``: its run's
+        chunks, rendered; a dropped connection follows ``ON_DISCONNECT``."""
+        policy = uistream_settings.ON_DISCONNECT
+
+        def on_close(completed: bool) -> None:
+            if not completed and policy == "cancel":
+                handle.cancel_unless_done()
+
+        body = render_subscription(
+            get_broker(),
+            handle.run_id,
+            renderer,
+            keepalive_seconds=float(uistream_settings.KEEPALIVE_SECONDS),
+            on_close=on_close,
+        )
+        return sse_response(body, headers)

@@ -1,0 +1,203 @@
+"""Who may use an endpoint, and how often: authentication, permission and
+throttle classes in Django REST framework's shapes, so DRF's own classes
+(``IsAuthenticated``, ``UserRateThrottle``, ``ScopedRateThrottle``, token
+authentication…) work unchanged on every transport (docs/architecture.md,
+"Policies").
+
+A view lists them as ``authentication_classes``, ``permission_classes`` and
+``throttle_classes`` (defaults from ``UISTREAM``); ``check_policies`` applies
+them to a DRF ``Request`` (HTTP) or a ``SocketRequest`` (one WebSocket
+send) and raises the house's ``BadRequest`` (401, 403, 429 with
+``Retry-After``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.utils.module_loading import import_string
+from rest_framework import exceptions as drf_exceptions
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.permissions import BasePermission
+from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
+
+from .conf import settings as uistream_settings
+from .errors import BadRequest
+
+__all__ = [
+    "AllowAnonymousSessions",
+    "ChatRateThrottle",
+    "DjangoSessionAuthentication",
+    "MaxActiveRunsThrottle",
+    "SocketRequest",
+    "check_policies",
+    "load_classes",
+    "translate_api_exception",
+]
+
+
+def load_classes(value: Iterable[Any]) -> list[type]:
+    """Classes, or dotted paths to them (settings)."""
+    return [import_string(item) if isinstance(item, str) else item for item in value]
+
+
+class DjangoSessionAuthentication(BaseAuthentication):
+    """The user Django's ``AuthenticationMiddleware`` (HTTP) or Channels'
+    ``AuthMiddlewareStack`` (WebSocket) found. CSRF is checked by the
+    pipeline, before authentication, so this class does not check it again
+    (DRF's ``SessionAuthentication`` does, and works too)."""
+
+    def authenticate(self, request: Any) -> tuple[Any, None] | None:
+        user = getattr(request._request, "user", None)
+        if user is None or not user.is_authenticated:
+            return None
+        return (user, None)
+
+    def authenticate_header(self, request: Any) -> str | None:
+        return None
+
+
+class AllowAnonymousSessions(BasePermission):
+    """A signed-in user; or, where the view allows anonymous chats
+    (``allow_anonymous`` / ``UISTREAM["ALLOW_ANONYMOUS"]``), anyone, owning
+    conversations by session."""
+
+    message = "log in to chat"
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        user = request.user
+        if user is not None and user.is_authenticated:
+            return True
+        return bool(view.get_allow_anonymous())
+
+
+def owner_ident(request: Any) -> str | None:
+    """Who a throttle counts: the user, the session, or None (then the
+    client address)."""
+    user = request.user
+    if user is not None and user.is_authenticated:
+        return f"user-{user.pk}"
+    session = getattr(request._request, "session", None)
+    key = getattr(session, "session_key", None) if session is not None else None
+    return f"session-{key}" if key else None
+
+
+class ChatRateThrottle(SimpleRateThrottle):
+    """Runs started per owner (user, else session, else client address),
+    counted across the useChat POST, WebSocket sends and AG-UI runs: they
+    share the scope ``chat`` and so one counter. The rate comes from
+    ``UISTREAM["THROTTLE_RATES"]["chat"]`` (e.g. ``"5/min"``), else from
+    DRF's ``DEFAULT_THROTTLE_RATES``; none set: no limit."""
+
+    scope = "chat"
+
+    def get_rate(self) -> str | None:
+        rates = uistream_settings.THROTTLE_RATES or {}
+        if self.scope in rates:
+            return rates[self.scope]  # type: ignore[no-any-return]
+        return self.THROTTLE_RATES.get(self.scope)
+
+    def get_cache_key(self, request: Any, view: Any) -> str:
+        ident = owner_ident(request) or self.get_ident(request)
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+class MaxActiveRunsThrottle(BaseThrottle):
+    """At most ``UISTREAM["MAX_ACTIVE_RUNS_PER_OWNER"]`` runs streaming at
+    once per owner (None: no cap), across all their chats."""
+
+    wait_seconds = 1.0
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        limit = uistream_settings.MAX_ACTIVE_RUNS_PER_OWNER
+        if limit is None:
+            return True
+        from .models import Run
+
+        user = request.user
+        if user is not None and user.is_authenticated:
+            runs = Run.objects.filter(conversation__owner=user)
+        else:
+            ident = owner_ident(request)
+            if ident is None:
+                return True  # no session yet: nothing of theirs runs
+            runs = Run.objects.filter(conversation__owner=None, conversation__session_key=ident[len("session-") :])
+        return bool(runs.filter(status=Run.Status.RUNNING).count() < int(limit))
+
+    def wait(self) -> float | None:
+        return self.wait_seconds
+
+
+class SocketRequest:
+    """One WebSocket send as the request DRF's permission and throttle
+    classes read: ``user``, ``session``, ``META`` (the client address and
+    the handshake's headers), ``method``."""
+
+    method = "POST"
+
+    def __init__(self, scope: dict[str, Any], user: Any) -> None:
+        self.user = user
+        self.auth = None
+        self.session = scope.get("session")
+        self._request = self
+        self.successful_authenticator = object() if user is not None and user.is_authenticated else None
+        self.authenticators: Sequence[Any] = ()
+        meta: dict[str, Any] = {}
+        client = scope.get("client")
+        if client:
+            meta["REMOTE_ADDR"] = client[0]
+        for name, value in scope.get("headers", ()):
+            key = name.decode("latin-1").upper().replace("-", "_")
+            meta["HTTP_" + key] = value.decode("latin-1")
+        self.META = meta
+
+
+def check_policies(
+    request: Any, view: Any, permission_classes: Iterable[type], throttle_classes: Iterable[type]
+) -> None:
+    """Permissions, then throttles (sync: they may read the cache or the
+    database). Raises ``BadRequest``: 401 for a request nobody authenticated,
+    403, or 429 with ``Retry-After``."""
+    for permission_class in permission_classes:
+        permission = permission_class()
+        if not permission.has_permission(request, view):
+            message = getattr(permission, "message", None)
+            if not request.successful_authenticator:
+                raise BadRequest(str(message or "authentication is required"), code="not_authenticated", status=401)
+            raise BadRequest(str(message or "you may not use this endpoint"), code="permission_denied", status=403)
+    denied = False
+    waits: list[float] = []
+    for throttle_class in throttle_classes:
+        throttle = throttle_class()
+        if not throttle.allow_request(request, view):
+            denied = True
+            wait = throttle.wait()
+            if wait is not None:
+                waits.append(float(wait))
+    if denied:
+        raise throttled(max(waits) if waits else None)
+
+
+def throttled(wait: float | None) -> BadRequest:
+    """429, with ``Retry-After`` in whole seconds when known."""
+    if wait is None:
+        return BadRequest("too many requests: try again later", code="throttled", status=429)
+    seconds = max(1, math.ceil(wait))
+    return BadRequest(
+        f"too many requests: try again in {seconds} seconds",
+        code="throttled",
+        status=429,
+        headers={"Retry-After": str(seconds)},
+    )
+
+
+def translate_api_exception(exc: drf_exceptions.APIException) -> BadRequest:
+    """A DRF exception (raised by an authentication class) as the house's answer."""
+    if isinstance(exc, drf_exceptions.Throttled):
+        return throttled(getattr(exc, "wait", None))
+    codes = exc.get_codes()
+    code = codes if isinstance(codes, str) else "invalid"
+    detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    return BadRequest(str(detail), code=code, status=int(exc.status_code))

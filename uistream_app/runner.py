@@ -1,0 +1,155 @@
+"""``Runner``: the only code that starts a run (docs/architecture.md, "A run").
+
+``Runner.start(prepared, source)`` runs a ``PreparedRun``'s event source in
+a task of its own: ``execute_run`` encodes it, records every chunk
+(``RunRecorder``) and publishes it to the run's broker channel, and however
+the run ends (done, failed, stopped, cancelled because its client left) the
+log is closed with a terminal chunk, stored, and the slot released. The
+responses are subscribers of the broker; they never touch the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from .conf import settings as uistream_settings
+from .live import RunChannel
+from .models import Run
+from .protocol.events import Event
+from .protocol.ui.chunks import Chunk
+from .protocol.ui.encoder import UIMessageEncoder
+from .protocol.ui.stream import aencode_batches
+from .recording import RunRecorder
+from .store import PreparedRun
+
+__all__ = ["RunHandle", "Runner", "execute_run"]
+
+logger = logging.getLogger("uistream_app.runner")
+
+
+@dataclass(frozen=True)
+class RunHandle:
+    """A started run: its row and its task (cancel the task to cancel the run)."""
+
+    run: Run
+    task: asyncio.Task[None]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.run.pk)
+
+    def cancel_unless_done(self) -> None:
+        if not self.task.done():
+            self.task.cancel()
+
+
+class Runner:
+    """Starts prepared runs in this process's event loop. Issue 11's
+    executors (other processes, workers) plug in here."""
+
+    async def start(self, prepared: PreparedRun, source: AsyncIterator[Event], *, metadata: Any = None) -> RunHandle:
+        # A continuation goes on from the parts the message already holds:
+        # their calls' outputs are sent, new part ids follow theirs.
+        encoder = UIMessageEncoder(prepared.message.pk, metadata, continues=prepared.message.parts)
+        recorder = RunRecorder(prepared.run, prepared.message, inline=prepared.log_inline)
+        stopped = asyncio.Event()
+        task = asyncio.create_task(
+            execute_run(
+                source,
+                encoder,
+                prepared.channel,
+                recorder,
+                error_text=uistream_settings.ERROR_TEXT,
+                expose_errors=bool(uistream_settings.EXPOSE_ERRORS),
+                stopped=stopped,
+            ),
+            name=f"uistream-run-{prepared.run.pk}",
+        )
+        watcher = asyncio.create_task(_watch_stop(prepared.channel, task, stopped))
+        task.add_done_callback(lambda _t: watcher.cancel())
+        return RunHandle(prepared.run, task)
+
+
+async def execute_run(
+    source: AsyncIterator[Event],
+    encoder: UIMessageEncoder,
+    channel: RunChannel,
+    recorder: RunRecorder,
+    *,
+    error_text: str,
+    expose_errors: bool,
+    stopped: asyncio.Event,
+) -> None:
+    """Drive one run: encode the source, record every chunk, publish it.
+
+    The chunks one source event produces are recorded and published
+    together, recording first: whatever a subscriber was sent is in the log.
+    """
+    failure: list[BaseException] = []
+    status = "completed"
+    try:
+        async for batch in aencode_batches(
+            source, encoder, error_text=error_text, expose_errors=expose_errors, on_error=failure.append
+        ):
+            # Recorded, then published, with no await in between: a
+            # cancellation (stop, disconnect) can't split the two, and
+            # publish takes its chunks before it first waits (RunChannel).
+            await _record_and_publish(recorder, channel, batch)
+        if failure:
+            status = "failed"
+    except asyncio.CancelledError:
+        status = "stopped" if stopped.is_set() else "cancelled"
+        tail = encoder.abort("stopped" if stopped.is_set() else None)
+        if tail:
+            await asyncio.shield(_record_and_publish(recorder, channel, tail, closing=True))
+        raise
+    except Exception as exc:  # a failure of ours (recording, broker): still close cleanly
+        logger.exception("run %s failed outside its source", recorder.run.pk)
+        failure.append(exc)
+        status = "failed"
+        tail = encoder.error(error_text)
+        if tail:
+            await asyncio.shield(_record_and_publish(recorder, channel, tail, closing=True))
+    finally:
+        error = failure[0] if failure else None
+        await asyncio.shield(
+            _finish(
+                recorder,
+                channel,
+                status,
+                usage=dict(encoder.usage),
+                error_code=type(error).__name__ if error else "",
+                error_detail=repr(error) if error else "",
+            )
+        )
+
+
+async def _record_and_publish(
+    recorder: RunRecorder, channel: RunChannel, chunks: list[Chunk], *, closing: bool = False
+) -> None:
+    """Log ``chunks`` (never waits), then publish them. For the closing
+    chunks a failed publish is only logged: the log is what counts."""
+    recorder.add(chunks)
+    try:
+        await channel.publish(chunks)
+    except Exception:
+        if not closing:
+            raise
+        logger.exception("could not publish the closing chunks of run %s", recorder.run.pk)
+
+
+async def _finish(recorder: RunRecorder, channel: RunChannel, status: str, **fields: Any) -> None:
+    try:
+        await recorder.finish(status, **fields)
+    finally:
+        await channel.close()
+
+
+async def _watch_stop(channel: RunChannel, task: asyncio.Task[None], stopped: asyncio.Event) -> None:
+    await channel.stop_requested.wait()
+    stopped.set()
+    task.cancel()

@@ -1,0 +1,498 @@
+"""``ConversationStore``: the only code that touches the database to turn
+a request into a run (docs/architecture.md, "A turn").
+
+A transport parses its request into a ``Turn`` (what is asked of the
+conversation, in no dialect's words) and calls ``prepare``, which checks
+ownership, takes the chat's run slot from the broker, applies the turn to
+the stored conversation in one transaction and returns a ``PreparedRun``;
+``Runner.start`` (``runner.py``) then runs it. The stored conversation is
+the truth: of the client's history only the new user message is taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from .conf import settings as uistream_settings
+from .errors import BadRequest, not_found
+from .live import RunAlreadyActive, RunChannel, get_broker
+from .models import Conversation, Message, MessageQuerySet, Run
+from .owners import Owner
+from .protocol.ui.parts import is_tool_part, tool_name, tool_parts
+from .runs import ClientToolResult, ToolApproval
+
+__all__ = [
+    "AnswerReader",
+    "ConversationStore",
+    "HistoryChooser",
+    "PreparedRun",
+    "ToolAnswer",
+    "Turn",
+    "latest_messages",
+    "new_message_id",
+]
+
+
+def new_message_id() -> str:
+    return "msg_" + secrets.token_urlsafe(18)
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """What a request says about one tool call of the message it continues.
+
+    ``kind``: ``approval`` (a person's decision: the ``approval_id`` the
+    client named, ``approved`` as sent, an optional ``reason``), ``result``
+    (a client-side tool's ``output``, or with ``is_error`` its error text),
+    or ``other`` (anything else said about the call: refused unless the call
+    is settled that way already). ``record`` adds fields to the decision
+    stored on the run (the dialect, the answer's status).
+    """
+
+    tool_call_id: str
+    kind: Literal["approval", "result", "other"]
+    approval_id: str = ""
+    approved: Any = None
+    reason: str | None = None
+    output: Any = None
+    is_error: bool = False
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+#: Reads a continuation's answers against the stored last message (None
+#: when the conversation is empty); raises ``BadRequest``. Each dialect
+#: has its own (useChat: the resent assistant message; AG-UI: ``resume``).
+AnswerReader = Callable[[Message | None, Conversation], list[ToolAnswer]]
+
+#: Chooses the stored messages a turn's model sees, from the conversation's
+#: messages ordered by position (the view's ``get_history`` hook).
+HistoryChooser = Callable[[MessageQuerySet], list[Message]]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What one request asks of a conversation.
+
+    ``submit``: store ``message`` (a user UIMessage) and answer it;
+    ``edit_of`` names the user message it replaces (with what follows).
+    ``regenerate``: answer again; ``edit_of`` names the assistant message
+    to replace (default: the last message, if the assistant's).
+    ``continue``: the client answered pending tool calls of the last
+    message; ``answers`` reads them.
+    """
+
+    chat_id: str
+    kind: Literal["submit", "regenerate", "continue"]
+    message: dict[str, Any] | None = None
+    edit_of: str | None = None
+    answers: AnswerReader | None = None
+    #: AG-UI's rule: no new user message while an approval is pending.
+    refuse_while_pending: bool = False
+    #: What the transport read besides (useChat's extra body keys, the
+    #: AG-UI input): for the view's hooks, never interpreted here.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A turn applied to the stored conversation: the rows of its run, what
+    the model answers, and the run's reserved slot with the broker."""
+
+    run: Run
+    message: Message
+    owner: Owner
+    turn: Turn
+    #: The stored messages the model sees (``get_history``), oldest first.
+    history: list[dict[str, Any]]
+    #: The whole stored thread the run starts from, when asked for (AG-UI's
+    #: snapshots need it); else None.
+    thread: list[dict[str, Any]] | None
+    approvals: dict[str, ToolApproval]
+    client_results: dict[str, ClientToolResult]
+    channel: RunChannel
+    #: Whether the chunk log is written on the connection that wrote these
+    #: rows (see docs/architecture.md, "The chunk log").
+    log_inline: bool
+
+    @property
+    def chat_id(self) -> str:
+        return self.turn.chat_id
+
+    @property
+    def message_id(self) -> str:
+        return self.message.ui_id
+
+    @property
+    def continues(self) -> bool:
+        return self.turn.kind == "continue"
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        return self.turn.extra
+
+
+def latest_messages(limit: int | None) -> HistoryChooser:
+    """The default history: the last ``limit`` messages (all with None),
+    starting at a user message so that no answer is cut from its question."""
+
+    def choose(messages: MessageQuerySet) -> list[Message]:
+        if limit is None:
+            return list(messages)
+        chosen = list(messages.order_by("-position")[:limit])[::-1]
+        while len(chosen) > 1 and chosen[0].role != "user":
+            chosen.pop(0)
+        return chosen
+
+    return choose
+
+
+def _log_inline() -> bool:
+    """Where the run's log is written; asked before the store's own
+    transaction, on the connection that writes the run's rows."""
+    mode = uistream_settings.LOG_WRITER
+    if mode == "auto":
+        return bool(connection.in_atomic_block)
+    return bool(mode == "inline")
+
+
+class ConversationStore:
+    """Turns requests into runs (see the module docstring).
+
+    ``client_tools``: names of the tools the client runs (a continuation
+    may answer only those with results); ``choose_history``: the view's
+    ``get_history``; ``with_thread``: also load the whole thread.
+    """
+
+    def __init__(
+        self,
+        *,
+        client_tools: frozenset[str] = frozenset(),
+        choose_history: HistoryChooser | None = None,
+        with_thread: bool = False,
+    ) -> None:
+        self.client_tools = client_tools
+        self.choose_history = choose_history or latest_messages(None)
+        self.with_thread = with_thread
+
+    async def prepare(self, turn: Turn, owner: Owner, *, version: int, model_name: str) -> PreparedRun:
+        """Apply ``turn`` for ``owner``; raises ``BadRequest`` (404 for a chat
+        that is not the owner's, 409 while another run streams in it) with
+        nothing written and the slot free again."""
+        # Strangers get the 404 of any foreign chat, not the 409, and can't
+        # hold the slot of a chat they don't own.
+        if await Conversation.objects.filter(pk=turn.chat_id).exclude(**owner.filter_kwargs()).aexists():
+            raise not_found()
+        # The slot is taken before anything is written: of two requests
+        # racing for one chat, the loser writes nothing.
+        run_id = str(uuid.uuid4())
+        try:
+            channel = await get_broker().open_run(turn.chat_id, run_id)
+        except RunAlreadyActive:
+            raise BadRequest("a reply is still streaming in this chat", code="run_active", status=409) from None
+        try:
+            return await sync_to_async(self.prepare_sync, thread_sensitive=True)(
+                turn, owner, run_id=run_id, channel=channel, version=version, model_name=model_name
+            )
+        except BaseException:
+            await asyncio.shield(channel.close())
+            raise
+
+    # -- the transaction ---------------------------------------------------------------
+
+    def prepare_sync(
+        self, turn: Turn, owner: Owner, *, run_id: str, channel: RunChannel, version: int, model_name: str
+    ) -> PreparedRun:
+        log_inline = _log_inline()
+        with transaction.atomic():
+            conversation = Conversation.objects.select_for_update().filter(pk=turn.chat_id).first()
+            new = conversation is None
+            if conversation is None:
+                if turn.kind != "submit" or turn.edit_of is not None:
+                    raise not_found()  # nothing to regenerate, edit or continue
+                assert turn.message is not None
+                conversation = Conversation(pk=turn.chat_id, title=_title_from(turn.message["parts"]))
+                for key, value in owner.create_kwargs().items():
+                    setattr(conversation, key, value)
+                conversation.save(force_insert=True)
+            elif not owner.owns(conversation):
+                raise not_found()
+            if turn.kind == "continue":
+                return self._continue(conversation, turn, owner, run_id, channel, version, model_name, log_inline)
+            if turn.kind == "regenerate":
+                self._regenerate(conversation, turn)
+                submitted = None
+            else:
+                submitted = self._submit(conversation, turn, new=new)
+            # A new chat holds just the submitted message: nothing to read back.
+            messages = conversation.messages.order_by("position")
+            history = [submitted] if new and submitted is not None else self.choose_history(messages)
+            if not history or history[-1].role != "user":
+                raise BadRequest("there is no user message to answer", code="nothing_to_answer")
+            message = Message.objects.create(
+                pk=new_message_id(),
+                conversation=conversation,
+                role="assistant",
+                parts=[],
+                position=history[-1].position + 1,
+            )
+            if not new:  # a new chat was saved with its title just now
+                if not conversation.title:
+                    conversation.title = _title_from(history[-1].parts)
+                conversation.updated_at = timezone.now()
+                conversation.save(update_fields=["title", "updated_at"])
+            run = _create_run(run_id, conversation, message, model_name, version, trigger=_TRIGGERS[turn.kind])
+            thread = self._thread(messages, new, history)
+        return PreparedRun(
+            run=run,
+            message=message,
+            owner=owner,
+            turn=turn,
+            history=[m.as_ui_message() for m in history],
+            thread=thread,
+            approvals={},
+            client_results={},
+            channel=channel,
+            log_inline=log_inline,
+        )
+
+    def _thread(self, messages: MessageQuerySet, new: bool, history: list[Message]) -> list[dict[str, Any]] | None:
+        if not self.with_thread:
+            return None
+        stored = history if new else list(messages)
+        return [m.as_ui_message() for m in stored]
+
+    def _submit(self, conversation: Conversation, turn: Turn, *, new: bool) -> Message:
+        """Store the submitted user message (an edit first deletes the
+        edited message and what follows it)."""
+        message = turn.message
+        assert message is not None
+        messages = conversation.messages
+        if turn.refuse_while_pending and not new:
+            _refuse_while_pending(messages.order_by("-position").first())
+        if turn.edit_of is not None:
+            edited = messages.with_client_id(turn.edit_of).filter(role="user").first()
+            if edited is None:
+                raise not_found()
+            if turn.edit_of != message["id"]:
+                raise BadRequest("an edit resends the edited message under its own id", field="messageId")
+            messages.filter(position__gte=edited.position).delete()
+        elif not new and messages.with_client_id(message["id"]).exists():
+            raise BadRequest("that message was already sent; regenerate or edit instead", code="duplicate", status=409)
+        position = 0 if new else (messages.aggregate(Max("position"))["position__max"] or -1) + 1
+        fields = {
+            "conversation": conversation,
+            "role": "user",
+            "parts": message["parts"],
+            "metadata": message.get("metadata"),
+            "position": position,
+        }
+        try:
+            with transaction.atomic():
+                return Message.objects.create(pk=message["id"], **fields)
+        except IntegrityError:
+            # Another conversation's message holds the id: ids are the
+            # client's, unique within a conversation, so this one is stored
+            # under a key of ours (and the client's id is not revealed taken).
+            return Message.objects.create(pk=new_message_id(), client_id=message["id"], **fields)
+
+    def _regenerate(self, conversation: Conversation, turn: Turn) -> None:
+        messages = conversation.messages
+        if turn.edit_of is not None:
+            target = messages.with_client_id(turn.edit_of).filter(role="assistant").first()
+        else:
+            target = messages.order_by("-position").first()
+            if target is not None and target.role != "assistant":
+                target = None
+        if target is None:
+            raise not_found()
+        messages.filter(position__gte=target.position).delete()
+
+    def _continue(
+        self,
+        conversation: Conversation,
+        turn: Turn,
+        owner: Owner,
+        run_id: str,
+        channel: RunChannel,
+        version: int,
+        model_name: str,
+        log_inline: bool,
+    ) -> PreparedRun:
+        """Check the answers against the stored last message and continue
+        it (same message, same id, as the SDK's own server does)."""
+        assert turn.answers is not None
+        target = conversation.messages.order_by("-position").first()
+        answers = turn.answers(target, conversation)
+        if target is None or target.role != "assistant":
+            raise not_found()
+        outcome = apply_answers(target.parts, answers, self.client_tools, owner.describe())
+        target.parts = outcome.parts
+        target.save(update_fields=["parts"])
+        conversation.updated_at = timezone.now()
+        conversation.save(update_fields=["updated_at"])
+        run = _create_run(
+            run_id, conversation, target, model_name, version, trigger="continue", decisions=outcome.decisions
+        )
+        messages = conversation.messages.order_by("position")
+        history = self.choose_history(messages)
+        thread = self._thread(messages, False, history)
+        return PreparedRun(
+            run=run,
+            message=target,
+            owner=owner,
+            turn=turn,
+            history=[m.as_ui_message() for m in history],
+            thread=thread,
+            approvals=outcome.approvals,
+            client_results=outcome.results,
+            channel=channel,
+            log_inline=log_inline,
+        )
+
+
+_TRIGGERS = {"submit": "submit-message", "regenerate": "regenerate-message", "continue": "continue"}
+
+
+@dataclass(frozen=True)
+class AnswersApplied:
+    """The continued message's new parts and what the new run acts on."""
+
+    parts: list[dict[str, Any]]
+    approvals: dict[str, ToolApproval]
+    results: dict[str, ClientToolResult]
+    decisions: list[dict[str, Any]]
+
+
+def apply_answers(
+    parts: Sequence[dict[str, Any]], answers: Sequence[ToolAnswer], client_tools: frozenset[str], decided_by: str
+) -> AnswersApplied:
+    """The one implementation of a continuation's rules, whatever dialect
+    the answers came in (docs/architecture.md, "Approvals"): each answer
+    accepted once, only for a call pending in the stored message, approval
+    ids compared in constant time; the calls run with the stored arguments.
+    Returns new parts (the stored ones are not changed); raises
+    ``BadRequest`` with nothing written."""
+    by_call: dict[str, ToolAnswer] = {}
+    for said in answers:
+        if said.tool_call_id in by_call:
+            raise BadRequest(f"the tool call {said.tool_call_id} is answered twice", code="invalid")
+        by_call[said.tool_call_id] = said
+    known = {p["toolCallId"] for p in parts if is_tool_part(p)}
+    unknown = sorted(c for c in by_call if c not in known)
+    if unknown:
+        raise BadRequest(f"no such tool call in this message: {', '.join(unknown)}", code="unknown_tool_call")
+    approvals: dict[str, ToolApproval] = {}
+    results: dict[str, ClientToolResult] = {}
+    decisions: list[dict[str, Any]] = []
+    new_parts: list[dict[str, Any]] = []
+    now = timezone.now().isoformat()
+    for part in parts:
+        found = by_call.get(part["toolCallId"]) if is_tool_part(part) else None
+        if found is None:
+            new_parts.append(part)
+            continue
+        answer = found
+        stamp = {"toolCallId": answer.tool_call_id, "decidedAt": now, "decidedBy": decided_by}
+        state = part.get("state")
+        if answer.kind == "approval" and state == "approval-requested":
+            pending = part.get("approval") or {}
+            approval = _check_approval(answer, pending)
+            approvals[answer.tool_call_id] = approval
+            decided = {**pending, "approved": approval.approved}
+            if approval.reason:
+                decided["reason"] = approval.reason
+            new_parts.append({**part, "state": "approval-responded", "approval": decided})
+            decisions.append(
+                {
+                    **stamp,
+                    "approvalId": pending["id"],
+                    "approved": approval.approved,
+                    "reason": approval.reason,
+                    **answer.record,
+                }
+            )
+        elif answer.kind == "result" and state == "input-available" and tool_name(part) in client_tools:
+            if answer.is_error and not isinstance(answer.output, str):
+                raise BadRequest(f"the error of {answer.tool_call_id} needs an errorText", code="invalid")
+            results[answer.tool_call_id] = ClientToolResult(answer.output, is_error=answer.is_error)
+            outcome = "output-error" if answer.is_error else "output-available"
+            decisions.append({**stamp, "clientResult": outcome, **answer.record})
+            new_parts.append(part)
+        elif state in ("approval-requested", "input-available"):
+            raise BadRequest(
+                f"the tool call {answer.tool_call_id} cannot be answered that way", code="not_pending", status=409
+            )
+        else:
+            raise BadRequest(
+                f"the tool call {answer.tool_call_id} was already answered", code="already_answered", status=409
+            )
+    if not approvals and not results:
+        raise BadRequest("nothing to continue: no pending tool call was answered", code="nothing_pending", status=409)
+    return AnswersApplied(new_parts, approvals, results, decisions)
+
+
+def _check_approval(answer: ToolAnswer, pending: dict[str, Any]) -> ToolApproval:
+    call_id = answer.tool_call_id
+    if not secrets.compare_digest(answer.approval_id.encode(), str(pending.get("id", "")).encode()):
+        raise BadRequest(
+            f"the approval for {call_id} does not match the pending request", code="approval_mismatch", status=409
+        )
+    if not isinstance(answer.approved, bool):
+        raise BadRequest(f"the approval for {call_id} needs approved: true or false", code="invalid")
+    return ToolApproval(pending["id"], answer.approved, answer.reason)
+
+
+def pending_approvals(message: Message | None) -> list[dict[str, Any]]:
+    """The tool parts of ``message`` waiting for a person's approval."""
+    if message is None or message.role != "assistant":
+        return []
+    return [dict(p) for p in tool_parts(message.parts) if p.get("state") == "approval-requested"]
+
+
+def _refuse_while_pending(last: Message | None) -> None:
+    waiting = [p["approval"]["id"] for p in pending_approvals(last)]
+    if waiting:
+        raise BadRequest(
+            f"this thread waits for its open interrupts to be answered ({', '.join(waiting)}): "
+            "send them in resume before a new message",
+            code="interrupts_pending",
+            status=409,
+            field="resume",
+        )
+
+
+def _create_run(
+    run_id: str,
+    conversation: Conversation,
+    message: Message,
+    model_name: str,
+    version: int,
+    *,
+    trigger: str,
+    decisions: list[dict[str, Any]] | None = None,
+) -> Run:
+    return Run.objects.create(
+        pk=run_id,
+        conversation=conversation,
+        message=message,
+        status="running",
+        model=model_name[:200],
+        sdk_version=version,
+        trigger=trigger,
+        decisions=decisions or [],
+    )
+
+
+def _title_from(parts: list[dict[str, Any]]) -> str:
+    text = " ".join(p.get("text", "") for p in parts if p.get("type") == "text").strip()
+    return (text[:77] + "…") if len(text) > 80 else text
