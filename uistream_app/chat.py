@@ -37,7 +37,7 @@ from .protocol.events import Event
 from .protocol.ui.chunks import Chunk
 from .protocol.ui.encoder import UIMessageEncoder
 from .protocol.ui.stream import aencode_batches
-from .recording import RunRecorder
+from .recording import RunRecorder, log_writes_inline
 from .runs import (
     ChatModel,
     ClientToolResult,
@@ -188,10 +188,15 @@ class ChatRunMixin:
             channel = await broker.open_run(chat.chat_id, run_id)
         except RunAlreadyActive:
             raise BadRequest("a reply is still streaming in this chat", code="run_active", status=409) from None
+
+        def prepare(request: ChatRequest) -> tuple[bool, tuple[Run, Message, list[dict[str, Any]], ChatRequest]]:
+            # Where the log goes is asked on the thread (and connection) that
+            # creates the run's rows, before prepare_run opens its transaction
+            # (docs/recording.md, invariant 7).
+            return log_writes_inline(), self.prepare_run(request, owner, version, model)
+
         try:
-            prepared = await sync_to_async(self.prepare_run, thread_sensitive=True)(
-                replace(chat, run_id=run_id), owner, version, model
-            )
+            inline, prepared = await sync_to_async(prepare, thread_sensitive=True)(replace(chat, run_id=run_id))
         except BaseException:
             await asyncio.shield(channel.close())  # nothing was published: the slot is free again
             raise
@@ -200,7 +205,7 @@ class ChatRunMixin:
         # their calls' outputs (and denials) are sent, new part ids follow
         # theirs. A new message has no parts.
         encoder = UIMessageEncoder(message.pk, self.get_message_metadata(chat), continues=message.parts)
-        recorder = RunRecorder(run, message)
+        recorder = RunRecorder(run, message, inline=inline)
         stopped = asyncio.Event()
         source = self.get_source(history, chat, model)
         task = asyncio.create_task(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .reader import LogEntry, iter_log, last_offset_ms, load_log, read_log
 from .recorder import FINAL_STATUSES, FLUSH_AT, RunRecorder
-from .store import MAX_ROW_CHUNKS, WRITER_EXECUTOR, LogWriter, write_log
+from .store import MAX_ROW_CHUNKS, WRITER_EXECUTOR, LogWriter, log_writes_inline, write_log
 
 __all__ = [
     "FINAL_STATUSES",
@@ -24,6 +24,7 @@ __all__ = [
     "iter_log",
     "last_offset_ms",
     "load_log",
+    "log_writes_inline",
     "read_log",
     "write_log",
 ]

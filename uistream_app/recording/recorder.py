@@ -52,7 +52,10 @@ class RunRecorder:
     per run, from its first chunk. ``flush_every_ms`` defaults to
     ``UISTREAM["FLUSH_EVERY_MS"]``; ``clock`` is a monotonic clock in
     seconds, the one offsets are read from (the writer's timer runs on the
-    event loop's own monotonic clock).
+    event loop's own monotonic clock). ``inline`` is where the log is
+    written: what ``log_writes_inline()`` answered on the thread that
+    created the run's rows (invariant 7); left out, ``LOG_WRITER``
+    decides, and ``"auto"`` means the writer thread.
     """
 
     def __init__(
@@ -62,9 +65,13 @@ class RunRecorder:
         *,
         flush_every_ms: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        inline: bool | None = None,
     ) -> None:
         self.run = run
         self.message = message
+        #: True: the log is written on the thread-sensitive executor of the
+        #: code that runs the recorder, not on the writer thread.
+        self.inline = uistream_settings.LOG_WRITER == "inline" if inline is None else inline
         every_ms = uistream_settings.FLUSH_EVERY_MS if flush_every_ms is None else flush_every_ms
         self.interval = max(0.0, float(every_ms)) / 1000
         self._clock = clock

@@ -1,7 +1,7 @@
 """The chunk log's store: ``LogWriter``, which writes the batches of every
 ``RunRecorder`` of one event loop (group commit, on a thread of its own or
 inline), the SQL it runs, and ``write_log``, which stores a whole log at
-once.
+once. ``log_writes_inline`` says where a run's log is written.
 
 The rules it keeps are in docs/recording.md, "The chunk log" (invariants
 2-4 and 7 are this module's).
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import orjson
 from asgiref.sync import sync_to_async
-from django.core import mail
 from django.db import close_old_connections, connection, transaction
 
 from ..conf import settings as uistream_settings
@@ -30,7 +29,7 @@ from ..protocol.ui.chunks import Chunk
 if TYPE_CHECKING:
     from .recorder import RunRecorder
 
-__all__ = ["MAX_ROW_CHUNKS", "WRITER_EXECUTOR", "LogWriter", "write_log"]
+__all__ = ["MAX_ROW_CHUNKS", "WRITER_EXECUTOR", "LogWriter", "log_writes_inline", "write_log"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +87,26 @@ class _Job:
         return self.first_seq + len(self.chunks)
 
 
+# -- where a run's log is written --------------------------------------------------
+
+
+def log_writes_inline() -> bool:
+    """Whether the log of a run whose rows this thread is about to create
+    must be written inline, on this thread's connection, rather than by the
+    writer thread (docs/recording.md, invariant 7). ``UISTREAM["LOG_WRITER"]``
+    ``"inline"`` and ``"thread"`` say so; ``"auto"`` is inline when this
+    thread's connection is inside an atomic block, whose rows no other
+    connection sees until it commits (a ``TestCase``'s transaction).
+
+    Call it in the sync code that creates the run's rows (the
+    thread-sensitive executor a view's ORM calls run on), before it opens
+    a transaction of its own, and give the answer to ``RunRecorder``."""
+    mode = uistream_settings.LOG_WRITER
+    if mode == "auto":
+        return bool(connection.in_atomic_block)
+    return bool(mode == "inline")
+
+
 # -- the writer ---------------------------------------------------------------------
 
 #: One thread writes every log of the process, as one database client.
@@ -102,10 +121,11 @@ class LogWriter:
     Its task runs while there is something to write and ends when there is
     not; each round takes everything pending (the rows of every recorder
     that has some, the finals asked for) and stores it in one transaction
-    in the writer thread (or inline: invariant 7). ``schedule`` wakes it
-    at once (``urgent``) or sets its timer to the recorder's interval;
-    ``flush`` and ``finish`` return a future of the round that will store
-    what is pending now.
+    in the writer thread, and the share of the recorders that write inline
+    in one more, on the thread-sensitive executor (invariant 7).
+    ``schedule`` wakes it at once (``urgent``) or sets its timer to the
+    recorder's interval; ``flush`` and ``finish`` return a future of the
+    round that will store what is pending now.
     """
 
     _by_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LogWriter]] = weakref.WeakKeyDictionary()
@@ -241,11 +261,15 @@ class LogWriter:
                 # Even when this task is cancelled (loop shutdown), the write
                 # in the thread goes on: wait for it, so that each job's
                 # outcome is known and no row is given back that was stored.
-                if _inline():
-                    write = sync_to_async(_write_jobs, thread_sensitive=True)(jobs, own_connection=False)
+                # Each recorder's rows go where its run's rows can be seen
+                # (invariant 7): the writer thread's connection, or inline.
+                threaded = [job for job in jobs if not job.recorder.inline]
+                inline = [job for job in jobs if job.recorder.inline]
+                if threaded:
+                    await _outcome(self.loop.run_in_executor(WRITER_EXECUTOR, _write_jobs, threaded))
+                if inline:
+                    write = sync_to_async(_write_jobs, thread_sensitive=True)(inline, own_connection=False)
                     await _outcome(asyncio.ensure_future(write))
-                else:
-                    await _outcome(self.loop.run_in_executor(WRITER_EXECUTOR, _write_jobs, jobs))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the thread could not be asked (interpreter shutdown)
@@ -271,19 +295,6 @@ class LogWriter:
 
 
 # Sync: in the writer thread, or inline (invariant 7).
-
-
-def _inline() -> bool:
-    """``LOG_WRITER`` as it stands: write on the code's own thread-sensitive
-    executor (``inline``) rather than the writer thread. ``auto`` is inline
-    under Django's test environment (``setup_test_environment``, which the
-    test runner and pytest-django call, is what gives ``mail`` its
-    ``outbox``): a ``TestCase`` wraps each test in a transaction that only
-    its own connection sees."""
-    mode = uistream_settings.LOG_WRITER
-    if mode == "auto":
-        return hasattr(mail, "outbox")
-    return bool(mode == "inline")
 
 
 def _write_jobs(jobs: list[_Job], own_connection: bool = True) -> None:
