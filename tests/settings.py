@@ -27,5 +27,6 @@ ROOT_URLCONF = "tests.urls"
 
 # The suite exercises the log writer as servers run it (its own thread and
 # connection; tests are transactional where they write). The "auto" default,
-# inline under a test runner, has a test of its own (test_in_django_testcase).
+# inline inside a TestCase's transaction, has tests of its own
+# (test_in_django_testcase).
 UISTREAM = {**UISTREAM, "LOG_WRITER": "thread"}  # noqa: F405

@@ -32,6 +32,7 @@ from uistream_app.protocol.ui.encoder import UIMessageEncoder
 from uistream_app.protocol.ui.reader import read_ui_message
 from uistream_app.recording import (
     MAX_ROW_CHUNKS,
+    WRITER_EXECUTOR,
     LogEntry,
     LogWriter,
     RunRecorder,
@@ -778,6 +779,54 @@ async def test_load_log() -> None:
     assert await load_log(Run(conversation_id="x")) == []
     message = await Message.objects.aget(pk="msg-assistant")
     assert message.role == "assistant"
+
+
+# -- where the log is written ----------------------------------------------------------
+
+
+def thread_name() -> str:
+    return threading.current_thread().name
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_one_round_writes_each_recorder_where_it_was_told() -> None:
+    """A recorder told to write inline and one left to the writer thread
+    share a round: each one's rows go through its own thread, and both
+    logs are stored."""
+    writer_thread = await asyncio.get_running_loop().run_in_executor(WRITER_EXECUTOR, thread_name)
+    orm_thread = await sync_to_async(thread_name)()
+    inline_run, inline_message = await amake_turn(chat_id="chat-inline", message_id="msg-inline")
+    thread_run, thread_message = await amake_turn(chat_id="chat-thread", message_id="msg-thread")
+    inline = RunRecorder(inline_run, inline_message, inline=True, flush_every_ms=3_600_000)
+    threaded = RunRecorder(thread_run, thread_message, inline=False, flush_every_ms=3_600_000)
+    inserted_on: list[str] = []
+
+    def before(sql: str) -> None:
+        if sql.lstrip().upper().startswith("INSERT"):
+            inserted_on.append(thread_name())
+
+    writer = LogWriter.for_running_loop()
+    rounds = writer.rounds
+    async with worker_queries(before=before):
+        inline.add(MIXED[:11])
+        threaded.add(MIXED[:11])
+        await writer.drain()
+    assert writer.rounds == rounds + 1
+    assert sorted(inserted_on) == sorted([writer_thread, orm_thread])
+    assert await load_log(inline_run) == MIXED[:11]
+    assert await load_log(thread_run) == MIXED[:11]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("mode", "inline"), [("auto", False), ("thread", False), ("inline", True)])
+def test_a_recorder_not_told_follows_the_setting_and_auto_is_the_thread(settings: Any, mode: str, inline: bool) -> None:
+    """Without ``inline=``, "auto" can't know where the run's rows were
+    made, and takes the thread."""
+    run, message = make_turn()
+    settings.UISTREAM = {**settings.UISTREAM, "LOG_WRITER": mode}
+    assert RunRecorder(run, message).inline is inline
+    assert RunRecorder(run, message, inline=not inline).inline is not inline
 
 
 def test_a_closed_loops_writer_is_forgotten() -> None:

@@ -36,8 +36,8 @@ DEFAULTS: Final[dict[str, Any]] = {
     # Where the chunk log is written: "thread" (one writer thread per
     # process, its own database connection), "inline" (the thread-sensitive
     # executor of the code that started the run, as the ORM's own async
-    # calls), or "auto": "inline" under Django's test environment (a
-    # TestCase's transaction is only visible to its own connection), else
+    # calls), or "auto": "inline" for a run whose rows were created inside
+    # a transaction other connections can't see yet (a TestCase's), else
     # "thread".
     "LOG_WRITER": "auto",
     # The policies of the stream endpoints (classes or dotted paths, in

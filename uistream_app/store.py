@@ -19,16 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from .conf import settings as uistream_settings
 from .errors import BadRequest, not_found
 from .live import RunAlreadyActive, RunChannel, get_broker
 from .models import Conversation, Message, MessageQuerySet, Run
 from .owners import Owner
 from .protocol.ui.parts import is_tool_part, tool_name, tool_parts
+from .recording import log_writes_inline
 from .runs import ClientToolResult, ToolApproval
 
 __all__ = [
@@ -156,15 +156,6 @@ def latest_messages(limit: int | None) -> HistoryChooser:
     return choose
 
 
-def _log_inline() -> bool:
-    """Where the run's log is written; asked before the store's own
-    transaction, on the connection that writes the run's rows."""
-    mode = uistream_settings.LOG_WRITER
-    if mode == "auto":
-        return bool(connection.in_atomic_block)
-    return bool(mode == "inline")
-
-
 class ConversationStore:
     """Turns requests into runs (see the module docstring).
 
@@ -212,7 +203,7 @@ class ConversationStore:
     def prepare_sync(
         self, turn: Turn, owner: Owner, *, run_id: str, channel: RunChannel, version: int, model_name: str
     ) -> PreparedRun:
-        log_inline = _log_inline()
+        log_inline = log_writes_inline()  # before this transaction opens
         with transaction.atomic():
             conversation = Conversation.objects.select_for_update().filter(pk=turn.chat_id).first()
             new = conversation is None

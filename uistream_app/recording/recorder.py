@@ -1,0 +1,242 @@
+"""``RunRecorder``: one run's canonical chunks → pending batches for the
+``LogWriter``, numbered and stamped with their offsets, and the stored
+assistant message, built by a ``UIMessageReader`` as the browser builds it.
+
+The rules it keeps are in docs/recording.md, "The chunk log"; the code
+cites them by number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from django.utils import timezone
+
+from ..conf import settings as uistream_settings
+from ..models import Message, Run
+from ..protocol.ui.chunks import Chunk
+from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
+from .store import LogWriter, _Final, _Job, _outcome
+
+__all__ = ["FINAL_STATUSES", "FLUSH_AT", "RunRecorder"]
+
+logger = logging.getLogger(__name__)
+
+#: Chunk types after which the log is written at once.
+FLUSH_AT: Final = frozenset(("finish-step", "finish", "error", "abort"))
+
+#: The statuses ``finish`` accepts (every one but ``running``).
+FINAL_STATUSES: Final = frozenset(s.value for s in Run.Status if s != Run.Status.RUNNING)
+
+
+def _clip(value: str | None, field: str) -> str:
+    """``value`` cut to the column's length: a too-long error code must not
+    fail the write that stores the whole run."""
+    max_length: int | None = getattr(Run._meta.get_field(field), "max_length", None)
+    text = value or ""
+    return text[:max_length] if max_length is not None else text
+
+
+class RunRecorder:
+    """Records one run's canonical chunks (docs/recording.md, "The chunk
+    log").
+
+    ``run`` and ``message`` are saved rows: the run being streamed and the
+    assistant message it builds (a message that already has parts is
+    continued, as the SDK continues a last assistant message). One recorder
+    per run, from its first chunk. ``flush_every_ms`` defaults to
+    ``UISTREAM["FLUSH_EVERY_MS"]``; ``clock`` is a monotonic clock in
+    seconds, the one offsets are read from (the writer's timer runs on the
+    event loop's own monotonic clock). ``inline`` is where the log is
+    written: what ``log_writes_inline()`` answered on the thread that
+    created the run's rows (invariant 7); left out, ``LOG_WRITER``
+    decides, and ``"auto"`` means the writer thread.
+    """
+
+    def __init__(
+        self,
+        run: Run,
+        message: Message,
+        *,
+        flush_every_ms: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        inline: bool | None = None,
+    ) -> None:
+        self.run = run
+        self.message = message
+        #: True: the log is written on the thread-sensitive executor of the
+        #: code that runs the recorder, not on the writer thread.
+        self.inline = uistream_settings.LOG_WRITER == "inline" if inline is None else inline
+        every_ms = uistream_settings.FLUSH_EVERY_MS if flush_every_ms is None else flush_every_ms
+        self.interval = max(0.0, float(every_ms)) / 1000
+        self._clock = clock
+        self._t0 = clock()
+        # The clock's zero is ``started_at`` plus however long ago the run
+        # row was made; read the wall clock once, then only the monotonic one.
+        self._base_ms = int(max(0.0, (timezone.now() - run.started_at) / timedelta(milliseconds=1)))
+        continued = message.as_ui_message() if message.parts and message.role == Message.Role.ASSISTANT else None
+        self._reader = UIMessageReader(message=continued, message_id=message.pk)
+        self.reader_error: UIMessageStreamError | None = None
+        self._chunks: list[Chunk] = []  # pending, from seq self._stored on
+        self._offsets: list[int] = []
+        self._stored = 0
+        self._last_offset = 0
+        self._first_chunk_at: datetime | None = None
+        self._first_chunk_stored = False
+        self._finished = False
+        self._finishing: asyncio.Future[None] | None = None
+        self._writer: LogWriter | None = None
+
+    # -- reading ------------------------------------------------------------------
+
+    @property
+    def message_snapshot(self) -> dict[str, Any]:
+        """The message the chunks so far build (a new dict on every read)."""
+        return self._reader.message
+
+    @property
+    def chunk_count(self) -> int:
+        """How many chunks were added (stored or pending)."""
+        return self._stored + len(self._chunks)
+
+    @property
+    def stored_count(self) -> int:
+        """How many chunks are in the database."""
+        return self._stored
+
+    @property
+    def finished(self) -> bool:
+        """True once ``finish()`` was called (unless it failed)."""
+        return self._finished
+
+    # -- writing ------------------------------------------------------------------
+
+    def add(self, chunks: Sequence[Chunk]) -> None:
+        """Log ``chunks`` (the ones just sent, in order). Never waits: the
+        writer stores them within ``flush_every_ms``, at once after a step
+        or message end (docs/recording.md, invariant 2)."""
+        if self._finished:
+            raise RuntimeError(f"run {self.run.pk} is finished; its log takes no more chunks")
+        if not chunks:
+            return
+        offset = self._offset_ms(self._clock())
+        if self._first_chunk_at is None:
+            self._first_chunk_at = self._at(offset)
+        was_idle = not self._chunks
+        self._chunks.extend(chunks)
+        self._offsets.extend([offset] * len(chunks))
+        urgent = False
+        for chunk in chunks:
+            if chunk.get("type") in FLUSH_AT:
+                urgent = True
+            if self.reader_error is None:
+                self._read(chunk)
+        if urgent or was_idle:
+            self._writer_here().schedule(self, urgent=urgent)
+
+    async def flush(self) -> None:
+        """Wait until every chunk added so far is stored; raise what made
+        the write fail (the chunks stay pending for the next one)."""
+        await _outcome(self._writer_here().flush(self))
+
+    async def finish(
+        self,
+        status: str,
+        *,
+        finish_reason: str | None = None,
+        usage: dict[str, Any] | None = None,
+        error_code: str = "",
+        error_detail: str = "",
+    ) -> None:
+        """Store the rest of the log, the message the reader built, and how
+        the run ended, in one transaction.
+
+        ``status`` is one of ``Run.Status`` but ``running``;
+        ``finish_reason`` defaults to the log's own ``finish`` chunk's;
+        ``usage`` (when given) replaces the run's. Completes even if the
+        caller is cancelled meanwhile (call it from ``finally``). The first
+        call wins: a later one waits for it and returns (its arguments are
+        ignored). A call that failed raises, and the next call retries.
+        """
+        if status not in FINAL_STATUSES:
+            raise ValueError(f"finish() takes one of {sorted(FINAL_STATUSES)}, not {status!r}")
+        finishing = self._finishing
+        if finishing is None or (finishing.done() and (finishing.cancelled() or finishing.exception() is not None)):
+            self._finished = True  # add() refuses from here on
+            message = self._reader.message
+            fields: dict[str, Any] = {
+                "status": status,
+                "finish_reason": _clip(
+                    finish_reason if finish_reason is not None else self._reader.finish_reason, "finish_reason"
+                ),
+                "usage": usage if usage is not None else self.run.usage,
+                "error_code": _clip(error_code, "error_code"),
+                "error_detail": error_detail,
+                "finished_at": self._at(self._offset_ms(self._clock())),
+                "first_chunk_at": self._first_chunk_at,
+            }
+            final = _Final(message["parts"], message.get("metadata"), fields)
+            finishing = self._writer_here().finish(self, final)
+            self._finishing = finishing
+        await _outcome(finishing)
+
+    # -- internals ----------------------------------------------------------------
+
+    def _writer_here(self) -> LogWriter:
+        writer = self._writer
+        if writer is None or writer._loop() is not asyncio.get_running_loop():
+            writer = self._writer = LogWriter.for_running_loop()
+        return writer
+
+    def _offset_ms(self, now: float) -> int:
+        # Whole milliseconds of the clock, read so that a float sum a hair
+        # under a whole number (0.15 s as 149.99999999 ms) is not one less.
+        offset = self._base_ms + int((now - self._t0) * 1000 + 1e-6)
+        if offset < self._last_offset:  # an injected clock that goes back
+            offset = self._last_offset
+        self._last_offset = offset
+        return offset
+
+    def _at(self, offset_ms: int) -> datetime:
+        return self.run.started_at + timedelta(milliseconds=offset_ms)
+
+    def _read(self, chunk: Chunk) -> None:
+        try:
+            self._reader.feed(chunk)
+        except UIMessageStreamError as exc:
+            self.reader_error = exc
+            logger.warning("run %s: the log holds a chunk the SDK would refuse: %s", self.run.pk, exc)
+
+    @property
+    def _has_pending(self) -> bool:
+        return bool(self._chunks)
+
+    def _take(self, final: _Final | None) -> _Job:
+        chunks, self._chunks = self._chunks, []
+        offsets, self._offsets = self._offsets, []
+        first = None if self._first_chunk_stored else self._first_chunk_at
+        return _Job(self, self._stored, offsets, chunks, first, final)
+
+    def _written(self, job: _Job) -> None:
+        self._stored = job.stored
+        self.run.chunk_count = job.stored
+        if job.first_chunk_at is not None:
+            self.run.first_chunk_at = job.first_chunk_at
+            self._first_chunk_stored = True
+        if job.final is not None:
+            for name, value in job.final.fields.items():
+                setattr(self.run, name, value)
+            self.run.chunk_count = job.stored
+            self.message.parts = job.final.parts
+            self.message.metadata = job.final.metadata
+
+    def _give_back(self, job: _Job) -> None:
+        self._chunks[:0] = job.chunks
+        self._offsets[:0] = job.offsets
+        if job.final is not None:
+            self._finished = False

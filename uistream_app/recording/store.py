@@ -1,0 +1,433 @@
+"""The chunk log's store: ``LogWriter``, which writes the batches of every
+``RunRecorder`` of one event loop (group commit, on a thread of its own or
+inline), the SQL it runs, and ``write_log``, which stores a whole log at
+once. ``log_writes_inline`` says where a run's log is written.
+
+The rules it keeps are in docs/recording.md, "The chunk log" (invariants
+2-4 and 7 are this module's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+import orjson
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections, connection, transaction
+
+from ..conf import settings as uistream_settings
+from ..models import ChunkBatch, Conversation, Message, Run, StoredJSONEncoder
+from ..protocol.ui.chunks import Chunk
+
+if TYPE_CHECKING:
+    from .recorder import RunRecorder
+
+__all__ = ["MAX_ROW_CHUNKS", "WRITER_EXECUTOR", "LogWriter", "log_writes_inline", "write_log"]
+
+logger = logging.getLogger(__name__)
+
+#: The most chunks one ``ChunkBatch`` row holds (a longer batch is split),
+#: so that reading one page of a log never loads much more than the page.
+MAX_ROW_CHUNKS: Final = 1000
+
+
+async def _outcome(future: asyncio.Future[Any]) -> Any:
+    """Wait for ``future`` (a write the ``LogWriter`` owns) to its end even
+    if the caller is cancelled meanwhile, then let the cancellation through:
+    a database write can't be stopped halfway, and its caller must know how
+    it ended before it goes."""
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.cancelled():  # the writer itself was cancelled (loop shutdown)
+                raise
+            cancelled = True
+        except BaseException:  # noqa: BLE001 - the write's own failure, read below
+            break
+    if cancelled:
+        if not future.cancelled() and future.exception() is not None:
+            logger.error("a write failed after its caller was cancelled", exc_info=future.exception())
+        raise asyncio.CancelledError
+    return future.result()
+
+
+@dataclass(slots=True)
+class _Final:
+    """What ``finish`` stores besides the last rows."""
+
+    parts: list[Any]
+    metadata: Any
+    fields: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Job:
+    """One recorder's share of a write: its rows, its new ``chunk_count``,
+    ``first_chunk_at`` when not stored yet, and its final when finishing."""
+
+    recorder: RunRecorder
+    first_seq: int
+    offsets: list[int]
+    chunks: list[Chunk]
+    first_chunk_at: datetime | None
+    final: _Final | None = None
+    error: BaseException | None = field(default=None)
+
+    @property
+    def stored(self) -> int:
+        return self.first_seq + len(self.chunks)
+
+
+# -- where a run's log is written --------------------------------------------------
+
+
+def log_writes_inline() -> bool:
+    """Whether the log of a run whose rows this thread is about to create
+    must be written inline, on this thread's connection, rather than by the
+    writer thread (docs/recording.md, invariant 7). ``UISTREAM["LOG_WRITER"]``
+    ``"inline"`` and ``"thread"`` say so; ``"auto"`` is inline when this
+    thread's connection is inside an atomic block, whose rows no other
+    connection sees until it commits (a ``TestCase``'s transaction).
+
+    Call it in the sync code that creates the run's rows (the
+    thread-sensitive executor a view's ORM calls run on), before it opens
+    a transaction of its own, and give the answer to ``RunRecorder``."""
+    mode = uistream_settings.LOG_WRITER
+    if mode == "auto":
+        return bool(connection.in_atomic_block)
+    return bool(mode == "inline")
+
+
+# -- the writer ---------------------------------------------------------------------
+
+#: One thread writes every log of the process, as one database client.
+WRITER_EXECUTOR: Final = ThreadPoolExecutor(max_workers=1, thread_name_prefix="uistream-log-writer")
+
+
+class LogWriter:
+    """Stores the batches of every ``RunRecorder`` of one event loop
+    (docs/recording.md, invariants 2-4). Get it with ``for_running_loop``; the
+    recorders find it themselves.
+
+    Its task runs while there is something to write and ends when there is
+    not; each round takes everything pending (the rows of every recorder
+    that has some, the finals asked for) and stores it in one transaction
+    in the writer thread, and the share of the recorders that write inline
+    in one more, on the thread-sensitive executor (invariant 7).
+    ``schedule`` wakes it at once (``urgent``) or sets its timer to the
+    recorder's interval; ``flush`` and ``finish`` return a future of the
+    round that will store what is pending now.
+    """
+
+    _by_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LogWriter]] = weakref.WeakKeyDictionary()
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Weakly: the registry is keyed weakly by the loop, and a strong
+        # reference from its value would keep a closed loop alive forever.
+        self._loop = weakref.ref(loop)
+        self._waiting: dict[RunRecorder, None] = {}  # recorders with rows, in order
+        self._finals: dict[RunRecorder, _Final] = {}
+        self._round: asyncio.Future[dict[RunRecorder, BaseException]] | None = None  # the next round's outcome
+        self._writing: dict[RunRecorder, asyncio.Future[dict[RunRecorder, BaseException]]] = {}
+        self._wake = asyncio.Event()
+        self._deadline: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+        #: Rounds written so far (for tests and benchmarks).
+        self.rounds = 0
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop()
+        if loop is None:
+            raise RuntimeError("this LogWriter's event loop is gone")
+        return loop
+
+    @classmethod
+    def for_running_loop(cls) -> LogWriter:
+        loop = asyncio.get_running_loop()
+        writer = cls._by_loop.get(loop)
+        if writer is None:
+            writer = cls._by_loop[loop] = cls(loop)
+        return writer
+
+    def schedule(self, recorder: RunRecorder, *, urgent: bool = False) -> None:
+        """``recorder`` has rows to store: now (``urgent``), or within its
+        interval."""
+        self._waiting[recorder] = None
+        if urgent or recorder.interval <= 0:
+            self._wake.set()
+        else:
+            self._set_timer(self.loop.time() + recorder.interval)
+        self._ensure_running()
+
+    def flush(self, recorder: RunRecorder) -> asyncio.Future[None]:
+        """A future that is done when everything ``recorder`` added so far
+        is stored (with the write's error when it failed)."""
+        if recorder._has_pending:
+            self._waiting[recorder] = None
+            return self._member_of(self._next_round(), recorder)
+        writing = self._writing.get(recorder)
+        if writing is not None:
+            return self._member_of(writing, recorder)
+        done = self.loop.create_future()
+        done.set_result(None)
+        return done
+
+    def finish(self, recorder: RunRecorder, final: _Final) -> asyncio.Future[None]:
+        """A future of the round that stores ``recorder``'s last rows and
+        ``final``."""
+        self._finals[recorder] = final
+        return self._member_of(self._next_round(), recorder)
+
+    async def drain(self) -> None:
+        """Wait until everything scheduled so far is written (or given up on
+        for now: a failed write is retried on a timer, and waited for too).
+        Rows pending for their interval are waited for, not hurried."""
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+
+    # -- the task -------------------------------------------------------------------
+
+    def _next_round(self) -> asyncio.Future[dict[RunRecorder, BaseException]]:
+        if self._round is None:
+            self._round = self.loop.create_future()
+        self._wake.set()
+        self._ensure_running()
+        return self._round
+
+    def _member_of(
+        self, round_: asyncio.Future[dict[RunRecorder, BaseException]], recorder: RunRecorder
+    ) -> asyncio.Future[None]:
+        mine: asyncio.Future[None] = self.loop.create_future()
+
+        def settle(outcome: asyncio.Future[dict[RunRecorder, BaseException]]) -> None:
+            if mine.done():
+                return
+            if outcome.cancelled():
+                mine.cancel()
+            elif outcome.exception() is not None:
+                mine.set_exception(outcome.exception())  # type: ignore[arg-type]
+            elif recorder in outcome.result():
+                mine.set_exception(outcome.result()[recorder])
+            else:
+                mine.set_result(None)
+
+        round_.add_done_callback(settle)
+        return mine
+
+    def _set_timer(self, when: float) -> None:
+        if self._deadline is not None and self._deadline <= when:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._deadline = when
+        self._timer = self.loop.call_at(when, self._wake.set)
+
+    def _ensure_running(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = self.loop.create_task(self._run(), name="uistream-log-writer")
+
+    async def _run(self) -> None:
+        while self._waiting or self._finals:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = self._deadline = None
+            await self._write_round()
+
+    async def _write_round(self) -> None:
+        waiting, self._waiting = self._waiting, {}
+        finals, self._finals = self._finals, {}
+        round_, self._round = self._round, None
+        jobs = [r._take(finals.get(r)) for r in waiting if r._has_pending or r in finals]
+        jobs += [r._take(final) for r, final in finals.items() if r not in waiting]
+        outcome: asyncio.Future[dict[RunRecorder, BaseException]] = round_ or self.loop.create_future()
+        for job in jobs:
+            self._writing[job.recorder] = outcome
+        errors: dict[RunRecorder, BaseException] = {}
+        try:
+            if jobs:
+                # Even when this task is cancelled (loop shutdown), the write
+                # in the thread goes on: wait for it, so that each job's
+                # outcome is known and no row is given back that was stored.
+                # Each recorder's rows go where its run's rows can be seen
+                # (invariant 7): the writer thread's connection, or inline.
+                threaded = [job for job in jobs if not job.recorder.inline]
+                inline = [job for job in jobs if job.recorder.inline]
+                if threaded:
+                    await _outcome(self.loop.run_in_executor(WRITER_EXECUTOR, _write_jobs, threaded))
+                if inline:
+                    write = sync_to_async(_write_jobs, thread_sensitive=True)(inline, own_connection=False)
+                    await _outcome(asyncio.ensure_future(write))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the thread could not be asked (interpreter shutdown)
+            for job in jobs:
+                job.error = job.error or exc
+        finally:
+            for job in jobs:
+                self._writing.pop(job.recorder, None)
+                if job.error is None:
+                    job.recorder._written(job)
+                else:
+                    job.recorder._give_back(job)
+                    errors[job.recorder] = job.error
+                    # Try again after an interval, not in a tight loop.
+                    if job.recorder._has_pending:
+                        self._waiting.setdefault(job.recorder, None)
+                        self._set_timer(self.loop.time() + max(job.recorder.interval, 0.05))
+            self.rounds += 1
+            if not outcome.done():
+                outcome.set_result(errors)
+        for recorder, error in errors.items():
+            logger.error("could not store chunks of run %s; they stay pending", recorder.run.pk, exc_info=error)
+
+
+# Sync: in the writer thread, or inline (invariant 7).
+
+
+def _write_jobs(jobs: list[_Job], own_connection: bool = True) -> None:
+    """Store ``jobs`` in one transaction; when that fails, each job in a
+    transaction of its own, so only the failing ones fail (their ``error``
+    is set). ``own_connection``: this thread's connection is the writer's
+    own, to be treated as a request's (closed when obsolete); inline, it is
+    the caller's, and left alone."""
+    if own_connection:
+        close_old_connections()
+    try:
+        try:
+            with transaction.atomic():
+                _store(jobs)
+            return
+        except Exception as exc:  # noqa: BLE001 - kept on the job; retried one by one below
+            if len(jobs) == 1:
+                jobs[0].error = exc
+                return
+        for job in jobs:
+            _recover_connection()
+            try:
+                with transaction.atomic():
+                    _store([job])
+            except Exception as exc:  # noqa: BLE001 - kept on the job, raised to its waiters
+                job.error = exc
+    finally:
+        if own_connection:
+            close_old_connections()
+
+
+def _recover_connection() -> None:
+    # After a failed write the connection may be broken for good (Django
+    # only replaces such connections between requests).
+    if connection.connection is not None and not connection.in_atomic_block and not connection.is_usable():
+        connection.close()
+
+
+def _store(jobs: list[_Job]) -> None:
+    rows = [row for job in jobs for row in _rows(job.recorder.run.pk, job.first_seq, job.offsets, job.chunks)]
+    if rows:
+        _insert_rows(rows)
+    counts = [
+        (job.stored, job.recorder.run.pk)
+        for job in jobs
+        if job.chunks and job.final is None and job.first_chunk_at is None
+    ]
+    if counts:
+        _update_counts(counts)
+    for job in jobs:
+        if job.first_chunk_at is not None and job.final is None:  # once a run
+            Run.objects.filter(pk=job.recorder.run.pk).update(chunk_count=job.stored, first_chunk_at=job.first_chunk_at)
+        final = job.final
+        if final is not None:
+            recorder = job.recorder
+            Message.objects.filter(pk=recorder.message.pk).update(parts=final.parts, metadata=final.metadata)
+            Run.objects.filter(pk=recorder.run.pk).update(**final.fields, chunk_count=job.stored)
+            # The conversation list sorts by activity; a reply landing is some.
+            Conversation.objects.filter(pk=recorder.run.conversation_id).update(updated_at=final.fields["finished_at"])
+
+
+def _rows(run_id: Any, first_seq: int, offsets: list[int], chunks: list[Chunk]) -> Iterator[tuple[Any, ...]]:
+    for start in range(0, len(chunks), MAX_ROW_CHUNKS):
+        part = chunks[start : start + MAX_ROW_CHUNKS]
+        first = first_seq + start
+        yield run_id, first, first + len(part) - 1, offsets[start : start + MAX_ROW_CHUNKS], part
+
+
+def _insert_rows(rows: list[tuple[Any, ...]]) -> None:
+    """Append ``(run_id, first_seq, last_seq, offsets, chunks)`` rows: one
+    ``executemany`` of JSON that orjson wrote, on SQLite and PostgreSQL.
+    Other backends, and a batch holding NUL (stored as U+FFFD, see
+    ``StoredJSONEncoder``), take the ORM's way."""
+    vendor = connection.vendor
+    cast = _RAW_JSON_CAST.get(vendor)
+    if cast is None:
+        ChunkBatch.objects.bulk_create(
+            ChunkBatch(run_id=run_id, first_seq=first, last_seq=last, offsets=offsets, chunks=chunks)
+            for run_id, first, last, offsets, chunks in rows
+        )
+        return
+    dumps = orjson.dumps
+    params = []
+    for run_id, first, last, offsets, chunks in rows:
+        data = dumps(chunks)
+        if b"\\u0000" in data:
+            data = StoredJSONEncoder().encode(chunks).encode()
+        run_key = _RUN_PK.get_db_prep_value(run_id, connection)
+        params.append((run_key, first, last, dumps(offsets).decode(), data.decode()))
+    table = connection.ops.quote_name(ChunkBatch._meta.db_table)
+    sql = f"INSERT INTO {table} (run_id, first_seq, last_seq, offsets, chunks) VALUES (%s, %s, %s, {cast}, {cast})"
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
+def _update_counts(counts: list[tuple[int, Any]]) -> None:
+    if connection.vendor not in _RAW_JSON_CAST:
+        for count, run_id in counts:
+            Run.objects.filter(pk=run_id).update(chunk_count=count)
+        return
+    table = connection.ops.quote_name(Run._meta.db_table)
+    pk = connection.ops.quote_name(str(_RUN_PK.column))
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {table} SET chunk_count = %s WHERE {pk} = %s",
+            [(count, _RUN_PK.get_db_prep_value(run_id, connection)) for count, run_id in counts],
+        )
+
+
+_RUN_PK: Final = ChunkBatch._meta.get_field("run").target_field
+#: The placeholder of a JSON column, by backend, for the raw insert.
+_RAW_JSON_CAST: Final = {"sqlite": "%s", "postgresql": "%s::jsonb"}
+
+
+# -- a whole log at once ---------------------------------------------------------------
+
+
+def write_log(run: Run, chunks: Iterable[Chunk], offsets: Iterable[int] | None = None) -> int:
+    """Append ``chunks`` to ``run``'s stored log (after what it holds) with
+    ``offsets`` (default: all 0), and set the run's ``chunk_count``; returns
+    the new count. Synchronous, one transaction; for imports, fixtures and
+    tests (a live run's log is the recorder's business)."""
+    chunk_list = list(chunks)
+    offset_list = list(offsets) if offsets is not None else [0] * len(chunk_list)
+    if len(offset_list) != len(chunk_list):
+        raise ValueError(f"{len(chunk_list)} chunks but {len(offset_list)} offsets")
+    with transaction.atomic():
+        stored = ChunkBatch.objects.filter(run_id=run.pk).order_by("-first_seq")
+        last = stored.values_list("last_seq", flat=True).first()
+        first = 0 if last is None else last + 1
+        if chunk_list:
+            _insert_rows(list(_rows(run.pk, first, offset_list, chunk_list)))
+        count = first + len(chunk_list)
+        Run.objects.filter(pk=run.pk).update(chunk_count=count)
+    run.chunk_count = count
+    return count
