@@ -19,8 +19,8 @@ from django.utils.module_loading import import_string
 __all__ = ["DEFAULTS", "UIStreamSettings", "settings"]
 
 DEFAULTS: Final[dict[str, Any]] = {
-    # Dotted path or callable returning the chat model; None: the app's
-    # scripted echo model, which needs no network and no key.
+    # Dotted path of a chat model class or factory (or the object itself).
+    # None: every routed ChatView / AGUIView must set its own (check E008).
     "MODEL": None,
     "TOOLS": [],
     "MAX_STEPS": 8,
