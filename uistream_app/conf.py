@@ -40,6 +40,8 @@ DEFAULTS: Final[dict[str, Any]] = {
     # TestCase's transaction is only visible to its own connection), else
     # "thread".
     "LOG_WRITER": "auto",
+    # Whether anyone may read the OpenAPI schema (schema/); False: staff only.
+    "SCHEMA_PUBLIC": False,
 }
 
 LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")

@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from drf_spectacular.openapi import AutoSchema
 from rest_framework.authentication import CSRFCheck
 from rest_framework.exceptions import PermissionDenied
-from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAdminUser
 from rest_framework.request import Request
 from rest_framework.schemas.inspectors import ViewInspector
 from rest_framework.views import APIView
@@ -25,7 +25,7 @@ from rest_framework.views import APIView
 from ..conf import settings as uistream_settings
 from ..models import Conversation, Run
 
-__all__ = ["ChatOwner", "OwnedMixin", "enforce_csrf"]
+__all__ = ["ChatOwner", "OwnedMixin", "SchemaAccess", "enforce_csrf"]
 
 
 def _no_response(request: HttpRequest) -> HttpResponse:
@@ -50,6 +50,15 @@ class ChatOwner(BasePermission):
             return True
         allowed = getattr(view, "get_allow_anonymous", None)
         return bool(allowed is not None and allowed())
+
+
+class SchemaAccess(IsAdminUser):
+    """The OpenAPI schema's reader: a staff user, or anyone when
+    ``UISTREAM["SCHEMA_PUBLIC"]`` is true (the schema lists every route
+    and field, which a project may not want to publish)."""
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return bool(uistream_settings.SCHEMA_PUBLIC) or super().has_permission(request, view)
 
 
 class OwnedMixin(APIView):
