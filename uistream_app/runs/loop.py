@@ -1,40 +1,8 @@
 """The tool loop: model, tools, model again, until the model is done.
 
-``ToolLoop.run(messages)`` is an async generator of source events
-(``protocol.events``). One step is one model call plus the tools it called:
-
-1. The model's events pass through as they stream, one pulled per event
-   demanded (no read-ahead): text, reasoning, tool-call start / fragments /
-   complete, usage, and its ``Finish``.
-2. After the model's stream ends, the step's tool calls run concurrently.
-   Their outcomes are yielded in call order, whatever order they finish
-   in: ``ToolResult`` (``is_error`` for a failure), ``ToolInputError`` when
-   the arguments were not JSON or did not fit the schema (or the tool does
-   not exist), and then nothing else for that call; ``ToolApprovalRequest``
-   for a tool that needs a person's approval and has none yet;
-   ``ToolDenied`` for a call a person denied.
-3. ``StepFinished(step)``. If the step called no tool, or a call awaits
-   approval, the run is over: ``Done()``. Otherwise the results are added
-   to the conversation and the model is called again.
-4. After ``max_steps`` model calls that all called tools, the run ends with
-   ``Done(max_steps_reason)`` ("length" by default: like a token limit, a
-   limit cut the answer short), not with an exception.
-
-Failures: a tool's ``ToolError`` reaches the model and the person with its
-message; any other exception from a tool is logged and reported as
-``error_text`` ("An error occurred."); a tool that outlives its timeout is
-cancelled and reported as timed out. A model failure is not caught: it
-propagates to the stream adapter, which masks it on the wire.
-
-Cancellation (closing the generator, or cancelling the task that pulls it)
-closes the model's stream and cancels every running tool, and waits for
-them: nothing the run started is left running when ``aclose()`` returns.
-(A sync tool running in a worker thread cannot be interrupted; its result
-is dropped.)
-
-A run that starts with a conversation whose last assistant message has
-unanswered tool calls (the continuation after a person approved or denied
-them, ``approvals``) first settles those calls, then calls the model.
+``ToolLoop`` holds configuration only; each ``run()`` keeps its own state,
+so one loop serves many runs at once. Its step rules, failure policy and
+cancellation guarantee are in docs/operations.md ("The tool loop").
 """
 
 from __future__ import annotations
@@ -128,8 +96,8 @@ def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
 
 class ToolLoop:
     """Runs ``model`` with ``tools`` until it answers without calling one
-    (see the module docstring). A loop object holds configuration only:
-    one may serve many runs, concurrently."""
+    (docs/operations.md, "The tool loop"). A loop object holds
+    configuration only: one may serve many runs, concurrently."""
 
     def __init__(
         self,
@@ -260,7 +228,7 @@ class ToolLoop:
                 return
 
     async def _settle(self, state: _Run, calls: Sequence[ToolCallRequest]) -> AsyncGenerator[_Outcome, None]:
-        """Rule 2: run ``calls`` concurrently, yield their outcomes in call
+        """Run ``calls`` concurrently, yield their outcomes in call
         order; on exit (normal, closed or cancelled) no task is left."""
         snapshot = tuple(state.conversation)
         slots: list[_Outcome | asyncio.Task[_Outcome]] = []
