@@ -1,4 +1,5 @@
-"""System checks: misconfiguration surfaces at startup, each with a hint.
+"""System checks: misconfiguration surfaces at startup, each with a hint
+(each id and its fix: docs/operations.md, "System checks").
 
 | id     | what |
 |--------|------|
