@@ -361,8 +361,8 @@ def test_run_list_queries_do_not_grow(alice: Any, django_assert_num_queries: Any
 # -- the schema -----------------------------------------------------------------------------------------
 
 
-def test_the_openapi_schema() -> None:
-    response = APIClient().get(reverse("uistream:schema"), {"format": "json"})
+def test_the_openapi_schema(staff: Any) -> None:
+    response = client_for(staff).get(reverse("uistream:schema"), {"format": "json"})
     assert response.status_code == 200
     schema = json.loads(content(response))
     paths = schema["paths"]
@@ -382,6 +382,30 @@ def test_the_openapi_schema() -> None:
     assert "error_detail" not in run_fields
     assert "transcripts" in run_fields
     assert set(schema["components"]["schemas"]["UIMessage"]["properties"]) == {"id", "role", "metadata", "parts"}
+
+
+@pytest.mark.parametrize("query", [{}, {"format": "json"}, {"format": "yaml"}])
+def test_the_schema_is_for_staff_by_default(query: dict[str, str], alice: Any, django_user_model: Any) -> None:
+    url = reverse("uistream:schema")
+    anonymous = APIClient().get(url, query)
+    assert anonymous.status_code == 403
+    assert anonymous["Content-Type"] == "application/json"
+    assert anonymous.json() == {"detail": "Authentication credentials were not provided."}
+    signed_in = client_for(alice).get(url, query)
+    assert signed_in.status_code == 403
+    assert signed_in.json() == {"detail": "You do not have permission to perform this action."}
+    # Staff, not only superusers.
+    clerk = django_user_model.objects.create_user("clerk", password="pw", is_staff=True)
+    response = client_for(clerk).get(url, query)
+    assert response.status_code == 200
+    assert b"/api/conversations/" in content(response)
+
+
+def test_schema_public_opens_the_schema_to_anyone() -> None:
+    with override_settings(UISTREAM={"SCHEMA_PUBLIC": True}):
+        response = APIClient().get(reverse("uistream:schema"), {"format": "json"})
+    assert response.status_code == 200
+    assert "/api/runs/" in json.loads(content(response))["paths"]
 
 
 def test_the_schema_validates_without_warnings() -> None:

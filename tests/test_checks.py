@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
+from django.urls import include, path
 
-from uistream_app.checks import check_middleware, check_settings
+from uistream_app.agui_views import AGUIView
+from uistream_app.checks import check_middleware, check_routed_chat_models, check_settings
 from uistream_app.conf import settings
+from uistream_app.protocol import events as ev
+from uistream_app.views import ChatView
 
 
 def ids(messages: list) -> list[str]:
@@ -27,6 +33,8 @@ def test_defaults_pass() -> None:
         ([], ["uistream_app.E001"]),
         ({"MAX_STEP": 3}, ["uistream_app.E001"]),
         ({"MODEL": "no.such.module.Model"}, ["uistream_app.E002"]),
+        ({"MODEL": "collections.OrderedDict"}, ["uistream_app.E009"]),
+        ({"MODEL": "math.pi"}, ["uistream_app.E009"]),
         ({"TOOLS": ["no.such.tool"]}, ["uistream_app.E002"]),
         ({"SDK_VERSION": 4}, ["uistream_app.E003"]),
         ({"ON_DISCONNECT": "ignore"}, ["uistream_app.E004"]),
@@ -111,3 +119,102 @@ def test_no_asgi_application_warns() -> None:
     with override_settings(ASGI_APPLICATION=None, INSTALLED_APPS=apps):
         assert ids(check_asgi()) == ["uistream_app.W002"]
     assert check_asgi() == []
+
+
+class EchoModel:
+    async def stream(self, messages: Any, tools: Any = (), options: Any = None) -> Any:
+        yield ev.Finish("stop")
+
+
+def make_echo_model() -> EchoModel:
+    return EchoModel()
+
+
+class ChatViewWithGetModel(ChatView):
+    def get_model(self) -> Any:
+        return EchoModel()
+
+
+class AGUIViewWithModel(AGUIView):
+    model = EchoModel()
+
+
+async def an_agent(context: Any) -> Any:
+    yield ev.Finish("stop")
+
+
+# The URLconfs of the MODEL checks. ROOT_URLCONF takes an object with
+# ``urlpatterns`` as well as a module path, so each project fits in a class.
+class BareChatViewProject:
+    urlpatterns = (path("api/", include([path("chat", ChatView.as_view())])),)
+
+
+class BareAGUIViewProject:
+    urlpatterns = (path("agui", AGUIView.as_view()),)
+
+
+class SubclassProject:
+    urlpatterns = (path("chat", ChatViewWithGetModel.as_view()),)
+
+
+class ViewsWithTheirOwnModelProject:
+    urlpatterns = (
+        path("a/", include([path("chat", ChatViewWithGetModel.as_view())])),
+        path("chat", ChatView.as_view(model=EchoModel())),
+        path("agui", AGUIViewWithModel.as_view()),
+        path("agui-agent", AGUIView.as_view(agent=an_agent)),
+    )
+
+
+@pytest.mark.django_db
+def test_a_routed_bare_chat_view_without_model_fails_the_check_command() -> None:
+    with (
+        override_settings(ROOT_URLCONF=BareChatViewProject, UISTREAM={}),
+        pytest.raises(SystemCheckError, match=r"uistream_app\.E008.*/api/chat \(uistream_app\.views\.ChatView\)"),
+    ):
+        call_command("check")
+
+
+@pytest.mark.django_db
+def test_a_chat_view_subclass_with_get_model_passes_the_check_command() -> None:
+    with override_settings(ROOT_URLCONF=SubclassProject, UISTREAM={}):
+        call_command("check")
+
+
+@pytest.mark.django_db
+def test_an_unimportable_model_fails_the_check_command_naming_the_key() -> None:
+    with (
+        override_settings(ROOT_URLCONF=SubclassProject, UISTREAM={"MODEL": "no.such.Model"}),
+        pytest.raises(
+            SystemCheckError, match=r"E002.*UISTREAM\['MODEL'\] = 'no.such.Model' cannot be imported: No module"
+        ),
+    ):
+        call_command("check")
+
+
+def test_model_unset_is_an_error_only_for_views_that_would_read_it() -> None:
+    with override_settings(ROOT_URLCONF=BareAGUIViewProject, UISTREAM={}):
+        (message,) = check_routed_chat_models()
+    assert message.id == "uistream_app.E008"
+    assert "/agui (uistream_app.agui_views.AGUIView)" in message.msg
+    assert "UISTREAM['MODEL']" in message.hint
+    with override_settings(ROOT_URLCONF=ViewsWithTheirOwnModelProject, UISTREAM={}):
+        assert check_routed_chat_models() == []
+    with override_settings(ROOT_URLCONF=BareChatViewProject, UISTREAM={"MODEL": EchoModel}):
+        assert check_routed_chat_models() == []
+
+
+def test_the_app_urls_need_model_and_the_demo_sets_it() -> None:
+    # The test project routes the app's URLs (a bare ChatView and AGUIView)
+    # and the demo's MODEL; without it both endpoints are named.
+    assert check_routed_chat_models() == []
+    with override_settings(UISTREAM={}):
+        (message,) = check_routed_chat_models()
+    assert "/api/chat (uistream_app.views.ChatView)" in message.msg
+    assert "/api/agui (uistream_app.agui_views.AGUIView)" in message.msg
+
+
+@pytest.mark.parametrize("model", [EchoModel, EchoModel(), make_echo_model, "tests.test_checks.make_echo_model"])
+def test_model_may_be_a_class_an_instance_or_a_factory(model: object) -> None:
+    with override_settings(UISTREAM={"MODEL": model}):
+        assert check_settings() == []

@@ -1,4 +1,5 @@
-"""System checks: misconfiguration surfaces at startup, each with a hint.
+"""System checks: misconfiguration surfaces at startup, each with a hint
+(each id and its fix: docs/operations.md, "System checks").
 
 | id     | what |
 |--------|------|
@@ -9,6 +10,8 @@
 | E005   | a numeric setting is not a positive number |
 | E006   | ``BROKER`` is not a valid broker setting |
 | E007   | ``LOG_WRITER`` is not "auto", "thread" or "inline" |
+| E008   | ``MODEL`` is unset and a routed chat endpoint has no model of its own |
+| E009   | ``MODEL`` names neither a chat model nor a callable returning one |
 | W001   | ``GZipMiddleware`` is installed: it buffers streaming responses |
 | W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
 | W003   | the Redis broker cannot be reached (``check --deploy``) |
@@ -17,10 +20,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS, LOG_WRITER_CHOICES, ON_DISCONNECT_CHOICES, SDK_VERSIONS
@@ -48,19 +53,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="uistream_app.E001",
             )
         )
-    for key in ("MODEL",):
-        value = user.get(key)
-        if isinstance(value, str):
-            try:
-                import_string(value)
-            except ImportError as exc:
-                errors.append(
-                    Error(
-                        f"UISTREAM[{key!r}] = {value!r} cannot be imported: {exc}",
-                        hint="Give the dotted path of a chat model class or factory.",
-                        id="uistream_app.E002",
-                    )
-                )
+    model = user.get("MODEL")
+    if model is not None:
+        errors.extend(_check_model_setting(model))
     tools = user.get("TOOLS", [])
     for tool in tools if isinstance(tools, (list, tuple)) else []:
         if isinstance(tool, str):
@@ -109,6 +104,102 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 )
             )
     return errors
+
+
+def _check_model_setting(setting: Any) -> list[CheckMessage]:
+    """E002 / E009 for a set ``MODEL``. A factory is not called here (it may
+    read keys or open clients): only its being callable is checked."""
+    from .runs.model import ChatModel
+
+    value = setting
+    if isinstance(value, str):
+        try:
+            value = import_string(value)
+        except ImportError as exc:
+            return [
+                Error(
+                    f"UISTREAM['MODEL'] = {value!r} cannot be imported: {exc}",
+                    hint="Give the dotted path of a chat model class or factory.",
+                    id="uistream_app.E002",
+                )
+            ]
+    # A class's instances are the models, so it needs a stream method (it
+    # would pass isinstance(..., ChatModel), a runtime protocol, by having
+    # one); any other callable is taken for a factory.
+    is_model_class = isinstance(value, type) and hasattr(value, "stream")
+    if is_model_class or (not isinstance(value, type) and (isinstance(value, ChatModel) or callable(value))):
+        return []
+    return [
+        Error(
+            f"UISTREAM['MODEL'] = {setting!r} is neither a chat model nor a callable returning one.",
+            hint="Give a class or object with a stream(messages, tools, options) method, or a function returning one.",
+            id="uistream_app.E009",
+        )
+    ]
+
+
+def _routed_views(resolver: URLResolver, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(route, view function) for every URL pattern, through includes."""
+    for pattern in resolver.url_patterns:
+        route = prefix + str(pattern.pattern)
+        if isinstance(pattern, URLResolver):
+            yield from _routed_views(pattern, route)
+        elif isinstance(pattern, URLPattern):
+            yield route, pattern.callback
+
+
+def _needs_model_setting(view: Any) -> bool:
+    """Whether a routed view would read ``UISTREAM['MODEL']``: a ``ChatView``
+    or ``AGUIView`` with no ``model`` (on the class or in ``as_view()``), no
+    ``get_model`` of its own and, for AG-UI, no ``agent``."""
+    from .agui_views import AGUIView
+    from .chat import ChatRunMixin
+    from .views import ChatView
+
+    cls = getattr(view, "view_class", None)
+    if not isinstance(cls, type) or not issubclass(cls, (ChatView, AGUIView)):
+        return False
+    initkwargs = getattr(view, "view_initkwargs", {})
+    if initkwargs.get("model", cls.model) is not None or cls.get_model is not ChatRunMixin.get_model:
+        return False
+    if issubclass(cls, AGUIView):
+        agent = initkwargs.get("agent", cls.agent)
+        if agent is not None or cls.get_agent is not AGUIView.get_agent:
+            return False
+    return True
+
+
+@register(Tags.urls)
+def check_routed_chat_models(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E008: without it, ``MODEL`` unset passes and the first chat POST is a
+    500 (``get_model`` raises ``ImproperlyConfigured``)."""
+    user = getattr(django_settings, "UISTREAM", {})
+    if not isinstance(user, dict) or user.get("MODEL") is not None:
+        return []
+    if not getattr(django_settings, "ROOT_URLCONF", None):
+        return []
+    try:
+        routes = list(_routed_views(get_resolver()))
+    except Exception:  # noqa: BLE001 - Django's own URL checks report a broken URLconf
+        return []
+    needing = [
+        f"/{route} ({view.view_class.__module__}.{view.view_class.__qualname__})"
+        for route, view in routes
+        if _needs_model_setting(view)
+    ]
+    if not needing:
+        return []
+    return [
+        Error(
+            f"UISTREAM['MODEL'] is not set, and these chat endpoints have no model of their own: {', '.join(needing)}.",
+            hint=(
+                "Set UISTREAM['MODEL'] to the dotted path of a chat model class or of a "
+                "function returning one, or give each of these views a `model` attribute "
+                "(or as_view(model=...)) or a `get_model()` method."
+            ),
+            id="uistream_app.E008",
+        )
+    ]
 
 
 @register(Tags.compatibility)

@@ -19,8 +19,8 @@ from django.utils.module_loading import import_string
 __all__ = ["DEFAULTS", "UIStreamSettings", "settings"]
 
 DEFAULTS: Final[dict[str, Any]] = {
-    # Dotted path or callable returning the chat model; None: the app's
-    # scripted echo model, which needs no network and no key.
+    # Dotted path of a chat model class or factory (or the object itself).
+    # None: every routed ChatView / AGUIView must set its own (check E008).
     "MODEL": None,
     "TOOLS": [],
     "MAX_STEPS": 8,
@@ -54,6 +54,8 @@ DEFAULTS: Final[dict[str, Any]] = {
     # The stored messages a turn's model sees: the last N (whole turns),
     # None for all. A view's get_history() hook can choose otherwise.
     "HISTORY_MAX_MESSAGES": 100,
+    # Whether anyone may read the OpenAPI schema (schema/); False: staff only.
+    "SCHEMA_PUBLIC": False,
 }
 
 LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")

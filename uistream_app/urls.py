@@ -9,10 +9,10 @@ path characters) gets their JSON 404, not Django's page.
 from __future__ import annotations
 
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
 
 from . import agui_views, views
 from .api import urls as api_urls
+from .api.views import SchemaView
 
 app_name = "uistream"
 
@@ -29,5 +29,5 @@ urlpatterns = [
     ),
     path("conversations/", include(api_urls.conversation_patterns)),
     path("runs/", include(api_urls.run_patterns)),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/", SchemaView.as_view(), name="schema"),
 ]

@@ -25,6 +25,8 @@ from uistream_app.protocol.events import (
 )
 from uistream_app.runs import (
     AssistantMessage,
+    ClientTool,
+    ClientToolResult,
     ModelMessage,
     ScriptedModel,
     ScriptExhaustedError,
@@ -546,3 +548,26 @@ async def test_a_continuation_without_a_decision_asks_again() -> None:
     events = [e async for e in ToolLoop(model, [send_email]).run(history)]
     assert events == [ToolApprovalRequest("approval-call_0", "call_0"), StepFinished(0), Done()]
     assert model.requests == []
+
+
+async def test_concurrent_runs_of_one_loop_each_see_their_own_client_results() -> None:
+    ask = ClientTool("ask_user")
+    model = ScriptedModel(
+        ["Asking A.", call("ask_user", id="call_0")],
+        ["Asking B.", call("ask_user", id="call_0")],
+        "A heard.",
+        "B heard.",
+    )
+    loop = ToolLoop(model, [ask])
+    run_a = loop.run([UserMessage("a")], client_results={"call_0": ClientToolResult("from A")})
+    run_b = loop.run([UserMessage("b")], client_results={"call_0": ClientToolResult("from B")})
+    # Both runs are under way before either reaches its tool call.
+    assert await anext(run_a) == TextDelta("Asking A.")
+    assert await anext(run_b) == TextDelta("Asking B.")
+    rest_a = [e async for e in run_a]
+    rest_b = [e async for e in run_b]
+
+    assert ToolResult("call_0", "from A", tool_name="ask_user") in rest_a
+    assert ToolResult("call_0", "from B", tool_name="ask_user") in rest_b
+    assert model.requests[2].messages[-1] == ToolMessage("call_0", "from A", False, "ask_user")
+    assert model.requests[3].messages[-1] == ToolMessage("call_0", "from B", False, "ask_user")

@@ -11,7 +11,8 @@ needs besides the stream itself.
   ``runs/<id>/``: a stored run, never its ``error_detail``;
 * ``runs/<id>/transcript/<format>/``: the run's wire in any registered
   dialect (``ai7``, ``ai6``, ``ai5``…) or its log as JSON lines;
-* ``schema/``: the OpenAPI schema (drf-spectacular).
+* ``schema/``: the OpenAPI schema (drf-spectacular), for staff unless
+  ``UISTREAM["SCHEMA_PUBLIC"]``.
 
 Ownership is the chat views' own (``views.OwnerMixin``): a signed-in user
 owns their conversations; with ``UISTREAM["ALLOW_ANONYMOUS"]`` an

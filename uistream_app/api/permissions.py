@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from drf_spectacular.openapi import AutoSchema
 from rest_framework.authentication import CSRFCheck
 from rest_framework.exceptions import PermissionDenied
-from rest_framework.permissions import SAFE_METHODS
+from rest_framework.permissions import SAFE_METHODS, IsAdminUser
 from rest_framework.request import Request
 from rest_framework.schemas.inspectors import ViewInspector
 from rest_framework.views import APIView
@@ -27,7 +27,7 @@ from ..models import Conversation, Run
 from ..owners import Owner
 from ..policies import AllowAnonymousSessions
 
-__all__ = ["ChatOwner", "OwnedMixin", "enforce_csrf"]
+__all__ = ["ChatOwner", "OwnedMixin", "SchemaAccess", "enforce_csrf"]
 
 
 def _no_response(request: HttpRequest) -> HttpResponse:
@@ -47,6 +47,15 @@ def enforce_csrf(request: Request) -> None:
 #: A signed-in user, or anyone when the view allows anonymous owners: the
 #: stream endpoints' default permission, for the API too.
 ChatOwner = AllowAnonymousSessions
+
+
+class SchemaAccess(IsAdminUser):
+    """The OpenAPI schema's reader: a staff user, or anyone when
+    ``UISTREAM["SCHEMA_PUBLIC"]`` is true (the schema lists every route
+    and field, which a project may not want to publish)."""
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return bool(uistream_settings.SCHEMA_PUBLIC) or super().has_permission(request, view)
 
 
 class OwnedMixin(APIView):

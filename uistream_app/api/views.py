@@ -20,18 +20,21 @@ from django.shortcuts import get_object_or_404
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.views import SpectacularAPIView
 from rest_framework import generics, status
 from rest_framework.exceptions import APIException, NotFound
 from rest_framework.filters import OrderingFilter, SearchFilter
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from ..inspect.formats import astream_transcript, download_name, get_format, stream_transcript, transcript_formats
 from ..live import get_broker
 from ..models import Conversation, Message, Run
 from .filters import RunFilter, UpdatedRangeFilter
-from .permissions import ChatOwner, OwnedMixin
+from .permissions import ChatOwner, OwnedMixin, SchemaAccess
 from .serializers import ConversationSerializer, RunSerializer, UIMessageSerializer
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "RunDetailView",
     "RunListView",
     "RunTranscriptView",
+    "SchemaView",
 ]
 
 
@@ -191,4 +195,20 @@ class RunTranscriptView(OwnedMixin, generics.GenericAPIView[Run]):
         if disposition is not None:
             response["Content-Disposition"] = disposition
         response["X-Content-Type-Options"] = "nosniff"
+        return response
+
+
+class SchemaView(SpectacularAPIView):
+    """The OpenAPI schema, for staff unless ``UISTREAM["SCHEMA_PUBLIC"]``
+    (``permissions.SchemaAccess``)."""
+
+    permission_classes = (SchemaAccess,)
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)
+        # The schema's own renderers (YAML by default) would write DRF's
+        # error detail out as an object; an error is JSON, as in the rest
+        # of the API.
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
         return response

@@ -1,16 +1,7 @@
-"""The exceptions a run raises, typed so callers can tell them apart.
-
-Two families:
-
-* ``ModelError`` and its subclasses: a model call failed (the provider
-  answered with an error status, timed out, dropped the connection, or sent
-  something that is not a chat-completion stream). They escape the loop:
-  the stream adapter turns them into a masked ``error`` chunk and the
-  recorder stores the detail. ``retryable`` says whether a caller may try
-  the same call again.
-* ``ToolError``: raised *by a tool* to tell the model (and the person)
-  what went wrong. Its message is shown; any other exception from a tool is
-  masked (``ToolLoop(error_text=...)``) because it may quote secrets.
+"""The exceptions a run raises, typed so callers can tell them apart:
+``ModelError`` (a model call failed; it escapes the loop) and ``ToolError``
+(a tool's message for the model and the person). See docs/operations.md
+("Errors").
 """
 
 from __future__ import annotations

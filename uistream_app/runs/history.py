@@ -1,31 +1,7 @@
-"""Stored ``UIMessage``\\ s ⇄ model messages.
+"""Stored UI messages ⇄ model messages.
 
-The browser (and the database, which stores what the browser built) keeps
-a conversation as UI messages: one assistant message per response, its
-parts split into steps by ``step-start``, each tool call a ``tool-NAME`` /
-``dynamic-tool`` part that carries its input and its outcome. A model reads
-the same conversation as model messages (``runs.messages``): one
-``AssistantMessage`` per step with its tool calls, each answered by a
-``ToolMessage``.
-
-``ui_to_model_messages`` rules:
-
-1. ``system`` and ``user`` messages become one message of their text parts
-   joined (other parts, files and data, are not sent to the model here).
-2. An assistant message becomes, per step, an ``AssistantMessage`` (text
-   and reasoning joined, tool calls in part order) followed by one
-   ``ToolMessage`` per call that has an outcome: ``output-available`` (its
-   output as text: a string as it is, else JSON), ``output-error`` (its
-   ``errorText``, ``is_error``), ``output-denied`` (a denial, ``is_error``).
-3. A call with no outcome yet (``input-available``, ``approval-requested``,
-   ``approval-responded``) is kept only in the last step of the last
-   message, where ``ToolLoop.run`` settles it (with ``approvals_from_ui``);
-   anywhere else it is dropped, so every call the model sees is answered.
-   ``input-streaming`` calls (cut off mid-arguments) are always dropped.
-
-``model_to_ui_messages`` goes back: consecutive assistant and tool messages
-fold into one assistant UI message with a ``step-start`` per step, tool
-outputs parsed as JSON where they parse (as the encoder sends them).
+Keeps the model messages' invariant: every tool call the model sees is
+answered. The conversion rules are in docs/operations.md ("History").
 """
 
 from __future__ import annotations

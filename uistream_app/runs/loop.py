@@ -1,40 +1,8 @@
 """The tool loop: model, tools, model again, until the model is done.
 
-``ToolLoop.run(messages)`` is an async generator of source events
-(``protocol.events``). One step is one model call plus the tools it called:
-
-1. The model's events pass through as they stream, one pulled per event
-   demanded (no read-ahead): text, reasoning, tool-call start / fragments /
-   complete, usage, and its ``Finish``.
-2. After the model's stream ends, the step's tool calls run concurrently.
-   Their outcomes are yielded in call order, whatever order they finish
-   in: ``ToolResult`` (``is_error`` for a failure), ``ToolInputError`` when
-   the arguments were not JSON or did not fit the schema (or the tool does
-   not exist), and then nothing else for that call; ``ToolApprovalRequest``
-   for a tool that needs a person's approval and has none yet;
-   ``ToolDenied`` for a call a person denied.
-3. ``StepFinished(step)``. If the step called no tool, or a call awaits
-   approval, the run is over: ``Done()``. Otherwise the results are added
-   to the conversation and the model is called again.
-4. After ``max_steps`` model calls that all called tools, the run ends with
-   ``Done(max_steps_reason)`` ("length" by default: like a token limit, a
-   limit cut the answer short), not with an exception.
-
-Failures: a tool's ``ToolError`` reaches the model and the person with its
-message; any other exception from a tool is logged and reported as
-``error_text`` ("An error occurred."); a tool that outlives its timeout is
-cancelled and reported as timed out. A model failure is not caught: it
-propagates to the stream adapter, which masks it on the wire.
-
-Cancellation (closing the generator, or cancelling the task that pulls it)
-closes the model's stream and cancels every running tool, and waits for
-them: nothing the run started is left running when ``aclose()`` returns.
-(A sync tool running in a worker thread cannot be interrupted; its result
-is dropped.)
-
-A run that starts with a conversation whose last assistant message has
-unanswered tool calls (the continuation after a person approved or denied
-them, ``approvals``) first settles those calls, then calls the model.
+``ToolLoop`` holds configuration only; each ``run()`` keeps its own state,
+so one loop serves many runs at once. Its step rules, failure policy and
+cancellation guarantee are in docs/operations.md ("The tool loop").
 """
 
 from __future__ import annotations
@@ -106,6 +74,17 @@ class ClientToolResult:
 
 
 @dataclass(slots=True)
+class _Run:
+    """One run's state. ``ToolLoop.run`` makes one per call, so concurrent
+    runs of one loop share nothing that changes."""
+
+    conversation: list[ModelMessage]
+    approvals: Mapping[str, ToolApproval]
+    client_results: Mapping[str, ClientToolResult]
+    step: int = 0
+
+
+@dataclass(slots=True)
 class _Outcome:
     event: Event | None  # None: nothing to say yet (a client tool is running)
     message: ToolMessage | None  # None: the call is not answered yet (approval, client)
@@ -117,8 +96,8 @@ def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
 
 class ToolLoop:
     """Runs ``model`` with ``tools`` until it answers without calling one
-    (see the module docstring). A loop object holds configuration only:
-    one may serve many runs, concurrently."""
+    (docs/operations.md, "The tool loop"). A loop object holds
+    configuration only: one may serve many runs, concurrently."""
 
     def __init__(
         self,
@@ -145,7 +124,6 @@ class ToolLoop:
         self.options = options
         self.error_text = error_text
         self.max_steps_reason = max_steps_reason
-        self._client_results: Mapping[str, ClientToolResult] = {}
         self._before_tool = before_tool
         self._after_tool = after_tool
 
@@ -185,16 +163,14 @@ class ToolLoop:
         """The run's events. ``approvals`` maps tool call ids to a person's
         decisions, for calls that awaited approval in an earlier run;
         ``client_results`` the browser's results of client-side tools."""
-        conversation: list[ModelMessage] = list(messages)
-        approvals = approvals or {}
-        self._client_results = client_results or {}
+        state = _Run(list(messages), approvals or {}, client_results or {})
+        conversation = state.conversation
         specs = [t.spec for t in self.tools.values()]
-        step = 0
 
         pending = _unanswered_calls(conversation)
         if pending:
             waiting = False
-            async with aclosing(self._settle(pending, step, conversation, approvals)) as outcomes:
+            async with aclosing(self._settle(state, pending)) as outcomes:
                 async for outcome in outcomes:
                     if outcome.event is not None:
                         yield outcome.event
@@ -203,7 +179,7 @@ class ToolLoop:
                     else:
                         conversation.append(outcome.message)
             if waiting:
-                yield StepFinished(step)
+                yield StepFinished(state.step)
                 yield Done()
                 return
 
@@ -234,7 +210,7 @@ class ToolLoop:
             if requests:
                 # Closed explicitly: a nested generator left to the garbage
                 # collector would cancel its tools late, or never.
-                async with aclosing(self._settle(requests, step, conversation, approvals)) as outcomes:
+                async with aclosing(self._settle(state, requests)) as outcomes:
                     async for outcome in outcomes:
                         if outcome.event is not None:
                             yield outcome.event
@@ -242,29 +218,23 @@ class ToolLoop:
                             waiting = True
                         else:
                             conversation.append(outcome.message)
-            yield StepFinished(step)
-            step += 1
+            yield StepFinished(state.step)
+            state.step += 1
             if not requests or waiting:
                 yield Done()
                 return
-            if step >= self.max_steps:
+            if state.step >= self.max_steps:
                 yield Done(self.max_steps_reason)
                 return
 
-    async def _settle(
-        self,
-        calls: Sequence[ToolCallRequest],
-        step: int,
-        conversation: Sequence[ModelMessage],
-        approvals: Mapping[str, ToolApproval],
-    ) -> AsyncGenerator[_Outcome, None]:
-        """Rule 2: run ``calls`` concurrently, yield their outcomes in call
+    async def _settle(self, state: _Run, calls: Sequence[ToolCallRequest]) -> AsyncGenerator[_Outcome, None]:
+        """Run ``calls`` concurrently, yield their outcomes in call
         order; on exit (normal, closed or cancelled) no task is left."""
-        snapshot = tuple(conversation)
+        snapshot = tuple(state.conversation)
         slots: list[_Outcome | asyncio.Task[_Outcome]] = []
         try:
             for call in calls:
-                ready = self._prepare(call, step, snapshot, approvals)
+                ready = self._prepare(state, call, snapshot)
                 if isinstance(ready, _Outcome):
                     slots.append(ready)
                 else:
@@ -280,11 +250,7 @@ class ToolLoop:
                 await asyncio.gather(*running, return_exceptions=True)
 
     def _prepare(
-        self,
-        call: ToolCallRequest,
-        step: int,
-        conversation: Sequence[ModelMessage],
-        approvals: Mapping[str, ToolApproval],
+        self, state: _Run, call: ToolCallRequest, conversation: Sequence[ModelMessage]
     ) -> _Outcome | tuple[Tool, ToolContext]:
         """What can be decided without running anything: unknown tool, bad
         arguments, approval needed or denied. Else the tool and its context."""
@@ -303,7 +269,7 @@ class ToolLoop:
                 ToolMessage(call.id, str(exc), is_error=True, tool_name=call.name),
             )
         if tool.client_side:
-            answer = self._client_results.get(call.id)
+            answer = state.client_results.get(call.id)
             if answer is None:
                 return _Outcome(None, None)  # the browser runs it; the run waits
             text = tool_output_text(answer.output)
@@ -312,13 +278,13 @@ class ToolLoop:
                 ToolMessage(call.id, text, is_error=answer.is_error, tool_name=call.name),
             )
         if tool.needs_approval(arguments):
-            decision = approvals.get(call.id)
+            decision = state.approvals.get(call.id)
             if decision is None:
                 return _Outcome(ToolApprovalRequest(self.approval_id(call), call.id), None)
             if not decision.approved:
                 text = "The user denied this tool call." + (f" Reason: {decision.reason}" if decision.reason else "")
                 return _Outcome(ToolDenied(call.id), ToolMessage(call.id, text, is_error=True, tool_name=call.name))
-        return tool, ToolContext(call.id, call.name, arguments, step, conversation)
+        return tool, ToolContext(call.id, call.name, arguments, state.step, conversation)
 
     async def _execute(self, tool: Tool, context: ToolContext) -> _Outcome:
         """Hooks, the call under its timeout, and the error policy."""

@@ -1,16 +1,8 @@
-"""Model messages: the conversation as a model port reads it.
-
-A model call takes the whole conversation, every time: the system prompt,
-the user's turns, and each earlier assistant step with its tool calls and
-their results. These frozen dataclasses are that conversation, independent
-of any provider's JSON (a provider converts them in one place, e.g.
-``OpenAIChatModel.request_body``) and of the UI message the browser keeps
-(``runs.history`` converts between the two).
+"""Model messages: the conversation as a model port reads it, independent
+of any provider's JSON and of the browser's UI messages.
 
 Invariant: every ``ToolCallRequest`` of an ``AssistantMessage`` is answered
-by exactly one ``ToolMessage`` with its id before the next assistant or user
-message (chat-completions servers reject a conversation that breaks it);
-``ToolLoop`` and ``history.ui_to_model_messages`` both keep it.
+by exactly one ``ToolMessage`` before the next assistant or user message.
 """
 
 from __future__ import annotations

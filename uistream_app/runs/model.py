@@ -1,25 +1,9 @@
 """The model port: what the tool loop needs from a model, and nothing more.
 
-A model is any object with a ``stream(messages, tools, options)`` method
-that returns an async iterator of source events (``protocol.events``):
-``ReasoningDelta``/``ReasoningEnd``, ``TextDelta``/``TextEnd``,
-``ToolCallStart`` → ``ToolCallDelta``… → ``ToolCall``, ``Usage`` and, last,
-``Finish(reason)``. An async generator method fits.
-
-The contract every implementation keeps:
-
-1. Lazy: nothing is sent until the first item is pulled, and one item is
-   produced per item pulled (no read-ahead beyond the network read that
-   holds the next event).
-2. Closing the iterator (``aclose()``, or cancelling the task that pulls
-   it) closes the provider's response at once: no orphaned request.
-3. Every started tool call is completed by a ``ToolCall`` before
-   ``Finish``; ``ToolCall.input`` is the raw argument text.
-4. Failure raises a ``runs.errors.ModelError`` subclass; nothing after it.
-
-``ChatModel`` is a ``typing.Protocol``: implementations need not inherit
-from it. A ``name`` attribute, where present, is what a run records as its
-model (``model_name``).
+``ChatModel`` is a ``typing.Protocol`` (``stream(messages, tools, options)``
+→ source events); the contract every implementation keeps (lazy, closable,
+complete tool calls, typed failures) is in docs/operations.md ("The model
+port").
 """
 
 from __future__ import annotations
@@ -50,7 +34,7 @@ ModelEvent: TypeAlias = (
 
 @runtime_checkable
 class ChatModel(Protocol):
-    """A streaming chat model (see the module docstring for the contract)."""
+    """A streaming chat model (its contract: docs/operations.md, "The model port")."""
 
     def stream(
         self,

@@ -1,25 +1,7 @@
-"""``ScriptedModel``: a deterministic model whose answers are written in code.
-
-For tests (the project's and its users': it is public in
-``uistream_app.testing``) and benchmarks. Each call of ``stream`` takes the
-next step from the queue, records what it was asked (``requests``), and
-replays the step's events::
-
-    model = ScriptedModel()
-    model.enqueue(["Let me look.", call("get_weather", {"city": "Paris"})])
-    model.enqueue(text("It is sunny in Paris.", words=True))
-
-A step is a string (one text delta) or a list whose items are events,
-strings (a text delta each), ``call(...)`` (a tool call: start, argument
-fragments, complete), lists of those (``text()``, ``reasoning()``), or an
-exception instance (raised at that point, to script a failing model).
-A step with no ``Finish`` gets one: ``tool-calls`` when it called a tool,
-else ``stop``.
-
-It keeps the model port's contract (``runs.model``): the step is taken
-when the first event is pulled, one event per pull, and ``open_streams``
-counts streams begun and not yet closed, so a test can assert that closing
-a run closed the model call. An empty queue raises ``ScriptExhaustedError``.
+"""``ScriptedModel``: a deterministic model whose answers are written in
+code, for tests (public in ``uistream_app.testing``) and benchmarks. It
+keeps the model port's contract; see docs/operations.md ("The scripted
+model") for the step format.
 """
 
 from __future__ import annotations
@@ -120,7 +102,8 @@ _Compiled: TypeAlias = "list[ModelEvent | BaseException]"
 
 
 class ScriptedModel:
-    """A model that replays enqueued steps (see the module docstring)."""
+    """A model that replays enqueued steps (docs/operations.md, "The
+    scripted model")."""
 
     def __init__(self, *steps: Step, delay: float = 0.0, name: str = "scripted") -> None:
         self.name = name

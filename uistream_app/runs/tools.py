@@ -1,35 +1,7 @@
-"""Tools: plain Python functions the model may call, with their schema.
-
-``@tool`` (or ``Tool(fn)``) wraps a function, sync or async. The JSON Schema
-of its parameters is derived once, at decoration time, from the type hints:
-``str``, ``int``, ``float``, ``bool``, ``None``, ``list[X]``,
-``tuple[X, ...]``, ``dict[str, X]``, ``X | None``, ``Literal[...]``,
-``Enum``, ``TypedDict``, dataclasses, and ``Annotated[X, "description"]``;
-descriptions come from the docstring (its first paragraph for the tool,
-Google-style ``Args:`` or Sphinx ``:param x:`` lines for parameters). An
-explicit ``parameters=`` schema replaces the derived one. A parameter
-annotated ``ToolContext`` is not in the schema: the loop passes the call's
-context there.
-
-Rules the loop relies on (``ToolLoop`` applies them in this order):
-
-1. ``parse_arguments`` turns the model's argument text into keyword
-   arguments or raises ``ToolArgumentsError``: text that is not JSON, JSON
-   that is not an object, or an object that does not fit the schema. The
-   function is then not called (the run reports ``tool-input-error``).
-2. ``invoke`` calls the function: an async one awaited, a sync one in a
-   worker thread (``run_sync_in_thread=False`` calls it inline, for
-   functions too quick to be worth a thread). Enum and dataclass arguments
-   arrive as instances, the rest as their JSON values.
-3. ``timeout`` (seconds) bounds one call; the loop cancels it when it
-   expires. A sync function in a thread cannot be interrupted: its result
-   is dropped.
-
-The validator covers the JSON Schema keywords that derived schemas use,
-plus the common constraints (``enum``, ``const``, ``anyOf``/``oneOf``/
-``allOf``, ``minimum``/``maximum``, ``minLength``/``maxLength``,
-``minItems``/``maxItems``, ``prefixItems``); other keywords (``$ref``,
-``pattern``, ``format``) are passed to the model but not checked here.
+"""Tools: plain Python functions the model may call, with the JSON Schema
+of their parameters derived from the type hints, and the validator the
+loop checks arguments with. The supported hints and the rules the loop
+applies (parse, invoke, timeout) are in docs/operations.md ("Tools").
 """
 
 from __future__ import annotations
@@ -277,7 +249,7 @@ def _json_type_name(value: Any) -> str:
 
 def validate_json(schema: Mapping[str, Any] | bool, value: Any, path: str = "") -> str | None:
     """None if ``value`` fits ``schema``, else a message naming where and
-    why it does not (see the module docstring for the keywords checked)."""
+    why it does not (docs/operations.md, "Tools", lists the keywords checked)."""
     if schema is True:
         return None
     if schema is False:
@@ -360,8 +332,8 @@ def _json_equal(a: Any, b: Any) -> bool:
 
 
 class Tool:
-    """A function the model may call. See the module docstring for the
-    rules; ``spec`` is what the model is told about it."""
+    """A function the model may call (the rules the loop applies:
+    docs/operations.md, "Tools"); ``spec`` is what the model is told."""
 
     #: A client-side tool has no server implementation: the browser runs it
     #: (``addToolResult``) and the run waits for its result.
@@ -463,7 +435,7 @@ class Tool:
         return f"<Tool {self.name}>"
 
     def parse_arguments(self, text: str) -> dict[str, Any]:
-        """Rule 1: the model's argument text as validated keyword
+        """The model's argument text as validated keyword
         arguments (an empty text is an empty object)."""
         try:
             value = parse_tool_input(self.name, text)
@@ -479,7 +451,8 @@ class Tool:
         return value
 
     async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
-        """Rule 2: call the function with validated ``arguments``."""
+        """Call the function with validated ``arguments`` (a sync one in a
+        worker thread unless ``run_sync_in_thread=False``)."""
         kwargs = {k: (self._converters[k](v) if k in self._converters else v) for k, v in arguments.items()}
         if self._context_param is not None:
             kwargs[self._context_param] = context
