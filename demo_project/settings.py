@@ -140,6 +140,11 @@ UISTREAM: dict[str, object] = {
     # uses the stop endpoint, so stopping still stops.
     "ON_DISCONNECT": "finish",
 }
+if os.environ.get("UISTREAM_DEMO_CHAT_RATE"):
+    # One chat throttle (e.g. "5/min") for the useChat POST, WebSocket sends
+    # and AG-UI runs, counted per owner across all three.
+    UISTREAM["THROTTLE_CLASSES"] = ["uistream_app.policies.ChatRateThrottle"]
+    UISTREAM["THROTTLE_RATES"] = {"chat": os.environ["UISTREAM_DEMO_CHAT_RATE"]}
 if os.environ.get("REDIS_URL"):
     UISTREAM["BROKER"] = {"BACKEND": "redis", "URL": os.environ["REDIS_URL"]}
 

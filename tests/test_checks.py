@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
@@ -12,7 +13,7 @@ from django.test import override_settings
 from django.urls import include, path
 
 from uistream_app.agui_views import AGUIView
-from uistream_app.checks import check_middleware, check_routed_chat_models, check_settings
+from uistream_app.checks import check_middleware, check_policies, check_routed_chat_models, check_settings
 from uistream_app.conf import settings
 from uistream_app.protocol import events as ev
 from uistream_app.views import ChatView
@@ -218,3 +219,25 @@ def test_the_app_urls_need_model_and_the_demo_sets_it() -> None:
 def test_model_may_be_a_class_an_instance_or_a_factory(model: object) -> None:
     with override_settings(UISTREAM={"MODEL": model}):
         assert check_settings() == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "wrong"),
+    [
+        ({"THROTTLE_CLASSES": ["no.such.Throttle"]}, "THROTTLE_CLASSES"),
+        ({"PERMISSION_CLASSES": "rest_framework.permissions.IsAuthenticated"}, "PERMISSION_CLASSES"),
+        ({"THROTTLE_RATES": {"chat": "5 per minute"}}, "THROTTLE_RATES"),
+        ({"MAX_ACTIVE_RUNS_PER_OWNER": 0}, "MAX_ACTIVE_RUNS_PER_OWNER"),
+        ({"HISTORY_MAX_MESSAGES": "all"}, "HISTORY_MAX_MESSAGES"),
+    ],
+)
+def test_unusable_policy_settings_are_e010(changes: dict, wrong: str) -> None:
+    with override_settings(UISTREAM={**django_settings.UISTREAM, **changes}):
+        messages = [m for m in check_policies() if m.id == "uistream_app.E010"]
+    assert len(messages) == 1
+    assert wrong in messages[0].msg
+
+
+def test_the_demo_chat_rate_passes_the_checks() -> None:
+    with override_settings(UISTREAM={**django_settings.UISTREAM, "THROTTLE_RATES": {"chat": "5/min"}}):
+        assert check_policies() == []

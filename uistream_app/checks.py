@@ -12,6 +12,7 @@
 | E007   | ``LOG_WRITER`` is not "auto", "thread" or "inline" |
 | E008   | ``MODEL`` is unset and a routed chat endpoint has no model of its own |
 | E009   | ``MODEL`` names neither a chat model nor a callable returning one |
+| E010   | a policy or history setting (``*_CLASSES``, ``THROTTLE_RATES``, a limit) is unusable |
 | W001   | ``GZipMiddleware`` is installed: it buffers streaming responses |
 | W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
 | W003   | the Redis broker cannot be reached (``check --deploy``) |
@@ -20,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -214,6 +216,53 @@ def check_middleware(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
             )
         ]
     return []
+
+
+_RATE = re.compile(r"[0-9]+/(s|sec|m|min|h|hour|d|day)")
+
+
+@register(Tags.compatibility)
+def check_policies(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E010: policy classes that can't be imported, rates DRF can't read,
+    limits that are not positive whole numbers. Each would otherwise be a
+    500 on the first chat request."""
+    user = getattr(django_settings, "UISTREAM", {})
+    if not isinstance(user, dict):
+        return []
+    errors: list[CheckMessage] = []
+
+    def error(message: str, hint: str) -> None:
+        errors.append(Error(message, hint=hint, id="uistream_app.E010"))
+
+    for key in ("AUTHENTICATION_CLASSES", "PERMISSION_CLASSES", "THROTTLE_CLASSES"):
+        value = user.get(key, DEFAULTS[key])
+        if not isinstance(value, (list, tuple)):
+            error(f"UISTREAM[{key!r}] must be a list of classes or dotted paths.", f"The default is {DEFAULTS[key]!r}.")
+            continue
+        for item in value:
+            if isinstance(item, str):
+                try:
+                    import_string(item)
+                except ImportError as exc:
+                    error(f"UISTREAM[{key!r}] entry {item!r} cannot be imported: {exc}", "Give a class's dotted path.")
+    rates = user.get("THROTTLE_RATES", {})
+    if not isinstance(rates, dict):
+        error("UISTREAM['THROTTLE_RATES'] must be a dict of scope to rate.", 'For example {"chat": "5/min"}.')
+    else:
+        for scope, rate in rates.items():
+            if rate is not None and not (isinstance(rate, str) and _RATE.fullmatch(rate)):
+                error(
+                    f"UISTREAM['THROTTLE_RATES'][{scope!r}] = {rate!r} is not a rate.",
+                    'Write requests per period, as DRF does: "5/min", "100/hour", "1000/day".',
+                )
+    for key in ("MAX_ACTIVE_RUNS_PER_OWNER", "HISTORY_MAX_MESSAGES"):
+        value = user.get(key, DEFAULTS[key])
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            error(
+                f"UISTREAM[{key!r}] = {value!r} must be a whole number of at least 1, or None.",
+                f"The default is {DEFAULTS[key]!r}.",
+            )
+    return errors
 
 
 @register(Tags.compatibility)

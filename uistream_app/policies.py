@@ -73,19 +73,16 @@ class AllowAnonymousSessions(BasePermission):
         return bool(view.get_allow_anonymous())
 
 
-def owner_ident(request: Any) -> str | None:
-    """Who a throttle counts: the user, the session, or None (then the
-    client address)."""
-    user = request.user
-    if user is not None and user.is_authenticated:
-        return f"user-{user.pk}"
+def session_key_of(request: Any) -> str | None:
     session = getattr(request._request, "session", None)
     key = getattr(session, "session_key", None) if session is not None else None
-    return f"session-{key}" if key else None
+    return key if isinstance(key, str) and key else None
 
 
 class ChatRateThrottle(SimpleRateThrottle):
-    """Runs started per owner (user, else session, else client address),
+    """Runs started per owner: a signed-in user by user, an anonymous
+    visitor by client address (as DRF's ``AnonRateThrottle``: a session is
+    shed by dropping a cookie, and a visitor's first request has none yet),
     counted across the useChat POST, WebSocket sends and AG-UI runs: they
     share the scope ``chat`` and so one counter. The rate comes from
     ``UISTREAM["THROTTLE_RATES"]["chat"]`` (e.g. ``"5/min"``), else from
@@ -100,7 +97,8 @@ class ChatRateThrottle(SimpleRateThrottle):
         return self.THROTTLE_RATES.get(self.scope)
 
     def get_cache_key(self, request: Any, view: Any) -> str:
-        ident = owner_ident(request) or self.get_ident(request)
+        user = request.user
+        ident = f"user-{user.pk}" if user is not None and user.is_authenticated else self.get_ident(request)
         return self.cache_format % {"scope": self.scope, "ident": ident}
 
 
@@ -120,10 +118,10 @@ class MaxActiveRunsThrottle(BaseThrottle):
         if user is not None and user.is_authenticated:
             runs = Run.objects.filter(conversation__owner=user)
         else:
-            ident = owner_ident(request)
-            if ident is None:
+            key = session_key_of(request)
+            if key is None:
                 return True  # no session yet: nothing of theirs runs
-            runs = Run.objects.filter(conversation__owner=None, conversation__session_key=ident[len("session-") :])
+            runs = Run.objects.filter(conversation__owner=None, conversation__session_key=key)
         return bool(runs.filter(status=Run.Status.RUNNING).count() < int(limit))
 
     def wait(self) -> float | None:

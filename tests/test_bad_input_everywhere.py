@@ -1,0 +1,247 @@
+"""The same hostile request gets the same answer from every endpoint: the
+useChat POST, resume, stop, a stored answer's stream, AG-UI, and the
+WebSocket (an ``error`` frame carrying the same ``code``, or the protocol's
+close code where the frame itself is unreadable). Checks come in one order
+everywhere (method, CSRF, authentication, body, then ownership), nothing
+is written, and no answer tells whether another owner's chat or message
+id exists."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test import AsyncClient, override_settings
+
+from uistream_app.errors import NOT_FOUND_TEXT
+from uistream_app.models import Conversation, Message, Run
+
+from .test_consumer import DEMO, Socket, runs_finished, send_frame, user_cookie
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+
+SSE = "text/event-stream"
+
+
+@pytest.fixture(autouse=True)
+def fast_demo_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "1")
+
+
+def chat_body(chat_id: str, message_id: str = "u1", text: str = "count to 2") -> dict[str, Any]:
+    return {"id": chat_id, "messages": [{"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}]}
+
+
+def agui_body(thread: str, message_id: str = "u1", text: str = "count to 2") -> dict[str, Any]:
+    return {"threadId": thread, "runId": "r1", "messages": [{"id": message_id, "role": "user", "content": text}]}
+
+
+@dataclass
+class Page:
+    """A signed-in browser page: its client, cookie and CSRF token."""
+
+    client: AsyncClient
+    cookie: str
+    token: str
+
+    async def post(self, path: str, body: Any, *, csrf: bool = True, content_type: str = "application/json") -> Any:
+        data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+        headers = {"X-CSRFToken": self.token} if csrf else {}
+        return await self.client.post(path, data, content_type=content_type, headers=headers, HTTP_ACCEPT=SSE)
+
+
+async def page_of(username: str) -> Page:
+    user, _ = await sync_to_async(user_cookie)(username)
+    client = AsyncClient(enforce_csrf_checks=True)
+    await client.aforce_login(user)
+    token = (await client.get("/api/csrf")).json()["csrfToken"]
+    return Page(client, f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}", token)
+
+
+@pytest_asyncio.fixture
+async def bob_chat() -> None:
+    """Bob's chat ``bob-chat``: his question ``bob-q`` and its answer ``bob-a``."""
+    bob = await get_user_model().objects.acreate(username="bob")
+    chat = await Conversation.objects.acreate(pk="bob-chat", owner=bob, title="bob's")
+    await Message.objects.acreate(
+        pk="bob-q", conversation=chat, role="user", position=0, parts=[{"type": "text", "text": "hi"}]
+    )
+    await Message.objects.acreate(pk="bob-a", conversation=chat, role="assistant", position=1, parts=[])
+
+
+async def nothing_written() -> tuple[int, int, int]:
+    return (await Conversation.objects.acount(), await Message.objects.acount(), await Run.objects.acount())
+
+
+Request = Callable[[Page, str], Awaitable[Any]]
+
+#: Each HTTP endpoint, asked about a chat id.
+HTTP: dict[str, Request] = {
+    "chat": lambda page, chat: page.post("/api/chat", chat_body(chat)),
+    "agui": lambda page, chat: page.post("/api/agui", agui_body(chat)),
+    "resume": lambda page, chat: page.client.get(f"/api/chat/{chat}/stream"),
+    "stop": lambda page, chat: page.post(f"/api/chat/{chat}/stop", {}),
+    "stored": lambda page, chat: page.client.get(f"/api/chat/{chat}/messages/bob-a/stream"),
+}
+POSTS = ("chat", "agui", "stop")
+BODIES = ("chat", "agui")
+
+
+def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.content[:300]
+    assert response["Content-Type"] == "application/json"
+    error: dict[str, Any] = response.json()["error"]
+    assert error["code"] == code
+    return error
+
+
+@pytest.mark.parametrize("endpoint", list(HTTP))
+async def test_another_owners_chat_is_the_404_of_a_missing_one(endpoint: str, bob_chat: None) -> None:
+    alice = await page_of("alice")
+    before = await nothing_written()
+    with override_settings(UISTREAM=DEMO):
+        foreign = await HTTP[endpoint](alice, "bob-chat")
+        missing = await HTTP[endpoint](alice, "no-such-chat")
+    assert_error(foreign, 404, "not_found")
+    if endpoint in BODIES:  # a new chat id starts a chat
+        assert missing.status_code == 200
+        await runs_finished()
+    else:
+        assert_error(missing, 404, "not_found")
+        assert missing.content == foreign.content
+        assert await nothing_written() == before
+
+
+@pytest.mark.parametrize("frame", ["send", "resume"])
+async def test_over_the_websocket_too(frame: str, bob_chat: None) -> None:
+    alice = await page_of("alice")
+    before = await nothing_written()
+    with override_settings(UISTREAM=DEMO):
+        async with Socket(alice.cookie) as page:
+            for rid, chat in (("a", "bob-chat"), ("b", "no-such-chat"), ("c", "../etc")):
+                if frame == "send":
+                    await page.send({**send_frame(rid, chat), "trigger": "regenerate-message", "messages": []})
+                else:
+                    await page.send({"type": "resume", "requestId": rid, "id": chat, "headers": {}, "body": {}})
+                (answer,) = await page.until(rid)
+                if frame == "send" and chat == "../etc":
+                    # A send's id is a body field, refused as the POST's is (400 invalid, "id").
+                    assert (answer["type"], answer["code"]) == ("error", "invalid")
+                    assert answer["errorText"].startswith("id must be")
+                else:
+                    assert answer == {
+                        "type": "error",
+                        "requestId": rid,
+                        "code": "not_found",
+                        "errorText": NOT_FOUND_TEXT,
+                    }
+    assert await nothing_written() == before
+
+
+@pytest.mark.parametrize("endpoint", ["resume", "stop", "stored"])
+@pytest.mark.parametrize("chat", ["a%2Fb", "..%2F..%2Fadmin", "x" * 129, "a%20b"])
+async def test_an_id_with_path_characters_is_the_same_json_404(endpoint: str, chat: str) -> None:
+    alice = await page_of("alice")
+    with override_settings(UISTREAM=DEMO):
+        assert_error(await HTTP[endpoint](alice, chat), 404, "not_found")
+
+
+@pytest.mark.parametrize("endpoint", list(HTTP))
+async def test_the_wrong_method_is_a_json_405(endpoint: str) -> None:
+    alice = await page_of("alice")
+    path = {"chat": "/api/chat", "agui": "/api/agui", "resume": "/api/chat/c1/stream", "stop": "/api/chat/c1/stop"}
+    path["stored"] = "/api/chat/c1/messages/m1/stream"
+    method = alice.client.get if endpoint in POSTS else alice.client.post
+    with override_settings(UISTREAM=DEMO):
+        response = await method(path[endpoint])
+    assert_error(response, 405, "method_not_allowed")
+    assert response["Allow"] in ("POST, OPTIONS", "GET, OPTIONS")
+
+
+@pytest.mark.parametrize("endpoint", POSTS)
+async def test_csrf_comes_before_authentication_and_ownership(endpoint: str, bob_chat: None) -> None:
+    alice = await page_of("alice")
+    before = await nothing_written()
+    with override_settings(UISTREAM=DEMO):
+        # Whose chat it is makes no difference: the CSRF check comes first.
+        for chat in ("bob-chat", "alice-chat"):
+            path = {"chat": "/api/chat", "agui": "/api/agui", "stop": f"/api/chat/{chat}/stop"}[endpoint]
+            body = {"chat": chat_body(chat), "agui": agui_body(chat), "stop": {}}[endpoint]
+            assert_error(await alice.post(path, body, csrf=False), 403, "csrf_failed")
+        # So does a visitor who is not signed in: 403, not 401.
+        anonymous = AsyncClient(enforce_csrf_checks=True)
+        await anonymous.get("/api/csrf")
+        with override_settings(UISTREAM={**DEMO, "ALLOW_ANONYMOUS": False}):
+            response = await anonymous.post(path, json.dumps(body), content_type="application/json")
+        assert_error(response, 403, "csrf_failed")
+    assert await nothing_written() == before
+
+
+@pytest.mark.parametrize("endpoint", list(HTTP))
+async def test_nobody_signed_in_is_a_json_401(endpoint: str, bob_chat: None) -> None:
+    anonymous = AsyncClient(enforce_csrf_checks=True)
+    token = (await anonymous.get("/api/csrf")).json()["csrfToken"]
+    page = Page(anonymous, "", token)
+    before = await nothing_written()
+    with override_settings(UISTREAM={**DEMO, "ALLOW_ANONYMOUS": False}):
+        error = assert_error(await HTTP[endpoint](page, "bob-chat"), 401, "not_authenticated")
+    assert error["message"] == "log in to chat"
+    assert await nothing_written() == before
+
+
+@pytest.mark.parametrize("endpoint", BODIES)
+async def test_the_body_is_read_before_ownership(endpoint: str, bob_chat: None) -> None:
+    """A malformed request about another owner's chat is refused for its
+    body, as it would be about a missing one: the 404 comes last."""
+    alice = await page_of("alice")
+    path = f"/api/{endpoint}"
+    with override_settings(UISTREAM=DEMO):
+        for chat in ("bob-chat", "no-such-chat"):
+            assert_error(await alice.post(path, b"{nope"), 400, "invalid_json")
+            body = chat_body(chat) if endpoint == "chat" else agui_body(chat)
+            assert_error(
+                await alice.post(path, json.dumps(body), content_type="text/plain"), 415, "unsupported_media_type"
+            )
+            huge = json.dumps({**body, "pad": "x" * 2_000_000})
+            assert_error(await alice.post(path, huge), 413, "too_large")
+
+
+@pytest.mark.parametrize("endpoint", BODIES)
+async def test_another_owners_message_id_is_yours_to_use(endpoint: str, bob_chat: None) -> None:
+    """Message ids are unique within a chat: reusing one of another owner's
+    chats is not refused (a refusal would tell that the id exists)."""
+    alice = await page_of("alice")
+    with override_settings(UISTREAM=DEMO):
+        body = chat_body("alice-chat", "bob-q") if endpoint == "chat" else agui_body("alice-chat", "bob-q")
+        response = await alice.post(f"/api/{endpoint}", body)
+        assert response.status_code == 200
+        async for _ in response.streaming_content:
+            pass
+        await runs_finished()
+        # And the client knows the message by its own id.
+        messages = (await alice.client.get("/api/conversations/alice-chat/messages/")).json()["results"]
+    assert messages[0]["id"] == "bob-q"
+    bobs = await Message.objects.aget(pk="bob-q")
+    assert bobs.conversation_id == "bob-chat"
+    # A second send of it in the same chat is the duplicate it is.
+    with override_settings(UISTREAM=DEMO):
+        again = await alice.post("/api/chat", chat_body("alice-chat", "bob-q"))
+    assert_error(again, 409, "duplicate")
+
+
+async def test_a_websocket_frame_that_cannot_be_read_closes_the_socket() -> None:
+    alice = await page_of("alice")
+    with override_settings(UISTREAM={**DEMO, "MAX_REQUEST_BYTES": 10_000}):
+        async with Socket(alice.cookie) as page:
+            await page.send("{nope")
+            assert await page.closed() in (1008, 4008)
+        async with Socket(alice.cookie) as page:
+            await page.send(send_frame("r1", "c1", "x" * 20_000))
+            assert await page.closed() in (1009, 4009)

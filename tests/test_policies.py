@@ -1,0 +1,194 @@
+"""Authentication, permission and throttle classes, DRF's shapes, on every
+transport: a chat throttle counted per owner across the useChat POST, the
+WebSocket and AG-UI; DRF's own classes and a project's own, unchanged; a
+cap on the runs one owner streams at once; token clients without CSRF."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.test import AsyncClient, override_settings
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.throttling import UserRateThrottle
+
+from uistream_app.models import Conversation, Run
+
+from .test_bad_input_everywhere import Page, agui_body, assert_error, chat_body, page_of
+from .test_consumer import DEMO, Socket, runs_finished, send_frame
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+
+CHAT_THROTTLE = {
+    **DEMO,
+    "THROTTLE_CLASSES": ["uistream_app.policies.ChatRateThrottle"],
+    "THROTTLE_RATES": {"chat": "3/min"},
+}
+
+
+@pytest.fixture(autouse=True)
+def fresh_counters(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "1")
+    cache.clear()
+
+
+async def drain(response: Any) -> None:
+    async for _ in response.streaming_content:
+        pass
+
+
+async def test_one_chat_throttle_counts_an_owner_across_http_websocket_and_agui() -> None:
+    alice = await page_of("alice")
+    bob = await page_of("bob")
+    with override_settings(UISTREAM=CHAT_THROTTLE):
+        first = await alice.post("/api/chat", chat_body("a1"))
+        assert first.status_code == 200
+        await drain(first)
+        second = await alice.post("/api/agui", agui_body("a2"))
+        assert second.status_code == 200
+        await drain(second)
+        async with Socket(alice.cookie) as page:
+            await page.send(send_frame("r1", "a3", "count to 2"))
+            assert (await page.until("r1"))[-1]["type"] == "end"
+            await page.send(send_frame("r2", "a4", "count to 2"))
+            (refused,) = await page.until("r2")
+        assert refused["type"] == "error"
+        assert refused["code"] == "throttled"
+        for path, body in (("/api/chat", chat_body("a5")), ("/api/agui", agui_body("a5"))):
+            response = await alice.post(path, body)
+            error = assert_error(response, 429, "throttled")
+            assert 1 <= int(response["Retry-After"]) <= 60
+            assert error["message"] == f"too many requests: try again in {response['Retry-After']} seconds"
+        # Another owner has a counter of their own; resume and stop are not throttled.
+        other = await bob.post("/api/chat", chat_body("b1"))
+        assert other.status_code == 200
+        await drain(other)
+        assert (await alice.client.get("/api/chat/a1/stream")).status_code == 204
+        assert (await alice.post("/api/chat/a1/stop", {})).status_code == 200
+    await runs_finished()
+    assert not await Conversation.objects.filter(pk__in=["a4", "a5"]).aexists()
+
+
+class OnePerMinute(UserRateThrottle):
+    """A project's own throttle, written for DRF."""
+
+    rate = "1/min"
+
+
+async def test_drf_classes_work_unchanged() -> None:
+    anonymous = AsyncClient(enforce_csrf_checks=True)
+    token = (await anonymous.get("/api/csrf")).json()["csrfToken"]
+    visitor = Page(anonymous, "", token)
+    alice = await page_of("alice")
+    drf = {
+        **DEMO,
+        "PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+        "THROTTLE_CLASSES": ["tests.test_policies.OnePerMinute"],
+    }
+    with override_settings(UISTREAM=drf):
+        # DEMO allows anonymous chats, but IsAuthenticated does not.
+        assert_error(await visitor.post("/api/chat", chat_body("v1")), 401, "not_authenticated")
+        ok = await alice.post("/api/chat", chat_body("a1"))
+        assert ok.status_code == 200
+        await drain(ok)
+        throttled = await alice.post("/api/agui", agui_body("a2"))
+        assert_error(throttled, 429, "throttled")
+        assert int(throttled["Retry-After"]) >= 1
+    await runs_finished()
+
+
+async def test_a_cap_on_the_runs_an_owner_streams_at_once() -> None:
+    alice = await page_of("alice")
+    capped = {
+        **DEMO,
+        "THROTTLE_CLASSES": ["uistream_app.policies.MaxActiveRunsThrottle"],
+        "MAX_ACTIVE_RUNS_PER_OWNER": 1,
+    }
+    with override_settings(UISTREAM=capped):
+        long = await alice.post("/api/chat", chat_body("c1", text="count to 3000"))
+        assert long.status_code == 200
+        reader = aiter(long.streaming_content)
+        await anext(reader)  # the run is streaming
+        response = await alice.post("/api/chat", chat_body("c2"))
+        assert_error(response, 429, "throttled")
+        assert response["Retry-After"] == "1"
+        assert (await alice.post("/api/chat/c1/stop", {})).json() == {"stopped": True}
+        async for _ in reader:
+            pass
+        await runs_finished()
+        again = await alice.post("/api/chat", chat_body("c2"))
+        assert again.status_code == 200
+        await drain(again)
+    await runs_finished()
+    assert [r.status async for r in Run.objects.order_by("started_at")] == ["stopped", "completed"]
+
+
+class HeaderTokenAuthentication(BaseAuthentication):
+    """A token client's authentication: ``Authorization: Token <username>``
+    (a test stand-in for DRF's ``TokenAuthentication``)."""
+
+    def authenticate(self, request: Any) -> tuple[Any, None] | None:
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if not header.startswith("Token "):
+            return None
+        user = get_user_model().objects.filter(username=header.removeprefix("Token ")).first()
+        return (user, None) if user is not None else None
+
+    def authenticate_header(self, request: Any) -> str:
+        return "Token"
+
+
+async def test_a_token_client_without_cookies_needs_no_csrf_token() -> None:
+    await get_user_model().objects.acreate(username="carol")
+    tokens = {
+        **DEMO,
+        "ALLOW_ANONYMOUS": False,
+        "AUTHENTICATION_CLASSES": ["tests.test_policies.HeaderTokenAuthentication"],
+    }
+    client = AsyncClient(enforce_csrf_checks=True)
+    body = json.dumps(chat_body("t1"))
+    with override_settings(UISTREAM=tokens):
+        ok = await client.post(
+            "/api/chat", body, content_type="application/json", headers={"Authorization": "Token carol"}
+        )
+        assert ok.status_code == 200
+        await drain(ok)
+        # The same request carrying a session cookie could be a forged one: CSRF applies.
+        client.cookies["sessionid"] = "whatever"
+        forged = await client.post(
+            "/api/chat", body, content_type="application/json", headers={"Authorization": "Token carol"}
+        )
+        assert_error(forged, 403, "csrf_failed")
+        client.cookies.pop("sessionid")
+        # Without its token it is a browser-like request again: CSRF comes first.
+        assert_error(await client.post("/api/chat", body, content_type="application/json"), 403, "csrf_failed")
+        wrong = await client.post(
+            "/api/chat", body, content_type="application/json", headers={"Authorization": "Token nobody"}
+        )
+        assert_error(wrong, 401, "not_authenticated")
+    await runs_finished()
+    conversation = await Conversation.objects.select_related("owner").aget(pk="t1")
+    assert conversation.owner.username == "carol"
+
+
+async def test_the_throttle_counts_anonymous_visitors_by_address() -> None:
+    """A session is shed with a cookie (and a first request has none), so
+    anonymous visitors are counted by their address, as DRF's
+    ``AnonRateThrottle`` counts them."""
+    anonymous = AsyncClient(enforce_csrf_checks=True)
+    token = (await anonymous.get("/api/csrf")).json()["csrfToken"]
+    visitor = Page(anonymous, "", token)
+    with override_settings(UISTREAM={**CHAT_THROTTLE, "THROTTLE_RATES": {"chat": "1/min"}}):
+        first = await visitor.post("/api/chat", chat_body("v1"))
+        assert first.status_code == 200
+        await drain(first)
+        assert_error(await visitor.post("/api/chat", chat_body("v2")), 429, "throttled")
+        # Dropping the cookie does not start a new count.
+        newcomer = AsyncClient(enforce_csrf_checks=True)
+        token = (await newcomer.get("/api/csrf")).json()["csrfToken"]
+        answer = await Page(newcomer, "", token).post("/api/chat", chat_body("v3"))
+    await runs_finished()
+    assert_error(answer, 429, "throttled")
