@@ -4,7 +4,7 @@
   ``ScriptedModel`` that replays ``../shared/bench/workload.json`` step by
   step with no delay and the workload's two tools answering with the
   recorded results (``loop_plugin``'s model and tools). Everything else is
-  the app's: session, CSRF, ``prepare_run``, ``ToolLoop``, encoder,
+  the app's: session, CSRF, ``ConversationStore.prepare``, ``ToolLoop``, encoder,
   ``RunRecorder`` (SQLite), broker, ``render_subscription``.
 * ``POST bench/baseline``: a bare ``StreamingHttpResponse`` with the same
   headers, yielding the same SSE frames one frame per yield. The frames are
@@ -17,7 +17,7 @@
   (one thread hop, one transaction, the ``UPDATE`` of the run) and stores
   the message and the run at the end. ``POST bench/demo-nodb``: the demo's
   ``ChatView`` whose recorder makes no database call once the run row
-  exists. To get there, ``uistream_app.chat.RunRecorder`` is replaced by a
+  exists. To get there, ``uistream_app.runner.RunRecorder`` is replaced by a
   subclass that behaves exactly as the original unless the request came
   through one of these two views.
 * ``GET bench/ping``: the runner's readiness probe.
@@ -50,8 +50,8 @@ from django.views.decorators.csrf import csrf_exempt
 from loop_plugin import model_steps, recorded_tools
 from uistream_plugin import source_events
 
-from uistream_app import chat as chat_module
-from uistream_app.chat import new_message_id
+from uistream_app import runner as runner_module
+from uistream_app.store import new_message_id
 from uistream_app.models import Run
 from uistream_app.protocol.sse import DONE_FRAME
 from uistream_app.protocol.ui.encoder import UIMessageEncoder
@@ -127,7 +127,7 @@ class DiagnosticRecorder(RunRecorder):
         self._finished = True
 
 
-chat_module.RunRecorder = DiagnosticRecorder  # type: ignore[misc]
+runner_module.RunRecorder = DiagnosticRecorder  # type: ignore[misc]
 
 
 class DiagnosticMixin:

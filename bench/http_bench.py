@@ -13,7 +13,7 @@ streams for 3.
 
 1. **Throughput.** ``../shared/bench/workload.json`` (12,577 SSE frames)
    through ``POST /bench/chat``, the real ``ChatView`` (session, CSRF,
-   ``prepare_run``, ``ToolLoop`` over a zero-delay ``ScriptedModel`` that
+   ``ConversationStore.prepare``, ``ToolLoop`` over a zero-delay ``ScriptedModel`` that
    replays the workload, the recorded tool results, encoder,
    ``RunRecorder``, broker, ``render_subscription``), against ``POST
    /bench/baseline``, a bare ``StreamingHttpResponse`` yielding the same

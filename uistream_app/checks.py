@@ -155,14 +155,14 @@ def _needs_model_setting(view: Any) -> bool:
     or ``AGUIView`` with no ``model`` (on the class or in ``as_view()``), no
     ``get_model`` of its own and, for AG-UI, no ``agent``."""
     from .agui_views import AGUIView
-    from .chat import ChatRunMixin
+    from .hooks import ChatHooks
     from .views import ChatView
 
     cls = getattr(view, "view_class", None)
     if not isinstance(cls, type) or not issubclass(cls, (ChatView, AGUIView)):
         return False
     initkwargs = getattr(view, "view_initkwargs", {})
-    if initkwargs.get("model", cls.model) is not None or cls.get_model is not ChatRunMixin.get_model:
+    if initkwargs.get("model", cls.model) is not None or cls.get_model is not ChatHooks.get_model:
         return False
     if issubclass(cls, AGUIView):
         agent = initkwargs.get("agent", cls.agent)

@@ -14,7 +14,7 @@ needs besides the stream itself.
 * ``schema/``: the OpenAPI schema (drf-spectacular), for staff unless
   ``UISTREAM["SCHEMA_PUBLIC"]``.
 
-Ownership is the chat views' own (``views.OwnerMixin``): a signed-in user
+Ownership is the chat views' own (``Owner``, ``owned_by``): a signed-in user
 owns their conversations; with ``UISTREAM["ALLOW_ANONYMOUS"]`` an
 anonymous visitor owns the session's. Staff are no exception here (the
 admin is theirs). Someone else's conversation or run is a 404, the same
