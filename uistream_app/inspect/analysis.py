@@ -35,9 +35,9 @@ from typing import Any, Final
 
 from ..models import Run, StoredJSONEncoder
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
+from ..protocol.ui.verify import BaseVerifier, Check, FramingVerifier, ReaderVerifier, SchemaVerifier, Verdict
 from ..recording import iter_log, last_offset_ms
 from .timeline import Timeline, TimelineBuilder
-from .verify import BaseVerifier, Check, FramingVerifier, ReaderVerifier, SchemaVerifier, Verdict
 
 __all__ = ["RunReport", "analyze_run", "apply_decisions", "message_before"]
 

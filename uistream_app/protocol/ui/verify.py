@@ -37,9 +37,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from ..protocol.ui.chunks import ChunkFormatError, validate_chunk
-from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
-from ..protocol.ui.render import downgrade
+from .chunks import ChunkFormatError, validate_chunk
+from .reader import UIMessageReader, UIMessageStreamError
+from .render import downgrade
 
 __all__ = [
     "VERIFIERS",
