@@ -13,8 +13,8 @@ says with what the recorder stored:
    ``failed`` in ``error``, ``stopped`` in ``abort`` with reason
    ``stopped``, ``cancelled`` in ``abort`` without one, and ``running`` in
    nothing yet;
-6. the stored message is the one the log builds (DESIGN.md: "what is
-   stored is what the browser built"), compared for the last run of its
+6. the stored message is the one the log builds (what is stored is what
+   the browser built), compared for the last run of its
    message (a later run, continuing it after an approval, changes it).
 
 A run that continues an assistant message (``trigger`` "continue": a

@@ -4,8 +4,8 @@
 (``src/apply/default.ts``) for the events ``AGUIRenderer`` makes: the
 message list a client holds after reading a stream. The renderer folds its
 own events with it for the ``MESSAGES_SNAPSHOT`` it sends at an interrupt
-(renderer rule 14); ``protocol.agui.messages`` folds a stored message's
-replay with it to serve a stored conversation in AG-UI's words. Its own
+(AG-UI renderer rule 14 in docs/protocols.md); ``protocol.agui.messages``
+folds a stored message's replay with it to serve a stored conversation in AG-UI's words. Its own
 module because both of those import it: a renderer that imported
 ``messages`` would import itself. The reducer's rules, as far as these
 events go:

@@ -18,7 +18,7 @@ The verifiers and their rules:
    ``processUIMessageStream``, accepts every chunk (no text delta for a part
    never started, no output for an unknown tool call…). It also keeps the
    message the chunks build: what the user saw.
-3. ``FramingVerifier``: the encoder's guarantees (DESIGN.md §2): ``start``
+3. ``FramingVerifier``: the encoder's guarantees (encoder rules 1-9 in docs/protocols.md): ``start``
    first; content only inside a step; text and reasoning never open at once;
    every part closed before ``finish-step``, ``error`` and ``finish``; a
    tool call's input completed only after its ``tool-input-start``; exactly
