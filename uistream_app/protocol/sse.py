@@ -46,6 +46,8 @@ def comment_frame(text: str = "keep-alive") -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
+    """One dispatched event: its joined ``data`` lines and its fields."""
+
     data: str
     event: str = "message"
     id: str | None = None
@@ -74,6 +76,7 @@ class SSEParser:
         self.comments: list[str] = []
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """The events that ``chunk`` (bytes split anywhere) completes."""
         text = self._decoder.decode(chunk)
         if not self._started and text:
             self._started = True

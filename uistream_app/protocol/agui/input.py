@@ -81,6 +81,7 @@ class AGUIInput:
 
     @property
     def last_message(self) -> dict[str, Any] | None:
+        """The input's last message, where a new user message or a tool result is."""
         return self.messages[-1] if self.messages else None
 
 

@@ -159,15 +159,18 @@ class AGUIVerifier:
 
     @property
     def run_active(self) -> bool:
+        """Whether a run has started and not ended."""
         return self._run is not None and self._ended is None
 
     @property
     def terminated(self) -> bool:
+        """Whether the last run seen has ended (``RUN_FINISHED`` or ``RUN_ERROR``)."""
         return self._ended is not None
 
     # -- public -------------------------------------------------------------------
 
     def observe(self, event: Event) -> None:
+        """Check the next event; raises ``AGUIVerificationError`` and changes nothing when a client would refuse it."""
         index = self.observed
         try:
             validate_event(event)
@@ -184,6 +187,7 @@ class AGUIVerifier:
         self.observed += 1
 
     def close(self) -> None:
+        """The stream has ended: raises when it held no event or its run is still active (rule 14)."""
         if self.observed == 0:
             raise AGUIVerificationError("the stream held no event", rule="AGUI003")
         if self.run_active:

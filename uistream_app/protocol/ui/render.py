@@ -261,6 +261,7 @@ class UIStreamRenderer:
         self._dynamic_calls: set[str] = set()
 
     def render(self, chunk: Chunk) -> bytes:
+        """One chunk as its SSE event for the target client; ``b""`` when the downgrade drops it."""
         if self._rules is None:
             try:
                 return b"data: " + _dumps(chunk) + b"\n\n"
@@ -270,6 +271,7 @@ class UIStreamRenderer:
         return b"" if out is None else _frame(out)
 
     def render_many(self, chunks: Iterable[Chunk]) -> bytes:
+        """``render`` for each chunk, joined (the same bytes, faster)."""
         if not isinstance(chunks, (list, tuple)):
             chunks = list(chunks)
         dynamic_calls = set(self._dynamic_calls) if self._track_dynamic else self._dynamic_calls
@@ -288,6 +290,7 @@ class UIStreamRenderer:
             return b"".join([self.render(chunk) for chunk in chunks])
 
     def done(self) -> bytes:
+        """The stream's last event, ``data: [DONE]``."""
         return DONE_FRAME
 
     def _downgrade(self, chunk: Chunk) -> Chunk | None:
