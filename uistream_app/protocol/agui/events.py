@@ -560,8 +560,8 @@ _NULLABLE: Final = frozenset((("CUSTOM", "value"), ("RAW", "event"), ("STATE_SNA
 
 
 def validate_event(obj: Any) -> Event:
-    """Check ``obj`` against the AG-UI 1.0 schema and the module's wire rules
-    and return it. Raises ``AGUIEventFormatError`` naming the event type
+    """Check ``obj`` against the AG-UI 1.0 schema and the AG-UI event wire
+    rules and return it. Raises ``AGUIEventFormatError`` naming the event type
     and the field: a missing or mistyped field, ``null`` in an optional
     field, a key the type does not list."""
     if not isinstance(obj, dict):

@@ -1,41 +1,13 @@
 """The messages an AG-UI client builds from a stream: ``fold_messages``.
 
-``fold_messages`` is the Python twin of ``@ag-ui/client`` 1.0's reducer
-(``src/apply/default.ts``) for the events ``AGUIRenderer`` makes: the
-message list a client holds after reading a stream. The renderer folds its
-own events with it for the ``MESSAGES_SNAPSHOT`` it sends at an interrupt
-(AG-UI renderer rule 14 in docs/protocols.md); ``protocol.agui.messages``
-folds a stored message's replay with it to serve a stored conversation in AG-UI's words. Its own
-module because both of those import it: a renderer that imported
-``messages`` would import itself. The reducer's rules, as far as these
-events go:
-
-1. ``TEXT_MESSAGE_START`` appends ``{id, role, content: ""}`` (role
-   defaults to ``assistant``) unless a message with that id exists;
-   ``TEXT_MESSAGE_CONTENT`` appends to its content.
-2. ``REASONING_MESSAGE_START`` appends ``{id, role: "reasoning", content:
-   ""}``; ``REASONING_MESSAGE_CONTENT`` appends.
-3. ``TOOL_CALL_START`` adds ``{id, type: "function", function: {name,
-   arguments: ""}}`` to the ``toolCalls`` of the assistant message its
-   ``parentMessageId`` names, creating ``{id: parentMessageId, role:
-   "assistant", toolCalls: []}`` when there is none (keyed by the call id
-   when there is no parent, or when the parent is not an assistant
-   message); ``TOOL_CALL_ARGS`` appends to ``arguments``.
-4. ``TOOL_CALL_RESULT`` inserts ``{id: messageId, toolCallId, role:
-   "tool", content}`` right after the assistant message holding the call
-   (after the results already there), else at the end.
-5. A ``subagentRunId`` on an opener is copied onto the message it creates;
-   event ``metadata`` merges into the message (or tool call) it builds,
-   key by key.
-6. ``MESSAGES_SNAPSHOT`` is authoritative: a held message whose id it has
-   becomes the snapshot's, in its held place; a held message it lacks is
-   dropped, except a reasoning message when the snapshot has none and an
-   activity message when the snapshot has none (the client's rule without
-   the ``authoritativeActivityTypes`` metadata, which this renderer never
-   sends); the snapshot's other messages are appended in its order.
-
-The input is never mutated: messages are deep-copied in, as the client's
-``structuredClone`` does.
+``fold_messages`` is the Python twin of ``@ag-ui/client`` 1.0's reducer for
+the events ``AGUIRenderer`` makes. The renderer folds its own events with it
+for the ``MESSAGES_SNAPSHOT`` it sends at an interrupt;
+``protocol.agui.messages`` folds a stored message's replay with it to serve
+a stored conversation in AG-UI's words. Its own module because both of
+those import it: a renderer that imported ``messages`` would import itself.
+Its rules are the AG-UI reducer rules of docs/protocols.md ("rule N" in
+this module means AG-UI reducer rule N there). The input is never mutated.
 """
 
 from __future__ import annotations
@@ -69,8 +41,8 @@ def _apply_snapshot(held: list[dict[str, Any]], snapshot: list[dict[str, Any]]) 
 
 
 def fold_messages(events: Iterable[Event], messages: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """The messages a client holds after ``events`` (the module's rules),
-    starting from ``messages`` (not modified)."""
+    """The messages a client holds after ``events`` (AG-UI reducer rules,
+    docs/protocols.md), starting from ``messages`` (not modified)."""
     out: list[dict[str, Any]] = copy.deepcopy(messages) if messages else []
     by_id: dict[str, dict[str, Any]] = {m["id"]: m for m in out if isinstance(m.get("id"), str)}
     for event in events:

@@ -1,103 +1,11 @@
 """``UIMessageReader``: UI message chunks in, the assistant ``UIMessage`` out.
 
-The Python twin of ai@7.0.173's ``processUIMessageStream``
-(``src/ui/process-ui-message-stream.ts``), which both ``useChat`` and
-``readUIMessageStream`` run. It builds the stored message from the canonical
-log, so what is stored is what the browser built: the message is a plain JSON
-object exactly as the SDK's would serialise with ``JSON.stringify`` (a field
-the SDK leaves ``undefined`` is absent, key order included). No I/O, no
-Django.
-
-The rules, in the order of the SDK's ``switch``:
-
-1. State. A reader starts from a fresh message ``{id, role: "assistant",
-   parts: []}`` (``id`` is ``message_id``, default ``""``) or, when given an
-   assistant ``message=``, continues that message (the SDK's ``lastMessage``:
-   new parts are appended to it; the caller's dict is copied, not mutated).
-   Tool parts after the message's last ``step-start`` that are still
-   ``input-streaming`` resume their input from their ``rawInput``.
-2. ``start``: a ``messageId`` replaces the message id; ``messageMetadata`` is
-   merged (rule 17). With ``reset_on_message_id_change`` a *different* id
-   starts a fresh message instead, and with ``reset_on_first_start`` the first
-   ``start`` does (the SDK's ``resetStateOn…`` flags: ``readUIMessageStream``
-   sets the first, ``useChat`` sets the first when resuming and the second
-   too when its transport replays from the beginning).
-3. ``text-start`` pushes ``{type: "text", text: "", providerMetadata,
-   state: "streaming"}`` and makes it the active text part of its id (a
-   second start with the same id leaves the first part streaming for good).
-   ``text-delta`` appends to the active part; ``text-end`` sets ``state:
-   "done"``, stores ``citations`` when given and forgets the id. Delta and end
-   replace ``providerMetadata`` when they carry one. A delta or end for an id
-   that is not active raises.
-4. ``reasoning-*``: as rule 3, with ``{type: "reasoning", id, text,
-   providerMetadata, state}`` (ai@7 keeps the chunk id on the part) and no
-   citations.
-5. ``custom``, ``file``, ``reasoning-file``, ``source-url``,
-   ``source-document`` and ``steering-message`` each push one part built from
-   the chunk's fields (``file`` and ``reasoning-file`` only carry a
-   ``providerMetadata`` that is not null).
-6. ``tool-input-start`` remembers a partial call (name, dynamic, title,
-   toolMetadata, inputEncoding) and sets the tool part ``input-streaming``:
-   ``tool-NAME``, or ``dynamic-tool`` with ``toolName`` when ``dynamic``.
-   "Sets" means: update the part of that ``toolCallId`` in the current step
-   (after the last ``step-start``; static parts and dynamic parts are looked
-   up separately), or push a new one.
-7. ``tool-input-delta`` appends to the partial call's text (``rawInput``) and
-   sets ``input`` to that text parsed as partial JSON (``parse_partial_json``,
-   the SDK's ``parsePartialJson`` + ``fixJson``), or to the text itself for
-   ``inputEncoding: "text"``. A delta for a call never started raises.
-8. ``tool-input-available`` sets the part ``input-available`` with the
-   complete ``input``; ``tool-input-error`` sets it ``output-error`` with
-   ``input`` and ``errorText`` (keeping a dynamic part dynamic). Neither ends
-   the partial call: a later delta would stream it again, as in the SDK.
-9. ``tool-output-available`` / ``tool-output-error`` / ``tool-output-denied``
-   find the call (rule 10) and set ``output-available`` (``output``,
-   ``preliminary``), ``output-error`` (``errorText``) or ``output-denied``.
-10. A call is found first in the current step, else as the last tool part
-    with that ``toolCallId`` anywhere in the message; none raises "No tool
-    invocation found for tool call ID".
-11. ``tool-approval-request`` sets ``approval-requested`` and ``approval =
-    {id, descriptor?, inputSchemaInput?, requestReason?, isAutomatic?,
-    signature?}``. ``tool-approval-response`` finds the part by approval id
-    anywhere in the message (none raises), sets ``approval-responded`` and
-    adds ``approved`` and ``reason`` to the approval.
-12. Tool provider metadata: a chunk's ``providerMetadata`` becomes
-    ``resultProviderMetadata`` on the output states and
-    ``callProviderMetadata`` otherwise. ``providerExecuted`` once set stays
-    unless a chunk says otherwise. ``title`` and ``toolMetadata`` change only
-    when a chunk carries them. ``output``, ``errorText``, ``rawInput`` and
-    ``preliminary`` are rewritten (usually cleared) on every state change.
-13. ``start-step`` pushes ``{type: "step-start"}``; ``finish-step`` does
-    nothing in ai@7 (ai@5/6 forget the active text and reasoning ids there).
-    ``reset-step`` removes every part after the last ``step-start`` (the
-    ``step-start`` itself stays) and forgets all active text, reasoning and
-    partial tool calls.
-14. ``data-NAME``: a transient chunk goes to ``on_data`` only. Otherwise a
-    chunk with an ``id`` whose type and id match an existing part anywhere in
-    the message replaces that part's ``data`` in place; else the chunk itself
-    (every key it has) is pushed as a part. ``on_data`` receives every data
-    chunk, transient or not, as in the SDK.
-15. ``finish`` keeps its ``finishReason`` (``finish_reason``) and merges its
-    ``messageMetadata``; ``message-metadata`` merges.
-16. ``error`` records ``errorText`` in ``error_text`` and keeps the partial
-    message. ``useChat`` stops reading at an error chunk (its ``onError``
-    throws); ``readUIMessageStream`` reads on. The reader reads on unless
-    ``stop_on_error`` is set, when later chunks are ignored. ``abort``
-    records ``aborted``/``abort_reason`` and changes nothing else (the SDK's
-    reader ignores it). Any other type that is not ``data-*`` is ignored.
-17. Metadata merges with the SDK's ``mergeObjects``: objects merge deeply,
-    arrays and other values (``null`` included) replace, and
-    ``__proto__``/``constructor``/``prototype`` keys are skipped. A chunk
-    whose ``messageMetadata`` is ``null`` changes nothing.
-18. An out-of-order chunk raises ``UIMessageStreamError`` with the SDK's
-    message, ``chunk_type`` and ``chunk_id``; so does a chunk that is not an
-    object with a string ``type``, lacks a field the reader needs, or has a
-    delta that is not a string. With ``validate=True`` every chunk is first
-    checked against the ai@7 schema (``chunks.validate_chunk``), as the SDK's
-    transports do before ``processUIMessageStream`` sees it; off by default,
-    so that ai@5/6 renderings (``finishReason: "unknown"``) read too. After
-    any of these, the reader refuses every further chunk; ``message`` still
-    shows what was built.
+The Python twin of ai@7.0.173's ``processUIMessageStream``, which both
+``useChat`` and ``readUIMessageStream`` run. It builds the stored message
+from the canonical log, so what is stored is what the browser built: the
+message is a plain JSON object exactly as the SDK's would serialise with
+``JSON.stringify``. No I/O, no Django. Its rules are the reader rules of
+docs/protocols.md ("rule N" in this module means reader rule N there).
 
 Deliberate divergences, each invisible in the resulting JSON: text is kept
 as a list of pieces until read, and a tool call's partial input is parsed

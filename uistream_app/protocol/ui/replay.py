@@ -3,92 +3,9 @@
 The inverse of ``UIMessageReader``: feeding the chunks to the reader (or to
 the SDK's ``processUIMessageStream``) from a fresh state rebuilds a message
 equal to the stored one, for every part the reader produces. The output is
-deterministic and valid under ``chunks.validate_chunk``. The rules:
-
-1. ``start`` first, with ``messageId`` and, when the message has metadata,
-   ``messageMetadata``. ``finish`` last (with ``finish_reason`` when given).
-2. Each ``step-start`` part becomes ``start-step``, preceded by
-   ``finish-step`` when a step is open; the last step is closed before
-   ``finish``. Parts before the first ``step-start`` are replayed outside
-   any step, where they were.
-3. Text parts get the ids ``text-0``, ``text-1``… counted per kind, as the
-   encoder counts them: ``text-start``, one ``text-delta`` with the whole
-   text (none when it is empty), and ``text-end`` unless the part is still
-   ``streaming``. ``providerMetadata`` rides on ``text-end`` (on
-   ``text-start`` for a streaming part), ``citations`` on ``text-end``.
-4. Reasoning parts likewise, but a part's own ``id`` is its chunk id (ai@7
-   stores the chunk id on the part, so only that id rebuilds it); a part
-   without one gets ``reasoning-N``, N counted over all reasoning parts.
-5. A tool part (``tool-NAME``, or ``dynamic-tool`` with ``dynamic: true``)
-   opens with ``tool-input-start`` carrying its ``title``,
-   ``providerExecuted``, ``toolMetadata``, ``callProviderMetadata`` (as
-   ``providerMetadata``) and, outside the output states, ``inputEncoding``;
-   then, by state:
-
-   - ``input-streaming``: ``tool-input-delta`` with ``rawInput`` when the
-     part has one;
-   - ``input-available``: ``tool-input-available``;
-   - ``approval-requested``, ``approval-responded``, ``output-denied``: the
-     input, then ``tool-approval-request`` when the part has an
-     ``approval``, ``tool-approval-response`` when that approval has
-     ``approved`` (not for ``approval-requested``), and
-     ``tool-output-denied`` for the last state. "The input" is
-     ``tool-input-available``; or ``tool-input-error`` for a part that
-     carries an ``errorText`` (its fields survive the approval chunks); or
-     ``tool-input-delta`` with ``rawInput`` for a part approved or denied
-     while streaming; or nothing for a part without ``input``;
-   - ``output-available``: one ``tool-input-delta`` with the input as
-     compact JSON (none without ``input``), the approval chunks,
-     ``tool-output-available`` (``output``, ``preliminary``,
-     ``resultProviderMetadata`` as ``providerMetadata``);
-   - ``output-error``: the approval chunks, then ``tool-input-error``
-     (``input``, ``errorText``, ``resultProviderMetadata``). A static part
-     that kept a ``rawInput`` gets ``tool-input-delta`` with it first and
-     ``tool-output-error`` (which keeps ``rawInput``) instead; a part with
-     no ``input`` gets ``tool-output-error``.
-
-   A part that already has its result is never replayed through
-   ``tool-input-available``: ``useChat`` calls ``onToolCall`` on that chunk,
-   and a client that runs tools there would run them again (the delta
-   leaves no trace: the output chunk clears ``rawInput``). An input that
-   the SDK's JSON parser would not return unchanged (an object with a
-   ``__proto__`` key) falls back to ``tool-input-available``.
-6. Data parts are sent as they are stored (every key), ``source-url``,
-   ``source-document``, ``file``, ``reasoning-file``, ``custom`` and
-   ``steering-message`` parts as the chunk of the same fields.
-7. An optional field that is ``None`` is left out (the wire takes no
-   ``null`` there); a required one that is absent is sent as ``None``.
-   An unknown part type, or a message that is not an assistant message,
-   raises ``MessageReplayError``.
-
-What cannot round-trip exactly, and why (no chunk can say it):
-
-- top-level keys other than ``id``, ``role``, ``metadata`` and ``parts``;
-  ``metadata: null`` (a null ``messageMetadata`` is ignored) comes back
-  absent;
-- a text or reasoning part without ``state`` comes back ``done``; a
-  reasoning part without ``id`` gets one; ``citations`` on a part that is
-  still ``streaming`` are lost (only ``text-end`` carries them);
-- a tool part's ``rawInput`` that does not parse to its ``input``, an
-  ``input-streaming`` part's ``input`` without ``rawInput``, ``dynamic:
-  false`` on a ``dynamic-tool`` part, an ``approval`` on a state that has
-  none in the SDK (``input-streaming``, ``input-available``), a false
-  ``approval.isAutomatic`` or a null ``approval.descriptor``, an approval
-  response on an ``approval-requested`` part, and ``null`` where the SDK
-  leaves a field out;
-- ``filename`` and ``providerReference`` on ``file`` parts;
-- two parts that the SDK would merge: tool parts sharing a ``toolCallId``
-  within one step, data parts sharing type and ``id``, tool parts sharing an
-  approval id; and a data part with ``transient: true`` (sent without it,
-  or the SDK would not store it);
-- ``rawInput`` on a ``dynamic-tool`` part in ``output-error`` (the SDK
-  clears it there);
-- what an odd history leaves on a tool part that its state does not
-  explain: a part taken back to an earlier state (a second
-  ``tool-input-start`` or ``tool-input-available``, an approval request
-  after an output) keeps ``output``, ``preliminary``,
-  ``resultProviderMetadata`` or ``approval`` from its later state. The
-  encoder never sends such a history.
+deterministic and valid under ``chunks.validate_chunk``. Its rules, and
+what cannot round-trip, are the replay rules of docs/protocols.md ("rule N"
+in this module means replay rule N there).
 """
 
 from __future__ import annotations
