@@ -47,73 +47,99 @@ def fold_messages(events: Iterable[Event], messages: list[dict[str, Any]] | None
     by_id: dict[str, dict[str, Any]] = {m["id"]: m for m in out if isinstance(m.get("id"), str)}
     for event in events:
         kind = event.get("type")
-        tag = event.get("subagentRunId")
         if kind in ("TEXT_MESSAGE_START", "REASONING_MESSAGE_START"):
-            message = by_id.get(event["messageId"])
-            if message is None:
-                role = "reasoning" if kind == "REASONING_MESSAGE_START" else event.get("role", "assistant")
-                message = {"id": event["messageId"], "role": role, "content": ""}
-                if "name" in event:
-                    message["name"] = event["name"]
-                if tag is not None:
-                    message["subagentRunId"] = tag
-                out.append(message)
-                by_id[message["id"]] = message
-            _merge_metadata(message, event)
+            _open_message(out, by_id, event)
         elif kind in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
-            message = by_id.get(event["messageId"])
-            if message is not None and message.get("role") != "activity":
-                content = message.get("content")
-                message["content"] = (content if isinstance(content, str) else "") + event["delta"]
-                _merge_metadata(message, event)
+            _append_content(by_id, event)
         elif kind == "TOOL_CALL_START":
-            call_id = event["toolCallId"]
-            parent_id = event.get("parentMessageId")
-            target = by_id.get(parent_id) if parent_id is not None else None
-            if target is None or target.get("role") != "assistant":
-                key = call_id if parent_id is None or target is not None else parent_id
-                target = {"id": key, "role": "assistant", "toolCalls": []}
-                if tag is not None:
-                    target["subagentRunId"] = tag
-                out.append(target)
-                by_id[key] = target
-            call: dict[str, Any] = {"id": call_id, "type": "function", "function": {"name": event["toolCallName"]}}
-            call["function"]["arguments"] = ""
-            _merge_metadata(call, event)
-            target.setdefault("toolCalls", []).append(call)
+            _start_tool_call(out, by_id, event)
         elif kind == "TOOL_CALL_ARGS":
-            for message in out:
-                for call in message.get("toolCalls") or ():
-                    if call["id"] == event["toolCallId"]:
-                        call["function"]["arguments"] += event["delta"]
+            _append_arguments(out, event)
         elif kind == "TOOL_CALL_RESULT":
-            result: dict[str, Any] = {
-                "id": event["messageId"],
-                "toolCallId": event["toolCallId"],
-                "role": event.get("role", "tool"),
-                "content": event["content"],
-            }
-            if tag is not None:
-                result["subagentRunId"] = tag
-            _merge_metadata(result, event)
-            at = next(
-                (
-                    i
-                    for i, m in enumerate(out)
-                    if m.get("role") == "assistant"
-                    and any(c["id"] == event["toolCallId"] for c in m.get("toolCalls") or ())
-                ),
-                None,
-            )
-            if at is None:
-                out.append(result)
-            else:
-                at += 1
-                while at < len(out) and out[at].get("role") == "tool":
-                    at += 1
-                out.insert(at, result)
-            by_id[result["id"]] = result
+            _insert_result(out, by_id, event)
         elif kind == "MESSAGES_SNAPSHOT":
             out = _apply_snapshot(out, copy.deepcopy(event["messages"]))
             by_id = {m["id"]: m for m in out if isinstance(m.get("id"), str)}
     return out
+
+
+def _open_message(out: list[dict[str, Any]], by_id: dict[str, dict[str, Any]], event: Event) -> None:
+    """Rules 1 and 2 (a start), with rule 5."""
+    message = by_id.get(event["messageId"])
+    if message is None:
+        role = "reasoning" if event["type"] == "REASONING_MESSAGE_START" else event.get("role", "assistant")
+        message = {"id": event["messageId"], "role": role, "content": ""}
+        if "name" in event:
+            message["name"] = event["name"]
+        tag = event.get("subagentRunId")
+        if tag is not None:
+            message["subagentRunId"] = tag
+        out.append(message)
+        by_id[message["id"]] = message
+    _merge_metadata(message, event)
+
+
+def _append_content(by_id: dict[str, dict[str, Any]], event: Event) -> None:
+    """Rules 1 and 2 (content)."""
+    message = by_id.get(event["messageId"])
+    if message is not None and message.get("role") != "activity":
+        content = message.get("content")
+        message["content"] = (content if isinstance(content, str) else "") + event["delta"]
+        _merge_metadata(message, event)
+
+
+def _start_tool_call(out: list[dict[str, Any]], by_id: dict[str, dict[str, Any]], event: Event) -> None:
+    """Rule 3 (a start), with rule 5."""
+    call_id = event["toolCallId"]
+    parent_id = event.get("parentMessageId")
+    target = by_id.get(parent_id) if parent_id is not None else None
+    if target is None or target.get("role") != "assistant":
+        key = call_id if parent_id is None or target is not None else parent_id
+        target = {"id": key, "role": "assistant", "toolCalls": []}
+        tag = event.get("subagentRunId")
+        if tag is not None:
+            target["subagentRunId"] = tag
+        out.append(target)
+        by_id[key] = target
+    call: dict[str, Any] = {"id": call_id, "type": "function", "function": {"name": event["toolCallName"]}}
+    call["function"]["arguments"] = ""
+    _merge_metadata(call, event)
+    target.setdefault("toolCalls", []).append(call)
+
+
+def _append_arguments(out: list[dict[str, Any]], event: Event) -> None:
+    """Rule 3 (arguments)."""
+    for message in out:
+        for call in message.get("toolCalls") or ():
+            if call["id"] == event["toolCallId"]:
+                call["function"]["arguments"] += event["delta"]
+
+
+def _insert_result(out: list[dict[str, Any]], by_id: dict[str, dict[str, Any]], event: Event) -> None:
+    """Rule 4, with rule 5."""
+    result: dict[str, Any] = {
+        "id": event["messageId"],
+        "toolCallId": event["toolCallId"],
+        "role": event.get("role", "tool"),
+        "content": event["content"],
+    }
+    tag = event.get("subagentRunId")
+    if tag is not None:
+        result["subagentRunId"] = tag
+    _merge_metadata(result, event)
+    at = next(
+        (
+            i
+            for i, m in enumerate(out)
+            if m.get("role") == "assistant" and any(c["id"] == event["toolCallId"] for c in m.get("toolCalls") or ())
+        ),
+        None,
+    )
+    if at is None:
+        out.append(result)
+    else:
+        at += 1
+        while at < len(out) and out[at].get("role") == "tool":
+            at += 1
+        out.insert(at, result)
+    by_id[result["id"]] = result
