@@ -17,7 +17,7 @@
 // * for N = 5 and 6, the last strict release of the major (5.0.216, 6.0.230:
 //   unknown keys are errors there) accepts every chunk too.
 // The strict ai@7 (7.0.31) is checked as a "todo": the canonical ai@7
-// vocabulary is newer than it (see uistream_app/protocol/ui/render.py, rule 1).
+// vocabulary is newer than it (see docs/protocols.md, downgrade rule 1).
 //
 // With no fixture directory yet, the suite is skipped with a notice.
 //
@@ -107,7 +107,7 @@ if (names == null || names.length === 0) {
       }
 
       // Reported, not failed: the canonical vocabulary is ai@7.0.173's, newer
-      // than the strict ai@7 releases (render.py, rule 1).
+      // than the strict ai@7 releases (docs/protocols.md, downgrade rule 1).
       test(`ai ${STRICT_RELEASES[7]} (strict) and v7.sse`, async t => {
         const { schemaErrors } = await parseChunks(await strictSdk(7), sseBytes(dir, 7));
         if (schemaErrors.length > 0) {

@@ -42,7 +42,7 @@ VALIDATE_EXCEPTIONS: dict[str, tuple[str, Any]] = {
     ),
     "AGUI208": (
         "Info level, not a fault: a tool call with no text before it in its step gets a synthetic "
-        "parentMessageId (<base>-tools-N, renderer rule 6) so the step's calls share one assistant message; "
+        "parentMessageId (<base>-tools-N, AG-UI renderer rule 6) so the step's calls share one assistant message; "
         "@ag-ui/client creates that message from TOOL_CALL_START. Listed because it shows in the report.",
         lambda d, events: d.severity == "info",
     ),

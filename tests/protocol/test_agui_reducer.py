@@ -1,6 +1,7 @@
-"""``fold_messages`` rule 6: a ``MESSAGES_SNAPSHOT`` folds as the real
-client's reducer applies it (``@ag-ui/client`` 1.0, ``src/apply/default.ts``);
-the last test has the real client read the same stream."""
+"""``fold_messages``, AG-UI reducer rule 6 of docs/protocols.md: a
+``MESSAGES_SNAPSHOT`` folds as the real client's reducer applies it
+(``@ag-ui/client`` 1.0, ``src/apply/default.ts``); the last test has the
+real client read the same stream."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``AGUIRenderer``: each numbered rule of ``protocol/agui/renderer.py``,
+"""``AGUIRenderer``: each AG-UI renderer rule of docs/protocols.md,
 event for event, and a property: whatever a source does, every judge
 accepts the AG-UI stream (a few hundred generated streams also go through
 the real client).

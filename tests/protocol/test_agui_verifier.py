@@ -1,6 +1,7 @@
-"""``AGUIVerifier``: each numbered rule, ag-ui-validate's own conformance
-corpus as an oracle (its valid streams pass, its invalid ones are refused
-for the rule it names), and a refused event changing nothing.
+"""``AGUIVerifier``: each AG-UI verifier rule of docs/protocols.md,
+ag-ui-validate's own conformance corpus as an oracle (its valid streams
+pass, its invalid ones are refused for the rule it names), and a refused
+event changing nothing.
 """
 
 from __future__ import annotations

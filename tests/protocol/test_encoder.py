@@ -1,4 +1,4 @@
-"""The encoder's rules (see the numbered rules in protocol/ui/encoder.py)."""
+"""The encoder's rules (the numbered encoder rules of docs/protocols.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``UIStreamRenderer`` and ``downgrade``: the bytes each client version gets.
 
-Every numbered rule of ``uistream_app/protocol/ui/render.py`` has its cases
+Every downgrade rule of docs/protocols.md has its cases
 here, byte for byte. The real clients reading these bytes are proven by the
 fixtures (tests/js/fixtures.test.mjs, including the strict 6.0.230/5.0.216).
 """

@@ -8,10 +8,12 @@ length is never in memory at once:
 * ``formats``: the wire dialects a stored run can be rendered in (a
   registry: name → renderer factory, file extension, content type) and the
   canonical log as JSON lines; streaming writers for both.
-* ``verify``: the verifiers whose findings make a run's verdict: the ai@7
-  chunk schema, the reader (the SDK's own ordering errors), the encoder's
-  framing rules, and, for a stored run, the recorder's bookkeeping.
 * ``timeline``: chunk arrival folded into a fixed-size picture (an SVG).
 * ``parts``: a ``UIMessage``'s parts prepared for a template.
-* ``analysis``: the one pass over a run's log that feeds all of the above.
+* ``analysis``: the one pass over a run's log that feeds all of the above
+  and makes the run's verdict: the verifiers of ``protocol.ui.verify`` (the
+  ai@7 chunk schema, the reader, i.e. the SDK's own ordering errors, the
+  encoder's framing rules) plus, for a stored run, the recorder's
+  bookkeeping.
+* ``fixture``: a stored run written out as a fixture directory.
 """

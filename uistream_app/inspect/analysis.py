@@ -13,8 +13,8 @@ says with what the recorder stored:
    ``failed`` in ``error``, ``stopped`` in ``abort`` with reason
    ``stopped``, ``cancelled`` in ``abort`` without one, and ``running`` in
    nothing yet;
-6. the stored message is the one the log builds (DESIGN.md: "what is
-   stored is what the browser built"), compared for the last run of its
+6. the stored message is the one the log builds (what is stored is what
+   the browser built), compared for the last run of its
    message (a later run, continuing it after an approval, changes it).
 
 A run that continues an assistant message (``trigger`` "continue": a
@@ -35,9 +35,9 @@ from typing import Any, Final
 
 from ..models import Run, StoredJSONEncoder
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
+from ..protocol.ui.verify import BaseVerifier, Check, FramingVerifier, ReaderVerifier, SchemaVerifier, Verdict
 from ..recording import iter_log, last_offset_ms
 from .timeline import Timeline, TimelineBuilder
-from .verify import BaseVerifier, Check, FramingVerifier, ReaderVerifier, SchemaVerifier, Verdict
 
 __all__ = ["RunReport", "analyze_run", "apply_decisions", "message_before"]
 
@@ -55,6 +55,8 @@ _ENDS: Final[dict[str, tuple[str | None, str | None]]] = {
 
 @dataclass
 class RunReport:
+    """What ``analyze_run`` found: the verdict, the timeline, the message the log builds and the chunk counts."""
+
     verdict: Verdict
     timeline: Timeline
     #: The message the log builds (onto the message it continues): what
@@ -131,6 +133,7 @@ class StoredRunChecks:
         self.message = message
 
     def bookkeeping(self) -> Check:
+        """Check 4: the run's counters and timestamps agree with its log."""
         run = self.run
         problems = []
         if run.chunk_count != self.rows:
@@ -142,6 +145,7 @@ class StoredRunChecks:
         return Check("bookkeeping", "the run's counters agree with its log", not problems, problems, len(problems))
 
     def ending(self) -> Check:
+        """Check 5: the run's status agrees with its log's terminal chunk."""
         run = self.run
         expected, reason = _ENDS.get(run.status, (None, None))
         got, got_reason = self.terminal if self.terminal is not None else (None, None)
@@ -154,6 +158,7 @@ class StoredRunChecks:
         return Check("ending", label, ok, problems, len(problems))
 
     def stored_message(self, last_run: bool) -> Check:
+        """Check 6: the stored message is the one the log builds (compared only for ``last_run``)."""
         label = "the stored message is the one the log builds"
         run = self.run
         if run.message is None:

@@ -189,6 +189,8 @@ def reencode(message_id: str | None, metadata: Any, events: list[dict[str, Any]]
 
 @dataclass
 class ExportedFixture:
+    """A fixture directory written by ``write_fixture``: which source it holds, why, and its files."""
+
     directory: Path
     source: str  # "events.jsonl" or "chunks.jsonl"
     reason: str = ""  # why not events.jsonl

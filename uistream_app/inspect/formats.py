@@ -141,10 +141,12 @@ def transcript_formats() -> list[TranscriptFormat]:
 
 
 def get_format(name: str) -> TranscriptFormat | None:
+    """The transcript format called ``name``, if there is one."""
     return next((f for f in transcript_formats() if f.name == name), None)
 
 
 def download_name(run: Run, name: str) -> str:
+    """The file name a run's transcript in format ``name`` downloads as."""
     found = get_format(name)
     extension = found.extension if found is not None else "txt"
     return f"run-{run.pk}.{name}.{extension}"

@@ -44,6 +44,8 @@ def safe_href(url: Any) -> str | None:
 
 @dataclass
 class PartView:
+    """One message part as the templates show it: plain strings, JSON values already indented and cut."""
+
     kind: str
     type: str
     text: str = ""

@@ -37,6 +37,8 @@ COLUMNS: Final = 240
 
 @dataclass
 class Span:
+    """A step on the timeline; ``end_ms`` is ``None`` while it is open."""
+
     start_ms: int
     end_ms: int | None
     label: str
@@ -44,6 +46,8 @@ class Span:
 
 @dataclass
 class ToolWait:
+    """A tool call from its input to its outcome (``end_ms`` ``None`` while it waits)."""
+
     call_id: str
     tool_name: str
     start_ms: int
@@ -53,6 +57,8 @@ class ToolWait:
 
 @dataclass
 class Timeline:
+    """A run's chunk arrivals in fixed-width buckets, with its steps, tool waits and end."""
+
     span_ms: int
     bucket_ms: float
     buckets: list[int]
@@ -67,6 +73,7 @@ class Timeline:
 
     @property
     def busiest(self) -> int:
+        """The most chunks in one bucket (the picture's scale)."""
         return max(self.buckets, default=0)
 
 

@@ -221,6 +221,8 @@ class Done:
 
 @dataclass(frozen=True, slots=True)
 class SourceUrl:
+    """A web source the answer cites (``source-url``)."""
+
     source_id: str
     url: str
     title: str | None = None
@@ -229,6 +231,8 @@ class SourceUrl:
 
 @dataclass(frozen=True, slots=True)
 class SourceDocument:
+    """A document the answer cites (``source-document``)."""
+
     source_id: str
     media_type: str
     title: str
@@ -238,6 +242,8 @@ class SourceDocument:
 
 @dataclass(frozen=True, slots=True)
 class File:
+    """A file the model produced (``file``), by URL."""
+
     url: str
     media_type: str
     provider_metadata: ProviderMetadata | None = None

@@ -19,6 +19,8 @@ MAX_DEPTH: Final = 32
 
 
 class JSONBodyError(ValueError):
+    """A request body refused before any field is read: ``code`` and the HTTP ``status`` to answer with."""
+
     def __init__(self, message: str, *, code: str, status: int = 400) -> None:
         super().__init__(message)
         self.message = message

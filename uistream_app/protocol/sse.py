@@ -1,17 +1,9 @@
 """Server-Sent Events framing and an incremental parser, with no I/O.
 
-Framing (what we write): one event is ``data: <payload>\\n\\n``; a payload
-with line breaks becomes one ``data:`` line per line, as the SSE spec
-says; ``: text\\n\\n`` is a comment (the keep-alive); ``data: [DONE]\\n\\n``
-ends a UI message stream. Every event ends with its blank line: the AI SDK's
-parser drops a last event that has none.
-
-Parsing (what we read back: tests, ``uistream_validate``, a proxy) follows
-the WHATWG event-stream rules: lines end in ``\\r\\n``, ``\\n`` or ``\\r``; a
-line starting with ``:`` is a comment; ``data`` lines of one event join with
-``\\n``; a blank line dispatches; an event with no data is not dispatched; a
-leading BOM is skipped. ``SSEParser.feed`` takes bytes split anywhere,
-including inside a UTF-8 sequence or between ``\\r`` and ``\\n``.
+What is written and how it is read back (``data:`` events, comments,
+``[DONE]``, the WHATWG parsing rules) are the SSE rules of
+docs/protocols.md. ``SSEParser.feed`` takes bytes split anywhere, including
+inside a UTF-8 sequence or between ``\\r`` and ``\\n``.
 """
 
 from __future__ import annotations
@@ -54,6 +46,8 @@ def comment_frame(text: str = "keep-alive") -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
+    """One dispatched event: its joined ``data`` lines and its fields."""
+
     data: str
     event: str = "message"
     id: str | None = None
@@ -82,6 +76,7 @@ class SSEParser:
         self.comments: list[str] = []
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """The events that ``chunk`` (bytes split anywhere) completes."""
         text = self._decoder.decode(chunk)
         if not self._started and text:
             self._started = True

@@ -6,7 +6,7 @@ the ``{"seq", "offsetMs", "chunk"}`` lines of a log download); ``-`` reads
 stdin. The format is told by the extension or the first byte, or given
 with ``--format``.
 
-The stream is checked by the verifiers of ``uistream_app.inspect.verify``
+The stream is checked by the verifiers of ``uistream_app.protocol.ui.verify``
 (the target client's chunk schema, the reader, the encoder's framing
 rules) and, for SSE, its framing: every event's data is JSON, the stream
 ends with ``data: [DONE]`` and a blank line, nothing follows it. Prints one
@@ -24,8 +24,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...inspect.verify import BaseVerifier, Check, Verdict, default_verifiers
 from ...protocol.sse import DONE, SSEParser
+from ...protocol.ui.verify import BaseVerifier, Check, Verdict, default_verifiers
 
 
 def _read(path: str) -> bytes:

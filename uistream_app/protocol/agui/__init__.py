@@ -7,6 +7,7 @@
 * ``source``: such an agent as a source of events for the canonical log;
 * ``verifier``: ``AGUIVerifier``, the rules both real clients enforce;
 * ``input``: ``RunAgentInput`` parsed strictly;
+* ``resume``: what a continuation answers (approvals, client tool results);
 * ``messages``: AG-UI messages ⇄ stored ``UIMessage``\\ s;
 * ``reducer``: ``fold_messages``, the messages a client builds from a
   stream;

@@ -6,24 +6,13 @@ camelCase keys, typed here as ``TypedDict``\\ s, as the UI chunks are
 handles, the verifier and the canonical log all want exactly this JSON
 object, and a dataclass per event would cost a construction and a
 ``to_wire`` copy per event on the hot path. Read off ``@ag-ui/core`` 1.0.0
-(``src/generated/schemas.ts``) and PyPI ``ag-ui-protocol`` 1.0.0, which
-agree; where PROTOCOLS.md §2 differs, the packages win (see the report of
-issue 6).
+(``src/generated/schemas.ts``) and PyPI ``ag-ui-protocol`` 1.0.0.
 
-Wire rules, kept by every producer in ``protocol.agui``:
-
-1. An absent optional field is left out, never ``None``: the client's
-   schemas reject ``null`` for every optional field. ``null`` is a value
-   only where the field is "any JSON value": ``CUSTOM.value``,
-   ``RAW.event``, ``STATE_SNAPSHOT.snapshot``.
-2. ``timestamp`` is an integer (milliseconds since the epoch) within
-   JavaScript's safe range.
-3. Only the fields ``EVENT_FIELDS`` lists for the event's type are sent:
-   the client strips anything else with a warning.
-
-``validate_event`` checks one object against these rules and the field
-table (including the nested shapes a client validates: outcomes, content
-parts, JSON Patch operations, usage, messages) and raises
+Every producer in ``protocol.agui`` keeps the AG-UI event wire rules of
+docs/protocols.md (absent, never ``None``; integer timestamps; only the
+fields ``EVENT_FIELDS`` lists). ``validate_event`` checks one object against
+them and the field table (including the nested shapes a client validates:
+outcomes, content parts, JSON Patch operations, usage, messages) and raises
 ``AGUIEventFormatError`` naming the event type and the field.
 """
 
@@ -571,8 +560,8 @@ _NULLABLE: Final = frozenset((("CUSTOM", "value"), ("RAW", "event"), ("STATE_SNA
 
 
 def validate_event(obj: Any) -> Event:
-    """Check ``obj`` against the AG-UI 1.0 schema and the module's wire rules
-    and return it. Raises ``AGUIEventFormatError`` naming the event type
+    """Check ``obj`` against the AG-UI 1.0 schema and the AG-UI event wire
+    rules and return it. Raises ``AGUIEventFormatError`` naming the event type
     and the field: a missing or mistyped field, ``null`` in an optional
     field, a key the type does not list."""
     if not isinstance(obj, dict):

@@ -186,22 +186,27 @@ class RunContext:
 
     @property
     def tools(self) -> list[dict[str, Any]]:
+        """The client's tools, from the ``RunAgentInput``."""
         return self.input.tools
 
     @property
     def context(self) -> list[dict[str, Any]]:
+        """The client's context entries, from the ``RunAgentInput``."""
         return self.input.context
 
     @property
     def forwarded_props(self) -> Any:
+        """The ``RunAgentInput``'s ``forwardedProps``."""
         return self.input.forwarded_props
 
     @property
     def cancelled(self) -> bool:
+        """Whether ``cancel()`` was called (every emit now raises ``RunCancelled``)."""
         return self._cancelled
 
     @property
     def ended(self) -> bool:
+        """Whether the run has sent ``RUN_FINISHED`` or ``RUN_ERROR``."""
         return self._ended
 
     def drain(self) -> list[Event]:
@@ -252,18 +257,23 @@ class RunContext:
     # -- handles ---------------------------------------------------------------------------
 
     def assistant_message(self) -> MessageHandle:
+        """A text message: entering it sends ``TEXT_MESSAGE_START``, leaving it ``TEXT_MESSAGE_END``."""
         return MessageHandle(self)
 
     def reasoning(self) -> ReasoningHandle:
+        """A reasoning message inside its span: ``REASONING_START`` … ``REASONING_END``."""
         return ReasoningHandle(self)
 
     def tool_call(self, name: str, *, tool_call_id: str | None = None) -> ToolCallHandle:
+        """A call of tool ``name``; its arguments go out whole when it ends (rule 5)."""
         return ToolCallHandle(self, name, tool_call_id)
 
     def step(self, name: str) -> StepScope:
+        """A scope between ``STEP_STARTED`` and ``STEP_FINISHED``."""
         return StepScope(self, name)
 
     def subagent(self, name: str, *, description: str | None = None) -> SubagentScope:
+        """A subagent's scope: what is emitted inside it carries its ``subagentRunId`` (rule 3)."""
         return SubagentScope(self, name, description)
 
     def say(self, text: str) -> str:
@@ -292,18 +302,22 @@ class RunContext:
         return sent
 
     def custom(self, name: str, value: Any) -> None:
+        """Send ``CUSTOM {name, value}``."""
         self.emit({"type": "CUSTOM", "name": name, "value": value})
 
     def raw(self, event: Any, *, source: str | None = None) -> None:
+        """Send ``RAW``: an event of another system, passed through."""
         raw: Event = {"type": "RAW", "event": event}
         if source is not None:
             raw["source"] = source
         self.emit(raw)
 
     def state_snapshot(self, snapshot: Any) -> None:
+        """Send ``STATE_SNAPSHOT``: the agent's whole state."""
         self.emit({"type": "STATE_SNAPSHOT", "snapshot": snapshot})
 
     def state_delta(self, patch: list[dict[str, Any]]) -> None:
+        """Send ``STATE_DELTA``: a JSON Patch against the last snapshot."""
         self.emit({"type": "STATE_DELTA", "delta": patch})
 
     def publish_state(self) -> None:
@@ -311,6 +325,7 @@ class RunContext:
         self.state_snapshot(self.state)
 
     def messages_snapshot(self, messages: list[dict[str, Any]]) -> None:
+        """Send ``MESSAGES_SNAPSHOT``: the thread's messages, replacing the client's."""
         self.emit({"type": "MESSAGES_SNAPSHOT", "messages": messages})
 
     def activity_snapshot(
@@ -323,6 +338,7 @@ class RunContext:
         self.emit(event)
 
     def activity_delta(self, message_id: str, activity_type: str, patch: list[dict[str, Any]]) -> None:
+        """Send ``ACTIVITY_DELTA``: a JSON Patch against an activity message's content."""
         self.emit({"type": "ACTIVITY_DELTA", "messageId": message_id, "activityType": activity_type, "patch": patch})
 
     # -- internals ------------------------------------------------------------------------------
@@ -538,6 +554,7 @@ class ReasoningHandle(_Handle):
             self._context._emit({"type": "REASONING_MESSAGE_CONTENT", "messageId": self.id, "delta": text})
 
     def encrypted_value(self, value: str) -> None:
+        """Attach the provider's encrypted reasoning to this message (``REASONING_ENCRYPTED_VALUE``)."""
         self._require_open("attach an encrypted value")
         self._context._emit(
             {"type": "REASONING_ENCRYPTED_VALUE", "subtype": "message", "entityId": self.id, "encryptedValue": value}

@@ -3,29 +3,8 @@
 ``parse_run_agent_input`` takes the raw request body and returns an
 ``AGUIInput`` or raises ``AGUIInputError`` naming the problem and where it
 is (``field`` is a path such as ``messages[2].content[0].source``). Nothing
-here touches a database. Rules (AG-UI 1.0's ``RunAgentInputSchema``):
-
-1. The body is UTF-8 JSON, an object, at most ``max_bytes`` long and at
-   most ``MAX_DEPTH`` containers deep.
-2. ``threadId`` and ``runId`` are strings (the view applies its own id
-   rule to the thread id, which names the stored conversation);
-   ``parentRunId`` and ``protocolVersion`` are strings when present, and a
-   protocol version must be ``1`` or ``1.x``.
-3. ``messages`` is a list (at most ``MAX_MESSAGES``) of 1.0 messages,
-   checked field by field (``events.validate_message``). Tolerant where
-   the protocol says so: a message whose ``role`` is missing or ``null``
-   reads as the default role, ``assistant`` (the role a streamed message
-   has when its producer left it out: a client that models the role as
-   optional sends back what it built that way). Unknown keys are ignored
-   (the 1.0 objects are open for forward compatibility); a known key with
-   a wrong type, or ``null`` where the schema has no ``null``, is refused.
-4. ``tools`` (``{name, description, parameters?, metadata?}``) and
-   ``context`` (``{description, value}``) are lists when present; absent
-   is empty. ``null`` is refused, as the client's schema does.
-5. ``state`` is any JSON value; ``null`` reads as absent (the 1.0 schema
-   makes it nullable). ``forwardedProps`` is any JSON value but ``null``.
-6. ``resume`` is a list of ``{interruptId, status: "resolved" |
-   "cancelled", payload?, metadata?}`` when present.
+here touches a database. Its rules are the AG-UI input rules of
+docs/protocols.md ("rule N" in this module means AG-UI input rule N there).
 """
 
 from __future__ import annotations
@@ -81,6 +60,7 @@ class AGUIInput:
 
     @property
     def last_message(self) -> dict[str, Any] | None:
+        """The input's last message, where a new user message or a tool result is."""
         return self.messages[-1] if self.messages else None
 
 
@@ -135,7 +115,7 @@ def _message(message: Any, where: str) -> dict[str, Any]:
 
 
 def parse_run_agent_input(body: bytes, *, max_bytes: int) -> AGUIInput:
-    """Rules 1-6 of the module docstring."""
+    """AG-UI input rules 1-6 (docs/protocols.md)."""
     try:
         data = load_json_object(body, max_bytes=max_bytes, expected="a RunAgentInput")
     except JSONBodyError as exc:

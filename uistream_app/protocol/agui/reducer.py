@@ -1,41 +1,13 @@
 """The messages an AG-UI client builds from a stream: ``fold_messages``.
 
-``fold_messages`` is the Python twin of ``@ag-ui/client`` 1.0's reducer
-(``src/apply/default.ts``) for the events ``AGUIRenderer`` makes: the
-message list a client holds after reading a stream. The renderer folds its
-own events with it for the ``MESSAGES_SNAPSHOT`` it sends at an interrupt
-(renderer rule 14); ``protocol.agui.messages`` folds a stored message's
-replay with it to serve a stored conversation in AG-UI's words. Its own
-module because both of those import it: a renderer that imported
-``messages`` would import itself. The reducer's rules, as far as these
-events go:
-
-1. ``TEXT_MESSAGE_START`` appends ``{id, role, content: ""}`` (role
-   defaults to ``assistant``) unless a message with that id exists;
-   ``TEXT_MESSAGE_CONTENT`` appends to its content.
-2. ``REASONING_MESSAGE_START`` appends ``{id, role: "reasoning", content:
-   ""}``; ``REASONING_MESSAGE_CONTENT`` appends.
-3. ``TOOL_CALL_START`` adds ``{id, type: "function", function: {name,
-   arguments: ""}}`` to the ``toolCalls`` of the assistant message its
-   ``parentMessageId`` names, creating ``{id: parentMessageId, role:
-   "assistant", toolCalls: []}`` when there is none (keyed by the call id
-   when there is no parent, or when the parent is not an assistant
-   message); ``TOOL_CALL_ARGS`` appends to ``arguments``.
-4. ``TOOL_CALL_RESULT`` inserts ``{id: messageId, toolCallId, role:
-   "tool", content}`` right after the assistant message holding the call
-   (after the results already there), else at the end.
-5. A ``subagentRunId`` on an opener is copied onto the message it creates;
-   event ``metadata`` merges into the message (or tool call) it builds,
-   key by key.
-6. ``MESSAGES_SNAPSHOT`` is authoritative: a held message whose id it has
-   becomes the snapshot's, in its held place; a held message it lacks is
-   dropped, except a reasoning message when the snapshot has none and an
-   activity message when the snapshot has none (the client's rule without
-   the ``authoritativeActivityTypes`` metadata, which this renderer never
-   sends); the snapshot's other messages are appended in its order.
-
-The input is never mutated: messages are deep-copied in, as the client's
-``structuredClone`` does.
+``fold_messages`` is the Python twin of ``@ag-ui/client`` 1.0's reducer for
+the events ``AGUIRenderer`` makes. The renderer folds its own events with it
+for the ``MESSAGES_SNAPSHOT`` it sends at an interrupt;
+``protocol.agui.messages`` folds a stored message's replay with it to serve
+a stored conversation in AG-UI's words. Its own module because both of
+those import it: a renderer that imported ``messages`` would import itself.
+Its rules are the AG-UI reducer rules of docs/protocols.md ("rule N" in
+this module means AG-UI reducer rule N there). The input is never mutated.
 """
 
 from __future__ import annotations
@@ -69,79 +41,105 @@ def _apply_snapshot(held: list[dict[str, Any]], snapshot: list[dict[str, Any]]) 
 
 
 def fold_messages(events: Iterable[Event], messages: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """The messages a client holds after ``events`` (the module's rules),
-    starting from ``messages`` (not modified)."""
+    """The messages a client holds after ``events`` (AG-UI reducer rules,
+    docs/protocols.md), starting from ``messages`` (not modified)."""
     out: list[dict[str, Any]] = copy.deepcopy(messages) if messages else []
     by_id: dict[str, dict[str, Any]] = {m["id"]: m for m in out if isinstance(m.get("id"), str)}
     for event in events:
         kind = event.get("type")
-        tag = event.get("subagentRunId")
         if kind in ("TEXT_MESSAGE_START", "REASONING_MESSAGE_START"):
-            message = by_id.get(event["messageId"])
-            if message is None:
-                role = "reasoning" if kind == "REASONING_MESSAGE_START" else event.get("role", "assistant")
-                message = {"id": event["messageId"], "role": role, "content": ""}
-                if "name" in event:
-                    message["name"] = event["name"]
-                if tag is not None:
-                    message["subagentRunId"] = tag
-                out.append(message)
-                by_id[message["id"]] = message
-            _merge_metadata(message, event)
+            _open_message(out, by_id, event)
         elif kind in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
-            message = by_id.get(event["messageId"])
-            if message is not None and message.get("role") != "activity":
-                content = message.get("content")
-                message["content"] = (content if isinstance(content, str) else "") + event["delta"]
-                _merge_metadata(message, event)
+            _append_content(by_id, event)
         elif kind == "TOOL_CALL_START":
-            call_id = event["toolCallId"]
-            parent_id = event.get("parentMessageId")
-            target = by_id.get(parent_id) if parent_id is not None else None
-            if target is None or target.get("role") != "assistant":
-                key = call_id if parent_id is None or target is not None else parent_id
-                target = {"id": key, "role": "assistant", "toolCalls": []}
-                if tag is not None:
-                    target["subagentRunId"] = tag
-                out.append(target)
-                by_id[key] = target
-            call: dict[str, Any] = {"id": call_id, "type": "function", "function": {"name": event["toolCallName"]}}
-            call["function"]["arguments"] = ""
-            _merge_metadata(call, event)
-            target.setdefault("toolCalls", []).append(call)
+            _start_tool_call(out, by_id, event)
         elif kind == "TOOL_CALL_ARGS":
-            for message in out:
-                for call in message.get("toolCalls") or ():
-                    if call["id"] == event["toolCallId"]:
-                        call["function"]["arguments"] += event["delta"]
+            _append_arguments(out, event)
         elif kind == "TOOL_CALL_RESULT":
-            result: dict[str, Any] = {
-                "id": event["messageId"],
-                "toolCallId": event["toolCallId"],
-                "role": event.get("role", "tool"),
-                "content": event["content"],
-            }
-            if tag is not None:
-                result["subagentRunId"] = tag
-            _merge_metadata(result, event)
-            at = next(
-                (
-                    i
-                    for i, m in enumerate(out)
-                    if m.get("role") == "assistant"
-                    and any(c["id"] == event["toolCallId"] for c in m.get("toolCalls") or ())
-                ),
-                None,
-            )
-            if at is None:
-                out.append(result)
-            else:
-                at += 1
-                while at < len(out) and out[at].get("role") == "tool":
-                    at += 1
-                out.insert(at, result)
-            by_id[result["id"]] = result
+            _insert_result(out, by_id, event)
         elif kind == "MESSAGES_SNAPSHOT":
             out = _apply_snapshot(out, copy.deepcopy(event["messages"]))
             by_id = {m["id"]: m for m in out if isinstance(m.get("id"), str)}
     return out
+
+
+def _open_message(out: list[dict[str, Any]], by_id: dict[str, dict[str, Any]], event: Event) -> None:
+    """Rules 1 and 2 (a start), with rule 5."""
+    message = by_id.get(event["messageId"])
+    if message is None:
+        role = "reasoning" if event["type"] == "REASONING_MESSAGE_START" else event.get("role", "assistant")
+        message = {"id": event["messageId"], "role": role, "content": ""}
+        if "name" in event:
+            message["name"] = event["name"]
+        tag = event.get("subagentRunId")
+        if tag is not None:
+            message["subagentRunId"] = tag
+        out.append(message)
+        by_id[message["id"]] = message
+    _merge_metadata(message, event)
+
+
+def _append_content(by_id: dict[str, dict[str, Any]], event: Event) -> None:
+    """Rules 1 and 2 (content)."""
+    message = by_id.get(event["messageId"])
+    if message is not None and message.get("role") != "activity":
+        content = message.get("content")
+        message["content"] = (content if isinstance(content, str) else "") + event["delta"]
+        _merge_metadata(message, event)
+
+
+def _start_tool_call(out: list[dict[str, Any]], by_id: dict[str, dict[str, Any]], event: Event) -> None:
+    """Rule 3 (a start), with rule 5."""
+    call_id = event["toolCallId"]
+    parent_id = event.get("parentMessageId")
+    target = by_id.get(parent_id) if parent_id is not None else None
+    if target is None or target.get("role") != "assistant":
+        key = call_id if parent_id is None or target is not None else parent_id
+        target = {"id": key, "role": "assistant", "toolCalls": []}
+        tag = event.get("subagentRunId")
+        if tag is not None:
+            target["subagentRunId"] = tag
+        out.append(target)
+        by_id[key] = target
+    call: dict[str, Any] = {"id": call_id, "type": "function", "function": {"name": event["toolCallName"]}}
+    call["function"]["arguments"] = ""
+    _merge_metadata(call, event)
+    target.setdefault("toolCalls", []).append(call)
+
+
+def _append_arguments(out: list[dict[str, Any]], event: Event) -> None:
+    """Rule 3 (arguments)."""
+    for message in out:
+        for call in message.get("toolCalls") or ():
+            if call["id"] == event["toolCallId"]:
+                call["function"]["arguments"] += event["delta"]
+
+
+def _insert_result(out: list[dict[str, Any]], by_id: dict[str, dict[str, Any]], event: Event) -> None:
+    """Rule 4, with rule 5."""
+    result: dict[str, Any] = {
+        "id": event["messageId"],
+        "toolCallId": event["toolCallId"],
+        "role": event.get("role", "tool"),
+        "content": event["content"],
+    }
+    tag = event.get("subagentRunId")
+    if tag is not None:
+        result["subagentRunId"] = tag
+    _merge_metadata(result, event)
+    at = next(
+        (
+            i
+            for i, m in enumerate(out)
+            if m.get("role") == "assistant" and any(c["id"] == event["toolCallId"] for c in m.get("toolCalls") or ())
+        ),
+        None,
+    )
+    if at is None:
+        out.append(result)
+    else:
+        at += 1
+        while at < len(out) and out[at].get("role") == "tool":
+            at += 1
+        out.insert(at, result)
+    by_id[result["id"]] = result

@@ -7,134 +7,10 @@ stream, the same ``render`` / ``render_many`` / ``done`` API, so the views'
 ``render_subscription`` serves either dialect unchanged. A stored run's log
 renders the same way, so any conversation can be served as AG-UI.
 
-Framing: one event is ``data: <compact JSON>\\n\\n`` with ``\\n`` line ends
-only (the TypeScript client splits on ``\\n\\n`` and breaks on CRLF); there
-is no ``[DONE]``: ``RUN_FINISHED``/``RUN_ERROR`` end the stream. Every event
-carries ``timestamp`` (integer milliseconds, read from ``clock`` once per
-chunk); absent fields are left out, never ``null``.
-
-Mapping rules (``base`` is the ``start`` chunk's ``messageId``, else the
-run id; ``owner`` is the innermost open subagent, see rule 12):
-
- 1. ``start`` → ``RUN_STARTED {threadId, runId, parentRunId?}`` with the
-    renderer's ``metadata`` (once; any other first chunk starts the run
-    too); ``messageMetadata`` → rule 10.
- 2. ``start-step`` / ``finish-step`` → ``STEP_STARTED`` / ``STEP_FINISHED``
-    named ``step-0``, ``step-1``… in stream order.
- 3. A text part is one assistant message: ``text-start`` →
-    ``TEXT_MESSAGE_START {messageId: "<base>-<part id>", role:
-    "assistant"}``, ``text-delta`` → ``TEXT_MESSAGE_CONTENT``, ``text-end``
-    → ``TEXT_MESSAGE_END``. Empty deltas are not sent (ag-ui-validate
-    AGUI105). Ids are unique per run: the encoder's part ids are unique per
-    message (``text-0``, ``text-1``…), and a message id the stream already
-    used gets a ``-2``, ``-3``… suffix.
- 4. A reasoning part is a span holding one reasoning message, both under
-    ``<base>-<part id>``: ``reasoning-start`` → ``REASONING_START`` +
-    ``REASONING_MESSAGE_START {role: "reasoning"}``, deltas →
-    ``REASONING_MESSAGE_CONTENT``, ``reasoning-end`` →
-    ``REASONING_MESSAGE_END`` + ``REASONING_END``. Provider metadata
-    (signatures) is not carried.
- 5. A tool call goes out whole once its input is known:
-    ``TOOL_CALL_START {toolCallId, toolCallName, parentMessageId}``, one
-    ``TOOL_CALL_ARGS`` with the input as compact JSON, ``TOOL_CALL_END``.
-    Deliberate: input fragments are buffered, not streamed, because only a
-    complete input is known to be JSON (ag-ui-validate AGUI204) and a call
-    cut off mid-arguments (a stop, a source that just stops) must not
-    reach the client as a call it would think it has to answer (every call
-    without a result counts as pending). Such a call is never sent. The
-    input is ``tool-input-available``'s; for ``tool-input-error`` it is the
-    input when that is a JSON value and nothing when it is the unparseable
-    raw text; for a call whose output arrives without either (a replayed
-    stored turn) it is the parsed fragments.
- 6. ``parentMessageId`` is the last text message opened in the current
-    step, so a step's text and its calls make one assistant message on the
-    client, as the model produced them; a call with no text before it in
-    its step, or whose last text belongs to another subagent (a call
-    belongs to the message that carries it), gets a synthetic
-    ``<base>-tools-N`` shared by the step's next calls (the client creates
-    that message; ag-ui-validate notes it at info level, AGUI208).
- 7. Outcomes → ``TOOL_CALL_RESULT {messageId: "<toolCallId>-result",
-    toolCallId, content, role: "tool"}``: ``tool-output-available``'s
-    output as text (a string as it is, anything else as compact JSON);
-    ``tool-output-error`` and ``tool-input-error`` their ``errorText``,
-    ``tool-output-denied`` the SDK's "Tool call execution denied.", each
-    with ``metadata: {"uistream": {"outcome": "error" | "input-error" |
-    "denied"}}`` so a client can tell them apart. Preliminary outputs are
-    not sent (a second result would make a second tool message). An outcome
-    for a call the stream never started is not sent (AGUI207).
- 8. ``tool-approval-request`` makes the call pending on a person: the run
-    ends ``RUN_FINISHED`` with ``outcome: {type: "interrupt", interrupts:
-    [{id: approvalId, reason: "tool_call", toolCallId, message?,
-    responseSchema}]}``, unless an approval response or an outcome for the
-    call followed. ``tool_call`` is AG-UI's core reason for an interrupt
-    bound to a tool call; ``responseSchema`` (``APPROVAL_RESPONSE_SCHEMA``)
-    says what the answer is: a ``resume`` entry ``{interruptId,
-    status: "resolved", payload: {approved: bool, reason?: str}}``, or
-    ``status: "cancelled"`` (a denial). No ``editedArgs``: an approved call
-    runs with the arguments it was proposed with.
- 9. Ends: ``finish`` → ``RUN_FINISHED {threadId, runId}`` (``metadata:
-    {"uistream": {"finishReason"}}`` when there is one); ``abort`` (a stop,
-    or a client that left) → ``RUN_FINISHED`` with ``outcome: {type:
-    "cancelled"}`` ("stopped before it completed … and did not fail");
-    ``error`` → ``RUN_ERROR {message: errorText, code: "run_failed"}``,
-    the text already masked in the log. Before any of them every open
-    message, reasoning span, step and subagent is closed (a subagent with
-    ``SUBAGENT_ERROR`` when the run did not finish), innermost first, so
-    both clients accept the end; buffered calls are dropped (rule 5).
-    After the end nothing more is rendered; ``done()`` ends a stream whose
-    log had no end with ``RUN_ERROR {code: "incomplete"}``.
-10. Everything else is ``CUSTOM {name: "uistream:<chunk type>", value: the
-    chunk without its type}``: ``data-*`` parts (``uistream:data-weather``,
-    value ``{data, id?, transient?}``), sources, files, ``custom``,
-    ``reset-step``, approval responses; ``messageMetadata`` of ``start`` and
-    ``finish`` and ``message-metadata`` chunks as
-    ``uistream:message-metadata``. Names are namespaced (AGUI903).
-11. A transient ``data-agui-event`` chunk carries an AG-UI event that has
-    no UI chunk (what hand-written agents emit through
-    ``protocol.agui.handles``: named steps, state, activity, custom, raw,
-    subagents) and renders as that event, re-stamped; a carried
-    ``RUN_FINISHED`` only lends its ``result`` to the run's end. A carried step or
-    subagent end that closes nothing open, or a start that reopens an open
-    one, is dropped, as is a carried event that is not valid.
-12. While a carried ``SUBAGENT_STARTED`` is open, every attributable event
-    this renderer makes is tagged with its ``subagentRunId`` (and carried
-    ones that arrive untagged); a closing event keeps the tag of its
-    opener.
-13. ``history`` is the thread as the client should hold it when the run
-    starts: the stored conversation's messages in AG-UI form, this run's
-    user message or the message it continues included. Their ids are
-    taken: a synthetic ``<base>-tools-N`` takes the next free N, any other
-    new id the ``-2`` suffix of rule 3. A run that continues an
-    interrupted message (``continues``) sends them as ``MESSAGES_SNAPSHOT``
-    right after ``RUN_STARTED``: the stored conversation is the truth, and
-    the snapshot is what lets a result name a call of an earlier run
-    (AGUI207). Then their tool calls are known: an outcome for one goes
-    out as ``TOOL_CALL_RESULT`` against the original ``toolCallId`` without
-    the call being sent again (AG-UI's tool-bound interrupts). A run that
-    does not continue sends no snapshot at its start, so its earlier
-    calls stay unknown (rule 5: no result for them).
-14. A run that ends in an interrupt (rule 8) sends, right before that
-    ``RUN_FINISHED`` and after everything is closed, ``MESSAGES_SNAPSHOT``
-    of the whole thread: ``history`` with this run's events folded in by
-    ``fold_messages`` (``protocol.agui.reducer``, the twin of the client's
-    reducer). That is exactly what the client holds, with the ids this
-    stream used (message ids, tool call ids, result ids) and in its order,
-    so the snapshot replaces each message by itself and adds none. AG-UI's
-    "state at the interrupt boundary": the messages a resume needs go out
-    before the ``RUN_FINISHED`` that carries the interrupt. The tool loop
-    keeps no AG-UI state, so there is no ``STATE_SNAPSHOT`` to send; a
-    carried ``MESSAGES_SNAPSHOT`` folds in (reducer rule 6), carried
-    activity does not (the client keeps its activity messages when a
-    snapshot has none). Without ``history`` (a stored run rendered with
-    no thread, as the admin's transcript does) no snapshot is sent:
-    snapshots are authoritative, and one of this run's messages alone
-    would make the client drop the thread's earlier ones. Only a run
-    with ``history`` keeps its message events for the fold, each message's
-    deltas as one list.
-
-A chunk that would break the AG-UI stream (a delta for a part never
-started, a second start of an open part) is dropped: the UI reader would
-refuse it too. The input is never mutated.
+Invariant: whatever the chunks, the events pass both real clients' checks
+(``AGUIVerifier``). The mapping is the AG-UI renderer rules of
+docs/protocols.md ("rule N" in this module means AG-UI renderer rule N
+there); the framing is SSE rules 1, 2 and 5. The input is never mutated.
 """
 
 from __future__ import annotations
@@ -414,9 +290,11 @@ class AGUIRenderer:
         return out
 
     def render(self, chunk: Chunk) -> bytes:
+        """The SSE events one chunk makes (often one, sometimes none)."""
         return b"".join([encode_event(e) for e in self.events(chunk)])
 
     def render_many(self, chunks: Iterable[Chunk]) -> bytes:
+        """``render`` for each chunk, joined (the same bytes, faster)."""
         # The hot path: a text or reasoning delta of an open part is one
         # event built and framed here (measured: half the time of the general
         # path on the standard workload); everything else goes through
@@ -466,6 +344,8 @@ class AGUIRenderer:
         return out
 
     def done(self) -> bytes:
+        """``close_events`` framed: for a log that had no end, what closes it
+        (rule 9); ``b""`` otherwise."""
         return b"".join([encode_event(e) for e in self.close_events()])
 
     # -- helpers ----------------------------------------------------------------------

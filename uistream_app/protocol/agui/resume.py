@@ -1,35 +1,11 @@
 """What an AG-UI continuation says: answers to tool approvals and results
 of client-side tools, read from a checked ``RunAgentInput``.
 
-A run that ended with a tool approval pending (``RUN_FINISHED`` with an
-``interrupt`` outcome, renderer rule 8) is continued by a new run on the
-same thread whose ``resume`` answers the interrupts; a run that left a
-client-side tool's call unanswered (a success whose call has no result) is
-continued by a new run whose ``messages`` end with the ``tool`` message
-answering it. This module only reads those answers; whether they answer
-anything pending is the server's business (``ChatRunMixin.continue_message``
-checks them against the stored conversation). No I/O. Rules (AG-UI 1.0,
-docs/concepts/interrupts.mdx in ag-ui-protocol/ag-ui, and
-``RunFinishedSuccessOutcome.pendingToolCallIds`` in ``@ag-ui/core``):
-
-1. A ``resume`` entry ``{interruptId, status: "resolved", payload}`` answers
-   a tool approval with ``payload: {approved: bool, reason?: str}``
-   (``APPROVAL_RESPONSE_SCHEMA``): "denials are expressed inside the
-   payload (for example, ``{approved: false}``)". ``editedArgs`` (approve
-   with edits) is refused: the call runs with the arguments it was
-   proposed with, and the server does not advertise ``approveWithEdits``.
-   Other payload keys are ignored (AG-UI objects are open).
-2. ``status: "cancelled"`` ("the user abandoned without providing
-   meaningful input") is a denial; its payload, which it should not have,
-   is ignored.
-3. Each interrupt is answered at most once per request.
-4. A ``tool`` message (``toolCallId``, ``content``, ``error?``) is a
-   client-side tool's result: ``content`` is the output (JSON where it
-   parses, as any tool output: the encoder's rule 7), ``error`` makes it a
-   failed call with that text. The client sends its whole history, so most
-   tool messages only echo results the server sent; which one answers a
-   pending call is for the server to say, and one that does must be text
-   (``ToolResultMessage.text``).
+This module only reads those answers; whether they answer anything pending
+is the server's business (``ChatRunMixin.continue_message`` checks them
+against the stored conversation). No I/O. Its rules are the AG-UI resume
+rules of docs/protocols.md ("rule N" in this module means AG-UI resume rule
+N there).
 """
 
 from __future__ import annotations

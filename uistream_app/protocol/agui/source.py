@@ -73,6 +73,7 @@ class SourceEventConverter:
             out.append(ev.StepFinished())
 
     def feed(self, event: Event) -> list[ev.Event]:
+        """The source events one AG-UI event stands for (often one, sometimes none)."""
         kind = event.get("type")
         out: list[ev.Event] = []
         if kind == "TEXT_MESSAGE_START":

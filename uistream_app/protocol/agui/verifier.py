@@ -1,76 +1,17 @@
 """``AGUIVerifier``: the rules an AG-UI 1.0 event stream must keep.
 
-The union of what the two real clients refuse: ``@ag-ui/client`` 1.0's
-``verifyEvents`` and schema enforcement (read in ``src/verify/verify.ts``
-and ``src/enforce/enforce.ts``), and ``ag-ui-validate`` 0.4's rules at
-error *and* warning severity (AGUI0xx-6xx; its info-level notes are not
-enforced: AGUI208 unknown ``parentMessageId``, AGUI301 delta before any
-snapshot, AGUI304, AGUI901, AGUI902 no timestamps, AGUI903 un-namespaced
-CUSTOM names). Where the two disagree the stricter rule holds.
-
-The emit handles (``protocol.agui.handles``) put every event through one,
-so a misuse raises where it happens; users' tests can check any stream
-with ``verify_events`` or ``verify_sse``. ``observe(event)`` raises
+The union of what the two real clients refuse (``@ag-ui/client`` 1.0 and
+``ag-ui-validate`` 0.4): the AG-UI verifier rules of docs/protocols.md
+("rule N" in this module means AG-UI verifier rule N there). The emit
+handles (``protocol.agui.handles``) put every event through one, so a
+misuse raises where it happens; users' tests can check any stream with
+``verify_events`` or ``verify_sse``. ``observe(event)`` raises
 ``AGUIVerificationError`` (``rule`` names the ag-ui-validate rule, or
 ``client`` for a rule only the TypeScript client has, or ``schema``).
+
 Deliberate divergence from house style: a refused event changes nothing,
 and the verifier goes on as if it had not been offered, because the
 handles do not send a refused event and their stream stays well formed.
-
-The rules, per run (a new ``RUN_STARTED`` after an end opens a new run with
-fresh state):
-
- 1. Every event passes ``events.validate_event``: the 1.0 schema, nothing
-    ``null`` that is absent, no unknown keys, integer timestamps. (client,
-    AGUI503/504)
- 2. The first event is ``RUN_STARTED`` (or ``RUN_ERROR``). (client, AGUI001)
- 3. ``RUN_STARTED`` while a run is active is refused. (client, AGUI002)
- 4. After ``RUN_FINISHED`` or ``RUN_ERROR`` only a new ``RUN_STARTED``: the
-    client lets ``RUN_ERROR`` follow ``RUN_FINISHED``, ag-ui-validate does
-    not (AGUI004/005).
- 5. ``RUN_FINISHED`` carries the ``threadId``/``runId`` of its
-    ``RUN_STARTED`` (AGUI008) and comes when nothing is open: no text
-    message, tool call, reasoning span or message, step or subagent.
-    (client, AGUI003/103/203/007/402/604)
- 6. Text messages: a start of an id that is open, or that this run already
-    closed, is refused (client, AGUI106/104); content and end need an open
-    message (AGUI101/102); content needs a non-empty delta (AGUI105).
- 7. Tool calls: a start of an open or already used id is refused (client,
-    AGUI205); args and end need an open call (AGUI201/202); at the end the
-    args joined must be JSON when there are any (AGUI204). A result must
-    name a call this run closed, or one the ``RUN_STARTED`` input or a
-    ``MESSAGES_SNAPSHOT`` holds (AGUI207), and not one still open (AGUI206).
- 8. Steps are keyed by owner and name: starting an open one is refused, and
-    a finish needs the step open under the same owner. (client, AGUI006)
-    Starting a step whose name is open under another owner is refused too:
-    the client allows it (a subagent's "tools" inside its parent's), but
-    ag-ui-validate keys steps by name alone, reads it as a re-entry and
-    warns when it finishes (AGUI606).
- 9. Reasoning spans (``REASONING_START``/``END``) and reasoning messages
-    (``REASONING_MESSAGE_*``) are tracked apart (one id may name both):
-    opening an open one is refused, content and ends need it open.
-    (client, AGUI401)
-10. Subagents: a ``SUBAGENT_STARTED`` whose id is active or already ended
-    in this run is refused (the client's rule; ag-ui-validate lets a
-    suspended one resume); a ``parentSubagentRunId`` must have started;
-    ``SUBAGENT_FINISHED``/``SUBAGENT_ERROR`` need the subagent active.
-    (client, AGUI601-605)
-11. Attribution: a continuation (content, args, end, a step's finish, an
-    activity delta, an encrypted value) whose ``subagentRunId`` differs
-    from its opener's owner is refused (an opener without a tag belongs to
-    the parent agent); an untagged tool call inherits its parent message's
-    owner, and a tagged one must agree with it. (client, AGUI606)
-12. ``STATE_DELTA`` must apply to the state of the last ``STATE_SNAPSHOT``
-    when there was one (AGUI302; the shape is rule 1's, AGUI303).
-13. ``*_CHUNK`` events: a chunk that names an id opens an implicit
-    message (or tool call, or reasoning message) unless it continues the
-    current one; a chunk without an id continues the current one and
-    needs one; any other event type closes it (a tool call chunk's args
-    must then be JSON, AGUI204). The first tool call chunk needs
-    ``toolCallName``. Mixing the chunk and explicit forms on one id is
-    refused (undefined in the protocol).
-14. ``close()``: a stream that ends while its run is active, or that held
-    no event, is refused. (AGUI003/508)
 """
 
 from __future__ import annotations
@@ -91,7 +32,7 @@ _PARENT: Final = "(the parent agent)"
 
 
 class AGUIVerificationError(ValueError):
-    """An event a client would refuse (see the module's rules)."""
+    """An event a client would refuse (AG-UI verifier rules, docs/protocols.md)."""
 
     def __init__(self, message: str, *, rule: str, event_type: str = "", index: int = -1) -> None:
         super().__init__(message)
@@ -145,7 +86,7 @@ class _Run:
 
 
 class AGUIVerifier:
-    """Checks an AG-UI event stream event by event (the module's rules).
+    """Checks an AG-UI event stream event by event (AG-UI verifier rules 1-13).
 
     ``observe(event)`` raises ``AGUIVerificationError`` for an event a
     client would refuse, leaving the verifier as it was; ``close()`` checks
@@ -159,15 +100,18 @@ class AGUIVerifier:
 
     @property
     def run_active(self) -> bool:
+        """Whether a run has started and not ended."""
         return self._run is not None and self._ended is None
 
     @property
     def terminated(self) -> bool:
+        """Whether the last run seen has ended (``RUN_FINISHED`` or ``RUN_ERROR``)."""
         return self._ended is not None
 
     # -- public -------------------------------------------------------------------
 
     def observe(self, event: Event) -> None:
+        """Check the next event; raises ``AGUIVerificationError`` and changes nothing when a client would refuse it."""
         index = self.observed
         try:
             validate_event(event)
@@ -184,6 +128,7 @@ class AGUIVerifier:
         self.observed += 1
 
     def close(self) -> None:
+        """The stream has ended: raises when it held no event or its run is still active (rule 14)."""
         if self.observed == 0:
             raise AGUIVerificationError("the stream held no event", rule="AGUI003")
         if self.run_active:
@@ -686,7 +631,7 @@ class AGUIVerifier:
 
 
 def verify_events(events: Iterable[Event | str | bytes]) -> int:
-    """Check a whole stream (the module's rules, ``close()`` included);
+    """Check a whole stream (AG-UI verifier rules 1-14, ``close()`` included);
     returns the number of events. An event may be given as its JSON text (a
     line of a JSONL capture). Raises ``AGUIVerificationError`` at the first
     one a client would refuse."""

@@ -8,16 +8,10 @@ and a dataclass per chunk would cost a construction plus a ``to_wire`` copy
 per chunk on the hot path, which alone is more than the whole budget the
 benchmark gives the encoder (see ``docs/benchmarks.md``).
 
-Wire rules (PROTOCOLS.md §1), kept by every producer of chunks:
-
-1. An absent optional field is left out of the object, never ``None``.
-2. ``input``, ``output``, ``data`` and ``messageMetadata`` are present
-   whenever their chunk requires them, ``None`` (JSON ``null``) when empty.
-3. Only the fields listed in ``CHUNK_FIELDS`` for the chunk's type are sent:
-   old clients (ai ≤7.0.31, ≤6.0.230, ≤5.0.216) reject unknown keys.
-
-``CHUNK_FIELDS`` is the table the renderers' downgrade rules and
-``validate_chunk`` read; the ``TypedDict``\\ s are the same table for mypy.
+Every producer of chunks keeps the chunk wire rules of docs/protocols.md
+(absent, never ``None``; only the listed fields). ``CHUNK_FIELDS`` is the
+table the renderers' downgrade rules and ``validate_chunk`` read; the
+``TypedDict``\\ s are the same table for mypy.
 """
 
 from __future__ import annotations

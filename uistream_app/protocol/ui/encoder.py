@@ -2,47 +2,9 @@
 
 The encoder is a state machine over one assistant message. It never does
 I/O and never raises on odd input: whatever order events arrive in, the
-chunks it returns form a stream the AI SDK accepts. Its rules:
-
-1. The first output of the message emits ``start`` (with the message id and
-   metadata the encoder was given) and ``start-step``.
-2. Part ids are counted per kind, ``text-0``, ``reasoning-0``, ``text-1``…,
-   so the same events always encode to the same bytes. A continuation
-   counts on from the continued message's parts (``continues``): ``text-N``
-   after its N text parts, ``reasoning-M`` after its highest reasoning id,
-   so the message's parts keep distinct ids across its runs, and a replay
-   of the whole message (which counts text parts from 0 and keeps
-   reasoning ids) names them as the runs did.
-3. Text and reasoning alternate through parts: opening one closes the other.
-   ``TextEnd``/``ReasoningEnd`` close the open part of their kind.
-4. Every open part is closed before ``finish-step``, ``error`` or ``finish``
-   (ai@5/6 drop parts still open at ``finish-step``).
-5. Content (text, reasoning, tool calls, sources, files) lands inside a step:
-   after a ``finish-step`` the next content opens a new ``start-step``.
-   Data parts, metadata and tool results do not open a step.
-6. A tool call is ``tool-input-start`` → ``tool-input-delta``… →
-   ``tool-input-available`` (or ``tool-input-error`` when its argument text
-   is not JSON), then an output, error or denial. A fragment for a call
-   that never started is dropped, not invented; a complete call that never
-   started announces itself with ``tool-input-start`` first. A tool output,
-   approval or denial for a call the message never announced is dropped
-   (the SDK would throw on it). A continuation names the calls the
-   continued message already holds (``known_tool_calls``, or the tool parts
-   of ``continues``), so their outputs or denials go out. A call whose input already failed reports no second
-   ``tool-input-error``.
-7. A tool output that is a string is JSON where it parses, a JSON string
-   where it does not; any other value is sent as it is.
-8. ``Finish`` (one model call ended) closes the open parts and remembers
-   its reason; ``StepFinished`` closes the step; ``Done`` ends the message.
-   The ``finish`` chunk carries the last reason (``Done``'s own reason wins).
-9. ``finish()``, ``error()`` and ``abort()`` end the message; a source that
-   stops without any of them still gets its ``finish`` from the stream
-   adapter. After the end nothing more is emitted: every call returns
-   ``[]``.
-10. Usage is not on the UI wire; the encoder totals it in ``usage`` for the
-    recorder.
-
-Unknown finish reasons become ``other`` (the SDK rejects anything else).
+chunks it returns form a stream the AI SDK accepts. Its rules are the
+encoder rules of docs/protocols.md; "rule N" in this module means encoder
+rule N there.
 """
 
 from __future__ import annotations

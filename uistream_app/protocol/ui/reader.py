@@ -1,103 +1,11 @@
 """``UIMessageReader``: UI message chunks in, the assistant ``UIMessage`` out.
 
-The Python twin of ai@7.0.173's ``processUIMessageStream``
-(``src/ui/process-ui-message-stream.ts``), which both ``useChat`` and
-``readUIMessageStream`` run. It builds the stored message from the canonical
-log, so what is stored is what the browser built: the message is a plain JSON
-object exactly as the SDK's would serialise with ``JSON.stringify`` (a field
-the SDK leaves ``undefined`` is absent, key order included). No I/O, no
-Django.
-
-The rules, in the order of the SDK's ``switch``:
-
-1. State. A reader starts from a fresh message ``{id, role: "assistant",
-   parts: []}`` (``id`` is ``message_id``, default ``""``) or, when given an
-   assistant ``message=``, continues that message (the SDK's ``lastMessage``:
-   new parts are appended to it; the caller's dict is copied, not mutated).
-   Tool parts after the message's last ``step-start`` that are still
-   ``input-streaming`` resume their input from their ``rawInput``.
-2. ``start``: a ``messageId`` replaces the message id; ``messageMetadata`` is
-   merged (rule 17). With ``reset_on_message_id_change`` a *different* id
-   starts a fresh message instead, and with ``reset_on_first_start`` the first
-   ``start`` does (the SDK's ``resetStateOn…`` flags: ``readUIMessageStream``
-   sets the first, ``useChat`` sets the first when resuming and the second
-   too when its transport replays from the beginning).
-3. ``text-start`` pushes ``{type: "text", text: "", providerMetadata,
-   state: "streaming"}`` and makes it the active text part of its id (a
-   second start with the same id leaves the first part streaming for good).
-   ``text-delta`` appends to the active part; ``text-end`` sets ``state:
-   "done"``, stores ``citations`` when given and forgets the id. Delta and end
-   replace ``providerMetadata`` when they carry one. A delta or end for an id
-   that is not active raises.
-4. ``reasoning-*``: as rule 3, with ``{type: "reasoning", id, text,
-   providerMetadata, state}`` (ai@7 keeps the chunk id on the part) and no
-   citations.
-5. ``custom``, ``file``, ``reasoning-file``, ``source-url``,
-   ``source-document`` and ``steering-message`` each push one part built from
-   the chunk's fields (``file`` and ``reasoning-file`` only carry a
-   ``providerMetadata`` that is not null).
-6. ``tool-input-start`` remembers a partial call (name, dynamic, title,
-   toolMetadata, inputEncoding) and sets the tool part ``input-streaming``:
-   ``tool-NAME``, or ``dynamic-tool`` with ``toolName`` when ``dynamic``.
-   "Sets" means: update the part of that ``toolCallId`` in the current step
-   (after the last ``step-start``; static parts and dynamic parts are looked
-   up separately), or push a new one.
-7. ``tool-input-delta`` appends to the partial call's text (``rawInput``) and
-   sets ``input`` to that text parsed as partial JSON (``parse_partial_json``,
-   the SDK's ``parsePartialJson`` + ``fixJson``), or to the text itself for
-   ``inputEncoding: "text"``. A delta for a call never started raises.
-8. ``tool-input-available`` sets the part ``input-available`` with the
-   complete ``input``; ``tool-input-error`` sets it ``output-error`` with
-   ``input`` and ``errorText`` (keeping a dynamic part dynamic). Neither ends
-   the partial call: a later delta would stream it again, as in the SDK.
-9. ``tool-output-available`` / ``tool-output-error`` / ``tool-output-denied``
-   find the call (rule 10) and set ``output-available`` (``output``,
-   ``preliminary``), ``output-error`` (``errorText``) or ``output-denied``.
-10. A call is found first in the current step, else as the last tool part
-    with that ``toolCallId`` anywhere in the message; none raises "No tool
-    invocation found for tool call ID".
-11. ``tool-approval-request`` sets ``approval-requested`` and ``approval =
-    {id, descriptor?, inputSchemaInput?, requestReason?, isAutomatic?,
-    signature?}``. ``tool-approval-response`` finds the part by approval id
-    anywhere in the message (none raises), sets ``approval-responded`` and
-    adds ``approved`` and ``reason`` to the approval.
-12. Tool provider metadata: a chunk's ``providerMetadata`` becomes
-    ``resultProviderMetadata`` on the output states and
-    ``callProviderMetadata`` otherwise. ``providerExecuted`` once set stays
-    unless a chunk says otherwise. ``title`` and ``toolMetadata`` change only
-    when a chunk carries them. ``output``, ``errorText``, ``rawInput`` and
-    ``preliminary`` are rewritten (usually cleared) on every state change.
-13. ``start-step`` pushes ``{type: "step-start"}``; ``finish-step`` does
-    nothing in ai@7 (ai@5/6 forget the active text and reasoning ids there).
-    ``reset-step`` removes every part after the last ``step-start`` (the
-    ``step-start`` itself stays) and forgets all active text, reasoning and
-    partial tool calls.
-14. ``data-NAME``: a transient chunk goes to ``on_data`` only. Otherwise a
-    chunk with an ``id`` whose type and id match an existing part anywhere in
-    the message replaces that part's ``data`` in place; else the chunk itself
-    (every key it has) is pushed as a part. ``on_data`` receives every data
-    chunk, transient or not, as in the SDK.
-15. ``finish`` keeps its ``finishReason`` (``finish_reason``) and merges its
-    ``messageMetadata``; ``message-metadata`` merges.
-16. ``error`` records ``errorText`` in ``error_text`` and keeps the partial
-    message. ``useChat`` stops reading at an error chunk (its ``onError``
-    throws); ``readUIMessageStream`` reads on. The reader reads on unless
-    ``stop_on_error`` is set, when later chunks are ignored. ``abort``
-    records ``aborted``/``abort_reason`` and changes nothing else (the SDK's
-    reader ignores it). Any other type that is not ``data-*`` is ignored.
-17. Metadata merges with the SDK's ``mergeObjects``: objects merge deeply,
-    arrays and other values (``null`` included) replace, and
-    ``__proto__``/``constructor``/``prototype`` keys are skipped. A chunk
-    whose ``messageMetadata`` is ``null`` changes nothing.
-18. An out-of-order chunk raises ``UIMessageStreamError`` with the SDK's
-    message, ``chunk_type`` and ``chunk_id``; so does a chunk that is not an
-    object with a string ``type``, lacks a field the reader needs, or has a
-    delta that is not a string. With ``validate=True`` every chunk is first
-    checked against the ai@7 schema (``chunks.validate_chunk``), as the SDK's
-    transports do before ``processUIMessageStream`` sees it; off by default,
-    so that ai@5/6 renderings (``finishReason: "unknown"``) read too. After
-    any of these, the reader refuses every further chunk; ``message`` still
-    shows what was built.
+The Python twin of ai@7.0.173's ``processUIMessageStream``, which both
+``useChat`` and ``readUIMessageStream`` run. It builds the stored message
+from the canonical log, so what is stored is what the browser built: the
+message is a plain JSON object exactly as the SDK's would serialise with
+``JSON.stringify``. No I/O, no Django. Its rules are the reader rules of
+docs/protocols.md ("rule N" in this module means reader rule N there).
 
 Deliberate divergences, each invisible in the resulting JSON: text is kept
 as a list of pieces until read, and a tool call's partial input is parsed
@@ -114,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Final, NoReturn
+from typing import Any, ClassVar, Final, NoReturn
 
 from .chunks import Chunk, validate_chunk
 
@@ -243,165 +151,224 @@ def merge_objects(base: Any, overrides: Any) -> Any:
 # -- parsePartialJson / fixJson --------------------------------------------------
 
 
-def fix_json(text: str) -> str:
-    """The SDK's ``fixJson`` (``src/util/fix-json.ts``): cut a JSON prefix back
-    to its last complete token and close what is open. Invalid JSON is not
-    repaired, only truncated JSON."""
-    stack = ["ROOT"]
-    last_valid = -1
-    literal_start = 0
-    unicode_digits = 0
+class _JsonFixer:
+    """``fixJson``'s state machine: one method per parser state, each given
+    the next character. ``stack`` holds the states of the values still open
+    (``ROOT`` at the bottom); ``last_valid`` is the index of the last
+    character that ends a complete token."""
 
-    def value_start(char: str, i: int, swap: str) -> None:
-        nonlocal last_valid, literal_start
+    __slots__ = ("last_valid", "literal_start", "stack", "text", "unicode_digits")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.stack = ["ROOT"]
+        self.last_valid = -1
+        self.literal_start = 0
+        self.unicode_digits = 0
+
+    def run(self) -> str:
+        states = self._STATES
+        for i, char in enumerate(self.text):
+            if self.stack:
+                states[self.stack[-1]](self, char, i)
+        return self.text[: self.last_valid + 1] + self._closing()
+
+    def _closing(self) -> str:
+        """What closes every value still open, innermost first."""
+        out = ""
+        for state in reversed(self.stack):
+            if state == "STRING":
+                out += '"'
+            elif state.startswith("OBJECT"):
+                out += "}"
+            elif state.startswith("ARRAY"):
+                out += "]"
+            elif state == "LITERAL":
+                partial = self.text[self.literal_start :]
+                for word in ("true", "false", "null"):
+                    if word.startswith(partial):
+                        out += word[len(partial) :]
+                        break
+        return out
+
+    # -- helpers shared by several states -----------------------------------
+
+    def _value_start(self, char: str, i: int, swap: str) -> None:
+        """A value may start here: the open container moves on to ``swap``
+        and the value's own state is pushed."""
+        stack = self.stack
         if char == '"':
-            last_valid = i
+            self.last_valid = i
             stack[-1] = swap
             stack.append("STRING")
         elif char in "ftn":
-            last_valid = i
-            literal_start = i
+            self.last_valid = i
+            self.literal_start = i
             stack[-1] = swap
             stack.append("LITERAL")
         elif char == "-":
             stack[-1] = swap
             stack.append("NUMBER")
         elif "0" <= char <= "9":
-            last_valid = i
+            self.last_valid = i
             stack[-1] = swap
             stack.append("NUMBER")
         elif char == "{":
-            last_valid = i
+            self.last_valid = i
             stack[-1] = swap
             stack.append("OBJECT_START")
         elif char == "[":
-            last_valid = i
+            self.last_valid = i
             stack[-1] = swap
             stack.append("ARRAY_START")
 
-    def after_object_value(char: str, i: int) -> None:
-        nonlocal last_valid
+    def _after_object_value(self, char: str, i: int) -> None:
         if char == ",":
-            stack[-1] = "OBJECT_AFTER_COMMA"
+            self.stack[-1] = "OBJECT_AFTER_COMMA"
         elif char == "}":
-            last_valid = i
-            stack.pop()
+            self.last_valid = i
+            self.stack.pop()
 
-    def after_array_value(char: str, i: int) -> None:
-        nonlocal last_valid
+    def _after_array_value(self, char: str, i: int) -> None:
         if char == ",":
-            stack[-1] = "ARRAY_AFTER_COMMA"
+            self.stack[-1] = "ARRAY_AFTER_COMMA"
         elif char == "]":
-            last_valid = i
+            self.last_valid = i
+            self.stack.pop()
+
+    # -- one method per state -----------------------------------------------
+
+    def _root(self, char: str, i: int) -> None:
+        self._value_start(char, i, "FINISH")
+
+    def _finish(self, char: str, i: int) -> None:
+        """After the top-level value: the rest is ignored."""
+
+    def _object_start(self, char: str, i: int) -> None:
+        if char == '"':
+            self.stack[-1] = "OBJECT_KEY"
+        elif char == "}":
+            self.last_valid = i
+            self.stack.pop()
+
+    def _object_after_comma(self, char: str, i: int) -> None:
+        if char == '"':
+            self.stack[-1] = "OBJECT_KEY"
+
+    def _object_key(self, char: str, i: int) -> None:
+        if char == '"':
+            self.stack[-1] = "OBJECT_AFTER_KEY"
+
+    def _object_after_key(self, char: str, i: int) -> None:
+        if char == ":":
+            self.stack[-1] = "OBJECT_BEFORE_VALUE"
+
+    def _object_before_value(self, char: str, i: int) -> None:
+        self._value_start(char, i, "OBJECT_AFTER_VALUE")
+
+    def _string(self, char: str, i: int) -> None:
+        if char == '"':
+            self.stack.pop()
+            self.last_valid = i
+        elif char == "\\":
+            self.stack.append("STRING_ESCAPE")
+        else:
+            self.last_valid = i
+
+    def _string_escape(self, char: str, i: int) -> None:
+        self.stack.pop()
+        if char == "u":
+            self.unicode_digits = 0
+            self.stack.append("STRING_UNICODE_ESCAPE")
+        else:
+            self.last_valid = i
+
+    def _string_unicode_escape(self, char: str, i: int) -> None:
+        if char in "0123456789abcdefABCDEF":
+            self.unicode_digits += 1
+            if self.unicode_digits == 4:
+                self.stack.pop()
+                self.last_valid = i
+
+    def _array_start(self, char: str, i: int) -> None:
+        if char == "]":
+            self.last_valid = i
+            self.stack.pop()
+        else:
+            self._value_start(char, i, "ARRAY_AFTER_VALUE")
+
+    def _array_after_value(self, char: str, i: int) -> None:
+        if char == ",":
+            self.stack[-1] = "ARRAY_AFTER_COMMA"
+        elif char == "]":
+            self.last_valid = i
+            self.stack.pop()
+        else:
+            self.last_valid = i
+
+    def _array_after_comma(self, char: str, i: int) -> None:
+        self._value_start(char, i, "ARRAY_AFTER_VALUE")
+
+    def _number(self, char: str, i: int) -> None:
+        stack = self.stack
+        if "0" <= char <= "9":
+            self.last_valid = i
+        elif char in "eE-.":
+            pass
+        elif char == ",":
+            stack.pop()
+            if stack and stack[-1] == "ARRAY_AFTER_VALUE":
+                self._after_array_value(char, i)
+            if stack and stack[-1] == "OBJECT_AFTER_VALUE":
+                self._after_object_value(char, i)
+        elif char == "}":
+            stack.pop()
+            if stack and stack[-1] == "OBJECT_AFTER_VALUE":
+                self._after_object_value(char, i)
+        elif char == "]":
+            stack.pop()
+            if stack and stack[-1] == "ARRAY_AFTER_VALUE":
+                self._after_array_value(char, i)
+        else:
             stack.pop()
 
-    for i, char in enumerate(text):
-        state = stack[-1] if stack else None
-        if state == "ROOT":
-            value_start(char, i, "FINISH")
-        elif state == "OBJECT_START":
-            if char == '"':
-                stack[-1] = "OBJECT_KEY"
-            elif char == "}":
-                last_valid = i
-                stack.pop()
-        elif state == "OBJECT_AFTER_COMMA":
-            if char == '"':
-                stack[-1] = "OBJECT_KEY"
-        elif state == "OBJECT_KEY":
-            if char == '"':
-                stack[-1] = "OBJECT_AFTER_KEY"
-        elif state == "OBJECT_AFTER_KEY":
-            if char == ":":
-                stack[-1] = "OBJECT_BEFORE_VALUE"
-        elif state == "OBJECT_BEFORE_VALUE":
-            value_start(char, i, "OBJECT_AFTER_VALUE")
-        elif state == "OBJECT_AFTER_VALUE":
-            after_object_value(char, i)
-        elif state == "STRING":
-            if char == '"':
-                stack.pop()
-                last_valid = i
-            elif char == "\\":
-                stack.append("STRING_ESCAPE")
-            else:
-                last_valid = i
-        elif state == "ARRAY_START":
-            if char == "]":
-                last_valid = i
-                stack.pop()
-            else:
-                value_start(char, i, "ARRAY_AFTER_VALUE")
-        elif state == "ARRAY_AFTER_VALUE":
-            if char == ",":
-                stack[-1] = "ARRAY_AFTER_COMMA"
-            elif char == "]":
-                last_valid = i
-                stack.pop()
-            else:
-                last_valid = i
-        elif state == "ARRAY_AFTER_COMMA":
-            value_start(char, i, "ARRAY_AFTER_VALUE")
-        elif state == "STRING_ESCAPE":
-            stack.pop()
-            if char == "u":
-                unicode_digits = 0
-                stack.append("STRING_UNICODE_ESCAPE")
-            else:
-                last_valid = i
-        elif state == "STRING_UNICODE_ESCAPE":
-            if char in "0123456789abcdefABCDEF":
-                unicode_digits += 1
-                if unicode_digits == 4:
-                    stack.pop()
-                    last_valid = i
-        elif state == "NUMBER":
-            if "0" <= char <= "9":
-                last_valid = i
-            elif char in "eE-.":
-                pass
-            elif char == ",":
-                stack.pop()
-                if stack and stack[-1] == "ARRAY_AFTER_VALUE":
-                    after_array_value(char, i)
-                if stack and stack[-1] == "OBJECT_AFTER_VALUE":
-                    after_object_value(char, i)
-            elif char == "}":
-                stack.pop()
-                if stack and stack[-1] == "OBJECT_AFTER_VALUE":
-                    after_object_value(char, i)
-            elif char == "]":
-                stack.pop()
-                if stack and stack[-1] == "ARRAY_AFTER_VALUE":
-                    after_array_value(char, i)
-            else:
-                stack.pop()
-        elif state == "LITERAL":
-            partial = text[literal_start : i + 1]
-            if not ("false".startswith(partial) or "true".startswith(partial) or "null".startswith(partial)):
-                stack.pop()
-                if stack and stack[-1] == "OBJECT_AFTER_VALUE":
-                    after_object_value(char, i)
-                elif stack and stack[-1] == "ARRAY_AFTER_VALUE":
-                    after_array_value(char, i)
-            else:
-                last_valid = i
+    def _literal(self, char: str, i: int) -> None:
+        partial = self.text[self.literal_start : i + 1]
+        if "false".startswith(partial) or "true".startswith(partial) or "null".startswith(partial):
+            self.last_valid = i
+            return
+        stack = self.stack
+        stack.pop()
+        if stack and stack[-1] == "OBJECT_AFTER_VALUE":
+            self._after_object_value(char, i)
+        elif stack and stack[-1] == "ARRAY_AFTER_VALUE":
+            self._after_array_value(char, i)
 
-    result = text[: last_valid + 1]
-    for state in reversed(stack):
-        if state == "STRING":
-            result += '"'
-        elif state.startswith("OBJECT"):
-            result += "}"
-        elif state.startswith("ARRAY"):
-            result += "]"
-        elif state == "LITERAL":
-            partial = text[literal_start:]
-            for word in ("true", "false", "null"):
-                if word.startswith(partial):
-                    result += word[len(partial) :]
-                    break
-    return result
+    _STATES: Final[dict[str, Callable[[_JsonFixer, str, int], None]]] = {
+        "ROOT": _root,
+        "FINISH": _finish,
+        "OBJECT_START": _object_start,
+        "OBJECT_AFTER_COMMA": _object_after_comma,
+        "OBJECT_KEY": _object_key,
+        "OBJECT_AFTER_KEY": _object_after_key,
+        "OBJECT_BEFORE_VALUE": _object_before_value,
+        "OBJECT_AFTER_VALUE": _after_object_value,
+        "STRING": _string,
+        "STRING_ESCAPE": _string_escape,
+        "STRING_UNICODE_ESCAPE": _string_unicode_escape,
+        "ARRAY_START": _array_start,
+        "ARRAY_AFTER_VALUE": _array_after_value,
+        "ARRAY_AFTER_COMMA": _array_after_comma,
+        "NUMBER": _number,
+        "LITERAL": _literal,
+    }
+
+
+def fix_json(text: str) -> str:
+    """The SDK's ``fixJson`` (``src/util/fix-json.ts``): cut a JSON prefix back
+    to its last complete token and close what is open. Invalid JSON is not
+    repaired, only truncated JSON."""
+    return _JsonFixer(text).run()
 
 
 # secure-json-parse, as @ai-sdk/provider-utils configures it: a parsed value
@@ -746,119 +713,136 @@ class UIMessageReader:
         )
 
     def _apply(self, t: str, chunk: Chunk) -> None:
-        get = chunk.get
-        if t in ("text-start", "reasoning-start"):
-            # Rules 3 and 4.
-            if t == "text-start":
-                part: dict[str, Any] = {"type": "text", "text": ""}
-                active = self._active_text
-            else:
-                part = {"type": "reasoning", "id": get("id", UNDEFINED), "text": ""}
-                active = self._active_reasoning
-            part["providerMetadata"] = get("providerMetadata", UNDEFINED)
-            part["state"] = "streaming"
-            active[chunk["id"]] = part
-            self._parts.append(part)
-        elif t in ("text-delta", "reasoning-delta"):
-            kind = "text" if t == "text-delta" else "reasoning"
-            part_or_none = (self._active_text if kind == "text" else self._active_reasoning).get(str(get("id")))
-            if part_or_none is None:
-                raise self._missing_part(t, get("id"), kind)
-            if not isinstance(chunk["delta"], str):
-                raise UIMessageStreamError(f"{t}: 'delta' must be a string", chunk_type=t, chunk_id=str(get("id")))
-            key = id(part_or_none)
-            pending = self._pending_text.get(key)
-            if pending is None:
-                self._pending_text[key] = (part_or_none, [part_or_none["text"], chunk["delta"]])
-            else:
-                pending[1].append(chunk["delta"])
-            pm = get("providerMetadata", UNDEFINED)
-            if not _nullish(pm):
-                part_or_none["providerMetadata"] = pm
-        elif t in ("text-end", "reasoning-end"):
-            kind = "text" if t == "text-end" else "reasoning"
-            active = self._active_text if kind == "text" else self._active_reasoning
-            part_or_none = active.get(str(get("id")))
-            if part_or_none is None:
-                raise self._missing_part(t, get("id"), kind)
-            if kind == "text":
-                part_or_none["state"] = "done"
-                if not _nullish(get("citations")):
-                    part_or_none["citations"] = chunk["citations"]
-                pm = get("providerMetadata", UNDEFINED)
-                if not _nullish(pm):
-                    part_or_none["providerMetadata"] = pm
-            else:
-                pm = get("providerMetadata", UNDEFINED)
-                if not _nullish(pm):
-                    part_or_none["providerMetadata"] = pm
-                part_or_none["state"] = "done"
-            del active[chunk["id"]]
-        elif t == "custom":
-            self._parts.append(
-                {
-                    "type": "custom",
-                    "kind": get("kind", UNDEFINED),
-                    "providerMetadata": get("providerMetadata", UNDEFINED),
-                }
-            )
-        elif t in ("file", "reasoning-file"):
-            part = {"type": t, "mediaType": get("mediaType", UNDEFINED), "url": get("url", UNDEFINED)}
-            if not _nullish(get("providerMetadata")):
-                part["providerMetadata"] = chunk["providerMetadata"]
-            self._parts.append(part)
-        elif t == "source-url":
-            self._parts.append(
-                {
-                    "type": t,
-                    "sourceId": get("sourceId", UNDEFINED),
-                    "url": get("url", UNDEFINED),
-                    "title": get("title", UNDEFINED),
-                    "providerMetadata": get("providerMetadata", UNDEFINED),
-                }
-            )
-        elif t == "source-document":
-            self._parts.append(
-                {
-                    "type": t,
-                    "sourceId": get("sourceId", UNDEFINED),
-                    "mediaType": get("mediaType", UNDEFINED),
-                    "title": get("title", UNDEFINED),
-                    "filename": get("filename", UNDEFINED),
-                    "providerMetadata": get("providerMetadata", UNDEFINED),
-                }
-            )
-        elif t == "steering-message":
-            self._parts.append({"type": t, "id": get("id", UNDEFINED), "parts": get("parts", UNDEFINED)})
-        elif t.startswith("tool-"):
-            self._apply_tool(t, chunk)
-        elif t == "start-step":
-            self._parts.append({"type": "step-start"})
-        elif t == "finish-step":
-            pass
-        elif t == "reset-step":
-            current = self._current_step_parts()
-            self._active_text = {}
-            self._active_reasoning = {}
-            self._partial_calls = {}
-            if current:
-                del self._parts[len(self._parts) - len(current) :]
-        elif t == "start":
-            self._apply_start(chunk)
-        elif t == "finish":
-            self.finished = True
-            if not _nullish(get("finishReason")):
-                self.finish_reason = chunk["finishReason"]
-            self._update_metadata(get("messageMetadata", UNDEFINED))
-        elif t == "message-metadata":
-            self._update_metadata(get("messageMetadata", UNDEFINED))
-        elif t == "error":
-            self.error_text = get("errorText")
-        elif t == "abort":
-            self.aborted = True
-            self.abort_reason = get("reason")
+        handler = self._HANDLERS.get(t)
+        if handler is not None:
+            handler(self, chunk)
         elif t.startswith("data-"):
             self._apply_data(chunk)
+        # Any other type (an unknown ``tool-*`` included) is ignored (rule 16).
+
+    # -- text and reasoning (rules 3 and 4) -------------------------------------
+
+    def _start_part(self, part: dict[str, Any], active: dict[str, dict[str, Any]], chunk: Chunk) -> None:
+        part["providerMetadata"] = chunk.get("providerMetadata", UNDEFINED)
+        part["state"] = "streaming"
+        active[chunk["id"]] = part
+        self._parts.append(part)
+
+    def _text_start(self, chunk: Chunk) -> None:
+        self._start_part({"type": "text", "text": ""}, self._active_text, chunk)
+
+    def _reasoning_start(self, chunk: Chunk) -> None:
+        part = {"type": "reasoning", "id": chunk.get("id", UNDEFINED), "text": ""}
+        self._start_part(part, self._active_reasoning, chunk)
+
+    def _active_part(self, t: str, kind: str, active: dict[str, dict[str, Any]], chunk: Chunk) -> dict[str, Any]:
+        part = active.get(str(chunk.get("id")))
+        if part is None:
+            raise self._missing_part(t, chunk.get("id"), kind)
+        return part
+
+    def _append_delta(self, t: str, kind: str, active: dict[str, dict[str, Any]], chunk: Chunk) -> None:
+        part = self._active_part(t, kind, active, chunk)
+        delta = chunk["delta"]
+        if not isinstance(delta, str):
+            raise UIMessageStreamError(f"{t}: 'delta' must be a string", chunk_type=t, chunk_id=str(chunk.get("id")))
+        key = id(part)
+        pending = self._pending_text.get(key)
+        if pending is None:
+            self._pending_text[key] = (part, [part["text"], delta])
+        else:
+            pending[1].append(delta)
+        pm = chunk.get("providerMetadata", UNDEFINED)
+        if not _nullish(pm):
+            part["providerMetadata"] = pm
+
+    def _text_delta(self, chunk: Chunk) -> None:
+        self._append_delta("text-delta", "text", self._active_text, chunk)
+
+    def _reasoning_delta(self, chunk: Chunk) -> None:
+        self._append_delta("reasoning-delta", "reasoning", self._active_reasoning, chunk)
+
+    def _text_end(self, chunk: Chunk) -> None:
+        part = self._active_part("text-end", "text", self._active_text, chunk)
+        part["state"] = "done"
+        if not _nullish(chunk.get("citations")):
+            part["citations"] = chunk["citations"]
+        pm = chunk.get("providerMetadata", UNDEFINED)
+        if not _nullish(pm):
+            part["providerMetadata"] = pm
+        del self._active_text[chunk["id"]]
+
+    def _reasoning_end(self, chunk: Chunk) -> None:
+        part = self._active_part("reasoning-end", "reasoning", self._active_reasoning, chunk)
+        pm = chunk.get("providerMetadata", UNDEFINED)
+        if not _nullish(pm):
+            part["providerMetadata"] = pm
+        part["state"] = "done"
+        del self._active_reasoning[chunk["id"]]
+
+    # -- parts pushed whole (rule 5) ----------------------------------------------
+
+    def _custom(self, chunk: Chunk) -> None:
+        get = chunk.get
+        self._parts.append(
+            {"type": "custom", "kind": get("kind", UNDEFINED), "providerMetadata": get("providerMetadata", UNDEFINED)}
+        )
+
+    def _file(self, chunk: Chunk) -> None:
+        """``file`` and ``reasoning-file``."""
+        get = chunk.get
+        part = {"type": chunk["type"], "mediaType": get("mediaType", UNDEFINED), "url": get("url", UNDEFINED)}
+        if not _nullish(get("providerMetadata")):
+            part["providerMetadata"] = chunk["providerMetadata"]
+        self._parts.append(part)
+
+    def _source_url(self, chunk: Chunk) -> None:
+        get = chunk.get
+        self._parts.append(
+            {
+                "type": "source-url",
+                "sourceId": get("sourceId", UNDEFINED),
+                "url": get("url", UNDEFINED),
+                "title": get("title", UNDEFINED),
+                "providerMetadata": get("providerMetadata", UNDEFINED),
+            }
+        )
+
+    def _source_document(self, chunk: Chunk) -> None:
+        get = chunk.get
+        self._parts.append(
+            {
+                "type": "source-document",
+                "sourceId": get("sourceId", UNDEFINED),
+                "mediaType": get("mediaType", UNDEFINED),
+                "title": get("title", UNDEFINED),
+                "filename": get("filename", UNDEFINED),
+                "providerMetadata": get("providerMetadata", UNDEFINED),
+            }
+        )
+
+    def _steering_message(self, chunk: Chunk) -> None:
+        self._parts.append(
+            {"type": "steering-message", "id": chunk.get("id", UNDEFINED), "parts": chunk.get("parts", UNDEFINED)}
+        )
+
+    # -- steps (rule 13) ------------------------------------------------------------
+
+    def _start_step(self, chunk: Chunk) -> None:
+        self._parts.append({"type": "step-start"})
+
+    def _finish_step(self, chunk: Chunk) -> None:
+        """Nothing in ai@7 (ai@5/6 forget the active text and reasoning ids)."""
+
+    def _reset_step(self, chunk: Chunk) -> None:
+        current = self._current_step_parts()
+        self._active_text = {}
+        self._active_reasoning = {}
+        self._partial_calls = {}
+        if current:
+            del self._parts[len(self._parts) - len(current) :]
+
+    # -- the message's start and end (rules 2, 15, 16) -----------------------------
 
     def _apply_start(self, chunk: Chunk) -> None:
         message_id = chunk.get("messageId")
@@ -873,6 +857,22 @@ class UIMessageReader:
         if message_id is not None:
             self._message["id"] = message_id
         self._update_metadata(chunk.get("messageMetadata", UNDEFINED))
+
+    def _finish(self, chunk: Chunk) -> None:
+        self.finished = True
+        if not _nullish(chunk.get("finishReason")):
+            self.finish_reason = chunk["finishReason"]
+        self._update_metadata(chunk.get("messageMetadata", UNDEFINED))
+
+    def _message_metadata(self, chunk: Chunk) -> None:
+        self._update_metadata(chunk.get("messageMetadata", UNDEFINED))
+
+    def _error(self, chunk: Chunk) -> None:
+        self.error_text = chunk.get("errorText")
+
+    def _abort(self, chunk: Chunk) -> None:
+        self.aborted = True
+        self.abort_reason = chunk.get("reason")
 
     def _apply_data(self, chunk: Chunk) -> None:
         # Rule 14.
@@ -895,160 +895,213 @@ class UIMessageReader:
         if self._on_data is not None:
             self._on_data(chunk)
 
-    def _apply_tool(self, t: str, chunk: Chunk) -> None:
+    # -- tool calls (rules 6-12) ------------------------------------------------------
+
+    def _tool_input_start(self, chunk: Chunk) -> None:
         get = chunk.get
         call_id = get("toolCallId")
-        if t == "tool-input-start":
-            self._partial_calls[str(call_id)] = _PartialToolCall(
-                text="",
-                input_encoding=get("inputEncoding", UNDEFINED),
-                tool_name=chunk["toolName"],
-                dynamic=get("dynamic", UNDEFINED),
-                title=get("title", UNDEFINED),
-                tool_metadata=get("toolMetadata", UNDEFINED),
+        self._partial_calls[str(call_id)] = _PartialToolCall(
+            text="",
+            input_encoding=get("inputEncoding", UNDEFINED),
+            tool_name=chunk["toolName"],
+            dynamic=get("dynamic", UNDEFINED),
+            title=get("title", UNDEFINED),
+            tool_metadata=get("toolMetadata", UNDEFINED),
+        )
+        self._update_tool_part(
+            dynamic=_truthy(get("dynamic")),
+            tool_call_id=call_id,
+            tool_name=chunk["toolName"],
+            state="input-streaming",
+            input_encoding=get("inputEncoding", UNDEFINED),
+            provider_executed=get("providerExecuted", UNDEFINED),
+            title=get("title", UNDEFINED),
+            tool_metadata=get("toolMetadata", UNDEFINED),
+            provider_metadata=get("providerMetadata", UNDEFINED),
+        )
+
+    def _tool_input_delta(self, chunk: Chunk) -> None:
+        t = "tool-input-delta"
+        call_id = chunk.get("toolCallId")
+        partial = self._partial_calls.get(str(call_id))
+        if partial is None:
+            raise UIMessageStreamError(
+                f'Received tool-input-delta for missing tool call with ID "{call_id}". '
+                'Ensure a "tool-input-start" chunk is sent before any "tool-input-delta" chunks.',
+                chunk_type=t,
+                chunk_id=str(call_id),
             )
-            self._update_tool_part(
-                dynamic=_truthy(get("dynamic")),
-                tool_call_id=call_id,
-                tool_name=chunk["toolName"],
-                state="input-streaming",
-                input_encoding=get("inputEncoding", UNDEFINED),
-                provider_executed=get("providerExecuted", UNDEFINED),
-                title=get("title", UNDEFINED),
-                tool_metadata=get("toolMetadata", UNDEFINED),
-                provider_metadata=get("providerMetadata", UNDEFINED),
+        if not isinstance(chunk["inputTextDelta"], str):
+            raise UIMessageStreamError(f"{t}: 'inputTextDelta' must be a string", chunk_type=t, chunk_id=str(call_id))
+        partial.text += chunk["inputTextDelta"]
+        as_text = partial.input_encoding == "text"
+        part = self._update_tool_part(
+            dynamic=_truthy(partial.dynamic),
+            tool_call_id=call_id,
+            tool_name=partial.tool_name,
+            state="input-streaming",
+            input_encoding=partial.input_encoding,
+            # Parsed lazily by _flush; the key keeps its place meanwhile.
+            input=partial.text if as_text else UNDEFINED,
+            raw_input=partial.text,
+            title=partial.title,
+            tool_metadata=partial.tool_metadata,
+        )
+        if as_text:
+            self._pending_input.pop(id(part), None)
+        else:
+            self._pending_input[id(part)] = (part, partial.text)
+
+    def _tool_input_available(self, chunk: Chunk) -> None:
+        get = chunk.get
+        self._update_tool_part(
+            dynamic=_truthy(get("dynamic")),
+            tool_call_id=get("toolCallId"),
+            tool_name=chunk["toolName"],
+            state="input-available",
+            input=get("input", UNDEFINED),
+            provider_executed=get("providerExecuted", UNDEFINED),
+            provider_metadata=get("providerMetadata", UNDEFINED),
+            title=get("title", UNDEFINED),
+            tool_metadata=get("toolMetadata", UNDEFINED),
+        )
+
+    def _tool_input_error(self, chunk: Chunk) -> None:
+        get = chunk.get
+        call_id = get("toolCallId")
+        existing = next((p for p in self._current_step_parts() if _is_tool(p) and p.get("toolCallId") == call_id), None)
+        is_dynamic = existing.get("type") == "dynamic-tool" if existing is not None else _truthy(get("dynamic"))
+        self._update_tool_part(
+            dynamic=is_dynamic,
+            tool_call_id=call_id,
+            tool_name=chunk["toolName"],
+            state="output-error",
+            input=get("input", UNDEFINED),
+            error_text=get("errorText", UNDEFINED),
+            provider_executed=get("providerExecuted", UNDEFINED),
+            provider_metadata=get("providerMetadata", UNDEFINED),
+            tool_metadata=get("toolMetadata", UNDEFINED),
+        )
+
+    def _tool_approval_request(self, chunk: Chunk) -> None:
+        get = chunk.get
+        part = self._find_tool(get("toolCallId"))
+        approval: dict[str, Any] = {"id": chunk["approvalId"]}
+        if not _nullish(get("approvalDescriptor")):
+            approval["descriptor"] = chunk["approvalDescriptor"]
+        if "inputSchemaInput" in chunk:
+            approval["inputSchemaInput"] = chunk["inputSchemaInput"]
+        if not _nullish(get("reason")):
+            approval["requestReason"] = chunk["reason"]
+        if get("isAutomatic") is True:
+            approval["isAutomatic"] = True
+        if not _nullish(get("signature")):
+            approval["signature"] = chunk["signature"]
+        part["state"] = "approval-requested"
+        part["approval"] = approval
+
+    def _tool_approval_response(self, chunk: Chunk) -> None:
+        get = chunk.get
+        approval_id = get("approvalId")
+        found = None
+        for candidate in self._parts:
+            current = candidate.get("approval") if _is_tool(candidate) else None
+            if isinstance(current, dict) and current.get("id") == approval_id:
+                found = candidate
+                break
+        if found is None:
+            raise UIMessageStreamError(
+                f'No tool invocation found for approval ID "{approval_id}".',
+                chunk_type="tool-approval-response",
+                chunk_id=str(approval_id),
             )
-        elif t == "tool-input-delta":
-            partial = self._partial_calls.get(str(call_id))
-            if partial is None:
-                raise UIMessageStreamError(
-                    f'Received tool-input-delta for missing tool call with ID "{call_id}". '
-                    'Ensure a "tool-input-start" chunk is sent before any "tool-input-delta" chunks.',
-                    chunk_type=t,
-                    chunk_id=str(call_id),
-                )
-            if not isinstance(chunk["inputTextDelta"], str):
-                raise UIMessageStreamError(
-                    f"{t}: 'inputTextDelta' must be a string", chunk_type=t, chunk_id=str(call_id)
-                )
-            partial.text += chunk["inputTextDelta"]
-            as_text = partial.input_encoding == "text"
-            part = self._update_tool_part(
-                dynamic=_truthy(partial.dynamic),
-                tool_call_id=call_id,
-                tool_name=partial.tool_name,
-                state="input-streaming",
-                input_encoding=partial.input_encoding,
-                # Parsed lazily by _flush; the key keeps its place meanwhile.
-                input=partial.text if as_text else UNDEFINED,
-                raw_input=partial.text,
-                title=partial.title,
-                tool_metadata=partial.tool_metadata,
-            )
-            if as_text:
-                self._pending_input.pop(id(part), None)
-            else:
-                self._pending_input[id(part)] = (part, partial.text)
-        elif t == "tool-input-available":
-            self._update_tool_part(
-                dynamic=_truthy(get("dynamic")),
-                tool_call_id=call_id,
-                tool_name=chunk["toolName"],
-                state="input-available",
-                input=get("input", UNDEFINED),
-                provider_executed=get("providerExecuted", UNDEFINED),
-                provider_metadata=get("providerMetadata", UNDEFINED),
-                title=get("title", UNDEFINED),
-                tool_metadata=get("toolMetadata", UNDEFINED),
-            )
-        elif t == "tool-input-error":
-            existing = next(
-                (p for p in self._current_step_parts() if _is_tool(p) and p.get("toolCallId") == call_id), None
-            )
-            is_dynamic = existing.get("type") == "dynamic-tool" if existing is not None else _truthy(get("dynamic"))
-            self._update_tool_part(
-                dynamic=is_dynamic,
-                tool_call_id=call_id,
-                tool_name=chunk["toolName"],
-                state="output-error",
-                input=get("input", UNDEFINED),
-                error_text=get("errorText", UNDEFINED),
-                provider_executed=get("providerExecuted", UNDEFINED),
-                provider_metadata=get("providerMetadata", UNDEFINED),
-                tool_metadata=get("toolMetadata", UNDEFINED),
-            )
-        elif t == "tool-approval-request":
-            part = self._find_tool(call_id)
-            approval: dict[str, Any] = {"id": chunk["approvalId"]}
-            if not _nullish(get("approvalDescriptor")):
-                approval["descriptor"] = chunk["approvalDescriptor"]
-            if "inputSchemaInput" in chunk:
-                approval["inputSchemaInput"] = chunk["inputSchemaInput"]
-            if not _nullish(get("reason")):
-                approval["requestReason"] = chunk["reason"]
-            if get("isAutomatic") is True:
-                approval["isAutomatic"] = True
-            if not _nullish(get("signature")):
-                approval["signature"] = chunk["signature"]
-            part["state"] = "approval-requested"
-            part["approval"] = approval
-        elif t == "tool-approval-response":
-            approval_id = get("approvalId")
-            found = None
-            for candidate in self._parts:
-                current = candidate.get("approval") if _is_tool(candidate) else None
-                if isinstance(current, dict) and current.get("id") == approval_id:
-                    found = candidate
-                    break
-            if found is None:
-                raise UIMessageStreamError(
-                    f'No tool invocation found for approval ID "{approval_id}".',
-                    chunk_type=t,
-                    chunk_id=str(approval_id),
-                )
-            previous = found.get("approval")
-            approval = dict(previous) if isinstance(previous, dict) else {"id": approval_id}
-            found["state"] = "approval-responded"
-            approval["id"] = approval_id
-            approval["approved"] = get("approved", UNDEFINED)
-            if not _nullish(get("reason")):
-                approval["reason"] = chunk["reason"]
-            found["approval"] = approval
-            if not _nullish(get("providerExecuted")):
-                found["providerExecuted"] = chunk["providerExecuted"]
-            if not _nullish(get("providerMetadata")):
-                found["callProviderMetadata"] = chunk["providerMetadata"]
-        elif t == "tool-output-denied":
-            self._find_tool(call_id)["state"] = "output-denied"
-        elif t in ("tool-output-available", "tool-output-error"):
-            part = self._find_tool(call_id)
-            dynamic = part.get("type") == "dynamic-tool"
-            tool_metadata = get("toolMetadata", UNDEFINED)
-            if _nullish(tool_metadata):
-                tool_metadata = part.get("toolMetadata", UNDEFINED)
-            common: dict[str, Any] = {
-                "dynamic": dynamic,
-                "tool_call_id": call_id,
-                "tool_name": part.get("toolName") if dynamic else _static_tool_name(part),
-                "input": part.get("input", UNDEFINED),
-                "provider_executed": get("providerExecuted", UNDEFINED),
-                "provider_metadata": get("providerMetadata", UNDEFINED),
-                "title": part.get("title", UNDEFINED),
-                "tool_metadata": tool_metadata,
-                "existing": part,
-            }
-            if t == "tool-output-available":
-                self._update_tool_part(
-                    state="output-available",
-                    output=get("output", UNDEFINED),
-                    preliminary=get("preliminary", UNDEFINED),
-                    **common,
-                )
-            else:
-                raw_input = UNDEFINED if dynamic else part.get("rawInput", UNDEFINED)
-                self._update_tool_part(
-                    state="output-error", error_text=get("errorText", UNDEFINED), raw_input=raw_input, **common
-                )
+        previous = found.get("approval")
+        approval = dict(previous) if isinstance(previous, dict) else {"id": approval_id}
+        found["state"] = "approval-responded"
+        approval["id"] = approval_id
+        approval["approved"] = get("approved", UNDEFINED)
+        if not _nullish(get("reason")):
+            approval["reason"] = chunk["reason"]
+        found["approval"] = approval
+        if not _nullish(get("providerExecuted")):
+            found["providerExecuted"] = chunk["providerExecuted"]
+        if not _nullish(get("providerMetadata")):
+            found["callProviderMetadata"] = chunk["providerMetadata"]
+
+    def _tool_output_denied(self, chunk: Chunk) -> None:
+        self._find_tool(chunk.get("toolCallId"))["state"] = "output-denied"
+
+    def _tool_output_fields(self, part: dict[str, Any], chunk: Chunk) -> dict[str, Any]:
+        """What both output chunks write into the call's part besides the
+        outcome."""
+        get = chunk.get
+        dynamic = part.get("type") == "dynamic-tool"
+        tool_metadata = get("toolMetadata", UNDEFINED)
+        if _nullish(tool_metadata):
+            tool_metadata = part.get("toolMetadata", UNDEFINED)
+        return {
+            "dynamic": dynamic,
+            "tool_call_id": get("toolCallId"),
+            "tool_name": part.get("toolName") if dynamic else _static_tool_name(part),
+            "input": part.get("input", UNDEFINED),
+            "provider_executed": get("providerExecuted", UNDEFINED),
+            "provider_metadata": get("providerMetadata", UNDEFINED),
+            "title": part.get("title", UNDEFINED),
+            "tool_metadata": tool_metadata,
+            "existing": part,
+        }
+
+    def _tool_output_available(self, chunk: Chunk) -> None:
+        part = self._find_tool(chunk.get("toolCallId"))
+        self._update_tool_part(
+            state="output-available",
+            output=chunk.get("output", UNDEFINED),
+            preliminary=chunk.get("preliminary", UNDEFINED),
+            **self._tool_output_fields(part, chunk),
+        )
+
+    def _tool_output_error(self, chunk: Chunk) -> None:
+        part = self._find_tool(chunk.get("toolCallId"))
+        raw_input = UNDEFINED if part.get("type") == "dynamic-tool" else part.get("rawInput", UNDEFINED)
+        self._update_tool_part(
+            state="output-error",
+            error_text=chunk.get("errorText", UNDEFINED),
+            raw_input=raw_input,
+            **self._tool_output_fields(part, chunk),
+        )
+
+    #: Chunk type → what it does to the message (``data-*`` aside).
+    _HANDLERS: ClassVar[dict[str, Callable[[UIMessageReader, Chunk], None]]] = {
+        "text-start": _text_start,
+        "text-delta": _text_delta,
+        "text-end": _text_end,
+        "reasoning-start": _reasoning_start,
+        "reasoning-delta": _reasoning_delta,
+        "reasoning-end": _reasoning_end,
+        "custom": _custom,
+        "file": _file,
+        "reasoning-file": _file,
+        "source-url": _source_url,
+        "source-document": _source_document,
+        "steering-message": _steering_message,
+        "tool-input-start": _tool_input_start,
+        "tool-input-delta": _tool_input_delta,
+        "tool-input-available": _tool_input_available,
+        "tool-input-error": _tool_input_error,
+        "tool-approval-request": _tool_approval_request,
+        "tool-approval-response": _tool_approval_response,
+        "tool-output-denied": _tool_output_denied,
+        "tool-output-available": _tool_output_available,
+        "tool-output-error": _tool_output_error,
+        "start-step": _start_step,
+        "finish-step": _finish_step,
+        "reset-step": _reset_step,
+        "start": _apply_start,
+        "finish": _finish,
+        "message-metadata": _message_metadata,
+        "error": _error,
+        "abort": _abort,
+    }
 
 
 def read_ui_message(chunks: Iterable[Chunk], *, message: dict[str, Any] | None = None) -> dict[str, Any]:

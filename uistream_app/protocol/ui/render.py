@@ -2,104 +2,17 @@
 
 The canonical log speaks ai@7 (``chunks.CHUNK_FIELDS``). An ai@7 client gets
 it as it is; older clients get it through ``downgrade``, which drops or maps
-what their ``uiMessageChunkSchema`` / ``processUIMessageStream`` would reject
-or misread. The renderer is pure: chunks in, bytes out, no I/O.
-
-One chunk is one ``data: <compact JSON>\\n\\n`` event (``orjson.dumps``:
-compact, UTF-8, keys in insertion order, which is what ``JSON.stringify``
-writes for our payloads; orjson never emits a raw line break, so one
-``data:`` line always suffices). ``done()`` is ``data: [DONE]\\n\\n``.
-What orjson refuses (an integer beyond 64 bits, a lone surrogate, a
-non-string key) takes a slower path that still writes valid JSON: the
-integer's digits, ``\\udXXX`` as ``JSON.stringify`` writes a lone surrogate,
-the key as a string. A value no JSON can hold raises ``TypeError``.
+what their chunk schema or ``processUIMessageStream`` would reject or
+misread. The renderer is pure: chunks in, bytes out, no I/O; a chunk is
+copied only when it must change, and the input is never mutated.
 
 Invariant: a rendered stream holds only chunk types and keys that the target
-client's schema lists, so even the strict releases (ai ≤7.0.31, ≤6.0.230,
-≤5.0.216: ``z.strictObject`` until "Allow UI message chunks to include fields
-added by newer server versions", 7.0.32 / 6.0.231 / 5.0.217) accept every
-event. A chunk is copied only when it must change; the input is never
-mutated.
-
-Downgrade rules. Sources: ``src/ui-message-stream/ui-message-chunks.ts`` and
-``src/ui/process-ui-message-stream.ts`` of ai 7.0.173, 6.0.325 and 5.0.277
-(ai@5 ships no ``src/``: read it from ``dist/index.js.map``), checked against
-the last strict releases 6.0.230 and 5.0.216.
-
-ai@7 (the hot path: nothing but ``orjson.dumps`` per chunk)
-
-  1. Every chunk is sent as it is: no copy, no validation, no stripping.
-     Deliberate divergence: the canonical vocabulary *is* ai@7.0.173's, so
-     the strict ai 7.0.0–7.0.31 reject what they predate (approval
-     ``reason``, ``approvalDescriptor``, ``inputSchemaInput``, text-end
-     ``citations``, ``inputEncoding``, ``reset-step``, ``steering-message``),
-     and every ai@7 before 7.0.149 rejects ``finishReason: "interrupted"``
-     (an enum, loose objects do not help). Serve such clients as ai@6.
-
-ai@6 and ai@5 (both)
-
-  2. A type the target schema does not list, and that is not ``data-*``, is
-     dropped (the schema's union would fail the whole stream).
-  3. A key the target schema does not list is stripped; a chunk of a type
-     whose ai@7 keys all exist in the target is passed on uncopied.
-  4. ``text-end.citations`` is stripped (ai@7.0.138+ only; a text part
-     keeps no citations before ai@7).
-  5. ``finish.finishReason`` outside the target's enum becomes the target's
-     word for it: ``interrupted`` → ``other`` on ai@6 ("model stopped for
-     other reasons"), → ``unknown`` on ai@5 ("the model has not transmitted
-     a finish reason", the very meaning of ``interrupted``); anything else
-     → ``other``.
-  6. ``reset-step``, ``reasoning-file``, ``custom``, ``steering-message``
-     and ``tool-approval-response`` are dropped (rule 2, named here because
-     each loses something): after a ``reset-step`` an older client keeps
-     the discarded step's parts until the conversation is reloaded from the
-     stored message; a reasoning file or custom part is not shown (mapping
-     it to ``file``/``text`` would send it back to the model as answer
-     content); a steering message is the user's, never assistant text; an
-     approval response is already in the older client's own state, set
-     when its user answered (``addToolApprovalResponse``), and the tool's
-     output chunk that follows moves the part on.
-
-ai@6 only
-
-  7. ``tool-input-start.inputEncoding`` is stripped: 6.0.308 added it,
-     6.0.230 rejects it. An ai@6 client then parses a ``text`` input's
-     deltas as partial JSON; the final ``input`` still arrives whole on
-     ``tool-input-available``.
-  8. ``tool-approval-request`` keeps ``approvalId``, ``toolCallId`` and
-     ``signature``: ``reason`` and ``isAutomatic`` are ai@7's, and
-     ``approvalDescriptor`` / ``inputSchemaInput`` came after 6.0.230.
-
-ai@5 only
-
-  9. ``abort.reason`` is stripped (ai@5's abort chunk has no fields).
- 10. ``tool-input-start`` keeps ``toolCallId``, ``toolName``,
-     ``providerExecuted``, ``dynamic``; ``tool-input-available`` /
-     ``tool-input-error`` also keep ``input``, ``providerMetadata`` (and
-     ``errorText``), losing ``toolMetadata`` and ``title``.
- 11. ``tool-output-available`` keeps ``toolCallId``, ``output``,
-     ``providerExecuted``, ``dynamic``, ``preliminary``;
-     ``tool-output-error`` keeps ``toolCallId``, ``errorText``,
-     ``providerExecuted``, ``dynamic``; both lose ``providerMetadata`` and
-     ``toolMetadata``.
- 12. A ``tool-output-*`` chunk of a call that this stream opened as dynamic
-     gets ``dynamic: true``: ai@5 finds a ``dynamic-tool`` part only when
-     the output chunk says so, and otherwise throws "tool-output-error must
-     be preceded by a tool-input-available". (``downgrade`` is told the
-     dynamic call ids; the renderer remembers them.)
- 13. ``tool-output-denied`` becomes ``tool-output-error`` with errorText
-     ``"Tool call execution denied."`` (plus rule 12): ai@5 has no
-     ``output-denied`` state, and that is the text the SDK itself gives the
-     model for a denied call (``convert-to-model-messages.ts``, ai@6/7). The
-     part ends in ``output-error``, as final as ``output-denied`` is on
-     ai@6+, which also lets the conversation go on.
- 14. ``tool-approval-request`` is dropped: ai@5 has no approval state or UI.
-     Fallback: the tool part stays ``input-available`` (called, no result),
-     which is the truth: it waits for a person. It is deliberately not
-     mapped to an error: ``output-error`` makes the call complete, and
-     ``lastAssistantMessageIsCompleteWithToolCalls`` would then resubmit on
-     its own and ask again. A site that serves ai@5 clients should not
-     require approvals, or must offer its own way to answer them.
+client's schema lists, so even the strict releases accept every event. The
+rules that keep it are the downgrade rules of docs/protocols.md ("rule N"
+in this module means downgrade rule N there); the framing is SSE rules 1-4.
+What orjson refuses (an integer beyond 64 bits, a lone surrogate, a
+non-string key) takes a slower path that still writes valid JSON; a value
+no JSON can hold raises ``TypeError``.
 """
 
 from __future__ import annotations
@@ -286,7 +199,7 @@ def _apply(rules: dict[str, _Rule], chunk: Chunk, dynamic: Container[str]) -> Ch
 def downgrade(chunk: Chunk, sdk_version: int, *, dynamic_tool_calls: Container[str] = _NO_CALLS) -> Chunk | None:
     """``chunk`` as the ai@``sdk_version`` client must receive it: the same
     object when nothing changes, a new dict when something does, ``None``
-    when the chunk is not sent at all (the module docstring's rules).
+    when the chunk is not sent at all (the downgrade rules).
 
     ``dynamic_tool_calls`` holds the ids of the calls the stream opened with
     ``dynamic: true``; only ai@5 needs them (rule 12). Raises ``ValueError``
@@ -348,6 +261,7 @@ class UIStreamRenderer:
         self._dynamic_calls: set[str] = set()
 
     def render(self, chunk: Chunk) -> bytes:
+        """One chunk as its SSE event for the target client; ``b""`` when the downgrade drops it."""
         if self._rules is None:
             try:
                 return b"data: " + _dumps(chunk) + b"\n\n"
@@ -357,6 +271,7 @@ class UIStreamRenderer:
         return b"" if out is None else _frame(out)
 
     def render_many(self, chunks: Iterable[Chunk]) -> bytes:
+        """``render`` for each chunk, joined (the same bytes, faster)."""
         if not isinstance(chunks, (list, tuple)):
             chunks = list(chunks)
         dynamic_calls = set(self._dynamic_calls) if self._track_dynamic else self._dynamic_calls
@@ -375,6 +290,7 @@ class UIStreamRenderer:
             return b"".join([self.render(chunk) for chunk in chunks])
 
     def done(self) -> bytes:
+        """The stream's last event, ``data: [DONE]``."""
         return DONE_FRAME
 
     def _downgrade(self, chunk: Chunk) -> Chunk | None:

@@ -3,98 +3,16 @@
 The inverse of ``UIMessageReader``: feeding the chunks to the reader (or to
 the SDK's ``processUIMessageStream``) from a fresh state rebuilds a message
 equal to the stored one, for every part the reader produces. The output is
-deterministic and valid under ``chunks.validate_chunk``. The rules:
-
-1. ``start`` first, with ``messageId`` and, when the message has metadata,
-   ``messageMetadata``. ``finish`` last (with ``finish_reason`` when given).
-2. Each ``step-start`` part becomes ``start-step``, preceded by
-   ``finish-step`` when a step is open; the last step is closed before
-   ``finish``. Parts before the first ``step-start`` are replayed outside
-   any step, where they were.
-3. Text parts get the ids ``text-0``, ``text-1``… counted per kind, as the
-   encoder counts them: ``text-start``, one ``text-delta`` with the whole
-   text (none when it is empty), and ``text-end`` unless the part is still
-   ``streaming``. ``providerMetadata`` rides on ``text-end`` (on
-   ``text-start`` for a streaming part), ``citations`` on ``text-end``.
-4. Reasoning parts likewise, but a part's own ``id`` is its chunk id (ai@7
-   stores the chunk id on the part, so only that id rebuilds it); a part
-   without one gets ``reasoning-N``, N counted over all reasoning parts.
-5. A tool part (``tool-NAME``, or ``dynamic-tool`` with ``dynamic: true``)
-   opens with ``tool-input-start`` carrying its ``title``,
-   ``providerExecuted``, ``toolMetadata``, ``callProviderMetadata`` (as
-   ``providerMetadata``) and, outside the output states, ``inputEncoding``;
-   then, by state:
-
-   - ``input-streaming``: ``tool-input-delta`` with ``rawInput`` when the
-     part has one;
-   - ``input-available``: ``tool-input-available``;
-   - ``approval-requested``, ``approval-responded``, ``output-denied``: the
-     input, then ``tool-approval-request`` when the part has an
-     ``approval``, ``tool-approval-response`` when that approval has
-     ``approved`` (not for ``approval-requested``), and
-     ``tool-output-denied`` for the last state. "The input" is
-     ``tool-input-available``; or ``tool-input-error`` for a part that
-     carries an ``errorText`` (its fields survive the approval chunks); or
-     ``tool-input-delta`` with ``rawInput`` for a part approved or denied
-     while streaming; or nothing for a part without ``input``;
-   - ``output-available``: one ``tool-input-delta`` with the input as
-     compact JSON (none without ``input``), the approval chunks,
-     ``tool-output-available`` (``output``, ``preliminary``,
-     ``resultProviderMetadata`` as ``providerMetadata``);
-   - ``output-error``: the approval chunks, then ``tool-input-error``
-     (``input``, ``errorText``, ``resultProviderMetadata``). A static part
-     that kept a ``rawInput`` gets ``tool-input-delta`` with it first and
-     ``tool-output-error`` (which keeps ``rawInput``) instead; a part with
-     no ``input`` gets ``tool-output-error``.
-
-   A part that already has its result is never replayed through
-   ``tool-input-available``: ``useChat`` calls ``onToolCall`` on that chunk,
-   and a client that runs tools there would run them again (the delta
-   leaves no trace: the output chunk clears ``rawInput``). An input that
-   the SDK's JSON parser would not return unchanged (an object with a
-   ``__proto__`` key) falls back to ``tool-input-available``.
-6. Data parts are sent as they are stored (every key), ``source-url``,
-   ``source-document``, ``file``, ``reasoning-file``, ``custom`` and
-   ``steering-message`` parts as the chunk of the same fields.
-7. An optional field that is ``None`` is left out (the wire takes no
-   ``null`` there); a required one that is absent is sent as ``None``.
-   An unknown part type, or a message that is not an assistant message,
-   raises ``MessageReplayError``.
-
-What cannot round-trip exactly, and why (no chunk can say it):
-
-- top-level keys other than ``id``, ``role``, ``metadata`` and ``parts``;
-  ``metadata: null`` (a null ``messageMetadata`` is ignored) comes back
-  absent;
-- a text or reasoning part without ``state`` comes back ``done``; a
-  reasoning part without ``id`` gets one; ``citations`` on a part that is
-  still ``streaming`` are lost (only ``text-end`` carries them);
-- a tool part's ``rawInput`` that does not parse to its ``input``, an
-  ``input-streaming`` part's ``input`` without ``rawInput``, ``dynamic:
-  false`` on a ``dynamic-tool`` part, an ``approval`` on a state that has
-  none in the SDK (``input-streaming``, ``input-available``), a false
-  ``approval.isAutomatic`` or a null ``approval.descriptor``, an approval
-  response on an ``approval-requested`` part, and ``null`` where the SDK
-  leaves a field out;
-- ``filename`` and ``providerReference`` on ``file`` parts;
-- two parts that the SDK would merge: tool parts sharing a ``toolCallId``
-  within one step, data parts sharing type and ``id``, tool parts sharing an
-  approval id; and a data part with ``transient: true`` (sent without it,
-  or the SDK would not store it);
-- ``rawInput`` on a ``dynamic-tool`` part in ``output-error`` (the SDK
-  clears it there);
-- what an odd history leaves on a tool part that its state does not
-  explain: a part taken back to an earlier state (a second
-  ``tool-input-start`` or ``tool-input-available``, an approval request
-  after an output) keeps ``output``, ``preliminary``,
-  ``resultProviderMetadata`` or ``approval`` from its later state. The
-  encoder never sends such a history.
+deterministic and valid under ``chunks.validate_chunk``. Its rules, and
+what cannot round-trip, are the replay rules of docs/protocols.md ("rule N"
+in this module means replay rule N there).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, ClassVar, Final
 
 from .chunks import Chunk
 from .reader import parse_partial_json
@@ -137,59 +55,83 @@ def _json_text(value: Any) -> str | None:
 
 def _tool_chunks(part: dict[str, Any]) -> list[Chunk]:
     """Rule 5."""
-    dynamic = part["type"] == "dynamic-tool"
-    name = part.get("toolName") if dynamic else part["type"][len("tool-") :]
-    call_id = part.get("toolCallId")
-    state = part.get("state")
-    has_input = "input" in part
-    out: list[Chunk] = []
+    return _ToolPartReplay(part).chunks()
 
-    start: Chunk = {"type": "tool-input-start", "toolCallId": call_id, "toolName": name}
-    if state not in ("output-available", "output-error"):
-        # Those states always drop it; elsewhere a later update drops it too.
-        _put(start, "inputEncoding", part.get("inputEncoding"))
-    _put(start, "providerExecuted", part.get("providerExecuted"))
-    _put(start, "providerMetadata", part.get("callProviderMetadata"))
-    _put(start, "toolMetadata", part.get("toolMetadata"))
-    if dynamic:
-        start["dynamic"] = True
-    _put(start, "title", part.get("title"))
-    out.append(start)
 
-    def delta(text: str) -> None:
-        out.append({"type": "tool-input-delta", "toolCallId": call_id, "inputTextDelta": text})
+class _ToolPartReplay:
+    """Rule 5 for one tool part: its ``tool-input-start``, then the chunks
+    its state needs, one method per state."""
 
-    def available(*, then_settled: bool = False) -> None:
+    __slots__ = ("call_id", "dynamic", "has_input", "name", "out", "part")
+
+    def __init__(self, part: dict[str, Any]) -> None:
+        self.part = part
+        self.dynamic = part["type"] == "dynamic-tool"
+        self.name = part.get("toolName") if self.dynamic else part["type"][len("tool-") :]
+        self.call_id = part.get("toolCallId")
+        self.has_input = "input" in part
+        self.out: list[Chunk] = []
+
+    def chunks(self) -> list[Chunk]:
+        state = self.part.get("state")
+        by_state = self._BY_STATE.get(state) if isinstance(state, str) else None
+        if by_state is None:
+            raise MessageReplayError(f"tool part {self.call_id!r} has an unknown state {state!r}")
+        self._start(state)
+        by_state(self)
+        return self.out
+
+    # -- pieces several states share ------------------------------------------------
+
+    def _start(self, state: object) -> None:
+        part = self.part
+        start: Chunk = {"type": "tool-input-start", "toolCallId": self.call_id, "toolName": self.name}
+        if state not in ("output-available", "output-error"):
+            # Those states always drop it; elsewhere a later update drops it too.
+            _put(start, "inputEncoding", part.get("inputEncoding"))
+        _put(start, "providerExecuted", part.get("providerExecuted"))
+        _put(start, "providerMetadata", part.get("callProviderMetadata"))
+        _put(start, "toolMetadata", part.get("toolMetadata"))
+        if self.dynamic:
+            start["dynamic"] = True
+        _put(start, "title", part.get("title"))
+        self.out.append(start)
+
+    def _delta(self, text: str) -> None:
+        self.out.append({"type": "tool-input-delta", "toolCallId": self.call_id, "inputTextDelta": text})
+
+    def _available(self, *, then_settled: bool = False) -> None:
         """The input. ``then_settled``: a later approval or denial chunk sets
         the state, so the input may arrive by whichever chunk also rebuilds
         what an odd history left on the part."""
+        part = self.part
         raw = part.get("rawInput")
         if then_settled:
-            if "errorText" in part and has_input:
+            if "errorText" in part and self.has_input:
                 # Reached through tool-input-error; approvals and denials
                 # leave its fields in place.
-                failed: Chunk = {"type": "tool-input-error", "toolCallId": call_id, "toolName": name}
+                failed: Chunk = {"type": "tool-input-error", "toolCallId": self.call_id, "toolName": self.name}
                 failed["input"] = part["input"]
                 failed["errorText"] = part["errorText"]
                 _put(failed, "providerMetadata", part.get("resultProviderMetadata"))
-                out.append(failed)
+                self.out.append(failed)
                 return
             if isinstance(raw, str) and _parses_to(raw, part):
-                delta(raw)  # approved or denied while still streaming
+                self._delta(raw)  # approved or denied while still streaming
                 return
-            if not has_input:
+            if not self.has_input:
                 return
-        chunk: Chunk = {"type": "tool-input-available", "toolCallId": call_id, "toolName": name}
+        chunk: Chunk = {"type": "tool-input-available", "toolCallId": self.call_id, "toolName": self.name}
         chunk["input"] = part.get("input")
-        if dynamic:
+        if self.dynamic:
             chunk["dynamic"] = True
-        out.append(chunk)
+        self.out.append(chunk)
 
-    def approval_chunks(with_response: bool) -> None:
-        approval = part.get("approval")
+    def _approval_chunks(self, with_response: bool) -> None:
+        approval = self.part.get("approval")
         if not isinstance(approval, dict) or "id" not in approval:
             return
-        request: Chunk = {"type": "tool-approval-request", "approvalId": approval["id"], "toolCallId": call_id}
+        request: Chunk = {"type": "tool-approval-request", "approvalId": approval["id"], "toolCallId": self.call_id}
         _put(request, "approvalDescriptor", approval.get("descriptor"))
         if "inputSchemaInput" in approval:
             request["inputSchemaInput"] = approval["inputSchemaInput"]
@@ -197,7 +139,7 @@ def _tool_chunks(part: dict[str, Any]) -> list[Chunk]:
         if approval.get("isAutomatic") is True:
             request["isAutomatic"] = True
         _put(request, "signature", approval.get("signature"))
-        out.append(request)
+        self.out.append(request)
         if with_response and "approved" in approval:
             response: Chunk = {
                 "type": "tool-approval-response",
@@ -205,57 +147,78 @@ def _tool_chunks(part: dict[str, Any]) -> list[Chunk]:
                 "approved": approval["approved"],
             }
             _put(response, "reason", approval.get("reason"))
-            out.append(response)
+            self.out.append(response)
 
-    def result_chunk(chunk_type: str) -> Chunk:
-        chunk: Chunk = {"type": chunk_type, "toolCallId": call_id}
-        if dynamic and chunk_type != "tool-output-denied":  # denial has no such field
+    def _result_chunk(self, chunk_type: str) -> Chunk:
+        chunk: Chunk = {"type": chunk_type, "toolCallId": self.call_id}
+        if self.dynamic and chunk_type != "tool-output-denied":  # denial has no such field
             chunk["dynamic"] = True
         return chunk
 
-    if state == "input-streaming":
-        raw = part.get("rawInput")
+    # -- one method per state ----------------------------------------------------------
+
+    def _input_streaming(self) -> None:
+        raw = self.part.get("rawInput")
         if isinstance(raw, str):
-            delta(raw)
-    elif state == "input-available":
-        available()
-    elif state in ("approval-requested", "approval-responded"):
-        available(then_settled=True)
-        approval_chunks(with_response=state == "approval-responded")
-    elif state == "output-denied":
-        available(then_settled=True)
-        approval_chunks(with_response=True)
-        out.append(result_chunk("tool-output-denied"))
-    elif state == "output-available":
-        text = _json_text(part["input"]) if has_input else None
+            self._delta(raw)
+
+    def _input_available(self) -> None:
+        self._available()
+
+    def _approval_requested(self) -> None:
+        self._available(then_settled=True)
+        self._approval_chunks(with_response=False)
+
+    def _approval_responded(self) -> None:
+        self._available(then_settled=True)
+        self._approval_chunks(with_response=True)
+
+    def _output_denied(self) -> None:
+        self._available(then_settled=True)
+        self._approval_chunks(with_response=True)
+        self.out.append(self._result_chunk("tool-output-denied"))
+
+    def _output_available(self) -> None:
+        part = self.part
+        text = _json_text(part["input"]) if self.has_input else None
         if text is not None:
-            delta(text)
-        elif has_input:
-            available()
-        approval_chunks(with_response=True)
-        chunk = result_chunk("tool-output-available")
+            self._delta(text)
+        elif self.has_input:
+            self._available()
+        self._approval_chunks(with_response=True)
+        chunk = self._result_chunk("tool-output-available")
         chunk["output"] = part.get("output")
         _put(chunk, "preliminary", part.get("preliminary"))
         _put(chunk, "providerMetadata", part.get("resultProviderMetadata"))
-        out.append(chunk)
-    elif state == "output-error":
+        self.out.append(chunk)
+
+    def _output_error(self) -> None:
+        part = self.part
         raw = part.get("rawInput")
-        keeps_raw = not dynamic and isinstance(raw, str) and _parses_to(raw, part)
+        keeps_raw = not self.dynamic and isinstance(raw, str) and _parses_to(raw, part)
         if keeps_raw and isinstance(raw, str):
-            delta(raw)
-        approval_chunks(with_response=True)
-        if keeps_raw or not has_input:
-            chunk = result_chunk("tool-output-error")
+            self._delta(raw)
+        self._approval_chunks(with_response=True)
+        if keeps_raw or not self.has_input:
+            chunk = self._result_chunk("tool-output-error")
         else:
-            chunk = {"type": "tool-input-error", "toolCallId": call_id, "toolName": name, "input": part["input"]}
-            if dynamic:
+            chunk = {"type": "tool-input-error", "toolCallId": self.call_id, "toolName": self.name}
+            chunk["input"] = part["input"]
+            if self.dynamic:
                 chunk["dynamic"] = True
         chunk["errorText"] = part.get("errorText")
         _put(chunk, "providerMetadata", part.get("resultProviderMetadata"))
-        out.append(chunk)
-    else:
-        raise MessageReplayError(f"tool part {call_id!r} has an unknown state {state!r}")
-    return out
+        self.out.append(chunk)
+
+    _BY_STATE: ClassVar[dict[str, Callable[[_ToolPartReplay], None]]] = {
+        "input-streaming": _input_streaming,
+        "input-available": _input_available,
+        "approval-requested": _approval_requested,
+        "approval-responded": _approval_responded,
+        "output-denied": _output_denied,
+        "output-available": _output_available,
+        "output-error": _output_error,
+    }
 
 
 def _parses_to(raw: str, part: dict[str, Any]) -> bool:

@@ -1,6 +1,7 @@
 """Stream adapters: a source of events becomes a stream of chunks.
 
-Both twins keep the same contract (DESIGN.md "Invariants"):
+Both twins keep the same contract (encoder rule 9 and the stream adapters
+in docs/protocols.md):
 
 * one source item is pulled per chunk demanded, never more: nothing is read
   ahead, so closing the chunk stream closes the source (and the model call
@@ -85,7 +86,7 @@ async def aencode_events(
     expose_errors: bool = False,
     on_error: ErrorHook | None = None,
 ) -> AsyncIterator[Chunk]:
-    """Encode an async event source chunk by chunk (see module rules)."""
+    """Encode an async event source chunk by chunk (see the module docstring)."""
     batches = aencode_batches(source, encoder, error_text=error_text, expose_errors=expose_errors, on_error=on_error)
     try:
         async for batch in batches:

@@ -18,7 +18,7 @@ The verifiers and their rules:
    ``processUIMessageStream``, accepts every chunk (no text delta for a part
    never started, no output for an unknown tool call…). It also keeps the
    message the chunks build: what the user saw.
-3. ``FramingVerifier``: the encoder's guarantees (DESIGN.md §2): ``start``
+3. ``FramingVerifier``: the encoder's guarantees (encoder rules 1-9 in docs/protocols.md): ``start``
    first; content only inside a step; text and reasoning never open at once;
    every part closed before ``finish-step``, ``error`` and ``finish``; a
    tool call's input completed only after its ``tool-input-start``; exactly
@@ -37,9 +37,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from ..protocol.ui.chunks import ChunkFormatError, validate_chunk
-from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
-from ..protocol.ui.render import downgrade
+from .chunks import ChunkFormatError, validate_chunk
+from .reader import UIMessageReader, UIMessageStreamError
+from .render import downgrade
 
 __all__ = [
     "VERIFIERS",
@@ -118,6 +118,8 @@ class Check:
 
 @dataclass
 class Verdict:
+    """All the checks of one stream; ``ok`` when none failed."""
+
     checks: list[Check]
 
     @property
@@ -126,6 +128,7 @@ class Verdict:
 
     @property
     def failed(self) -> list[Check]:
+        """The checks that neither passed nor were skipped."""
         return [check for check in self.checks if not (check.ok or check.skipped)]
 
     def as_dict(self) -> dict[str, Any]:
@@ -145,6 +148,8 @@ class Verdict:
 
 
 class Verifier(Protocol):
+    """What a verdict needs of a verifier: one ``feed`` per chunk, one ``close``."""
+
     def feed(self, chunk: Any, seq: int | None = None, offset_ms: int | None = None) -> None: ...
 
     def close(self) -> Check: ...
@@ -163,6 +168,8 @@ class BaseVerifier:
         self.count = 0
 
     def problem(self, text: str, seq: int | None = None) -> None:
+        """Count a problem; keep its text, placed by ``seq`` or by chunk count,
+        while fewer than ``MAX_PROBLEMS`` are kept."""
         self.total += 1
         if len(self.problems) < MAX_PROBLEMS:
             where = f"#{seq}" if seq is not None else f"chunk {self.count}"
@@ -346,6 +353,7 @@ VERIFIERS: list[Callable[[int], BaseVerifier]] = [
 
 
 def default_verifiers(sdk_version: int = 7) -> list[BaseVerifier]:
+    """A fresh verifier from each factory in ``VERIFIERS``."""
     return [factory(sdk_version) for factory in VERIFIERS]
 
 
