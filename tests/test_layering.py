@@ -1,4 +1,4 @@
-"""``protocol/`` and ``runs/`` never import Django or Channels (DESIGN.md)."""
+"""``protocol/`` and ``runs/`` never import Django or Channels (docs/architecture.md, "Rooms")."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
 @pytest_asyncio.fixture(autouse=True)
 async def _close_worker_connections() -> AsyncIterator[None]:
-    """``start_run`` called outside a request does its database work on
+    """The store called outside a request does its database work on
     asgiref's shared worker thread, whose connection outlives the test;
     PostgreSQL won't drop the test database while it's open."""
     yield

@@ -1,7 +1,7 @@
 """What uistream stores: conversations, their messages, the runs that built
 the assistant messages, and each run's chunk log.
 
-The chunk log (``ChunkBatch`` rows) is the canonical log of DESIGN.md: the
+The chunk log (``ChunkBatch`` rows) is the canonical log (docs/architecture.md): the
 ai@7 chunks the client was sent, numbered from 0, each with its time offset
 from the run's start. It is append-only and written in batches (one row per
 batch) by

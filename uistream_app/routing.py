@@ -1,4 +1,4 @@
-"""WebSocket routes of the app (DESIGN.md): ``ws/chat/``, ai@7's
+"""WebSocket routes of the app: ``ws/chat/``, ai@7's
 ``WebSocketChatTransport`` served by ``ChatConsumer``.
 
 Put them behind Channels' auth and Origin check, as the demo's ``asgi.py``

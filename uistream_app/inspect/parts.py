@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..protocol.ui.parts import is_tool_type
+
 __all__ = ["PartView", "part_views", "pretty_json", "safe_href"]
 
 #: Characters of one JSON value shown before it is cut.
@@ -111,7 +113,7 @@ def _one(part: Any, steps: list[int]) -> PartView:
     if t == "step-start":
         steps[0] += 1
         return PartView(kind="step", type=t, number=steps[0])
-    if t == "dynamic-tool" or t.startswith("tool-"):
+    if is_tool_type(t):
         return _tool(part, t)
     if t == "source-url":
         url = _str(part.get("url"))

@@ -1,7 +1,7 @@
 """The broker port: what a run publishes into and what a response reads from.
 
 A run task holds a ``RunChannel`` and publishes numbered UI chunks (plain
-JSON-serialisable dicts, the canonical log of DESIGN.md); any number of
+JSON-serialisable dicts, the canonical log, docs/architecture.md); any number of
 subscribers, in this process or another, read them back. The rules every
 backend keeps, and the shared suite in ``tests/live`` checks:
 

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..protocol.ui.parts import is_tool_type, tool_name
 from .loop import ToolApproval
 from .messages import AssistantMessage, ModelMessage, SystemMessage, ToolCallRequest, ToolMessage, UserMessage
 from .tools import tool_output_text
@@ -23,13 +24,7 @@ _UNSETTLED = frozenset(("input-available", "approval-requested", "approval-respo
 
 
 def _is_tool_part(part: Mapping[str, Any]) -> bool:
-    kind = part.get("type", "")
-    return isinstance(kind, str) and (kind.startswith("tool-") or kind == "dynamic-tool")
-
-
-def _tool_name(part: Mapping[str, Any]) -> str:
-    kind: str = part["type"]
-    return str(part.get("toolName", "")) if kind == "dynamic-tool" else kind[len("tool-") :]
+    return is_tool_type(part.get("type"))
 
 
 def _arguments(part: Mapping[str, Any]) -> str:
@@ -89,7 +84,7 @@ def ui_to_model_messages(messages: Iterable[Mapping[str, Any]]) -> list[ModelMes
                         continue
                     state = part.get("state")
                     call_id = str(part.get("toolCallId", ""))
-                    name = _tool_name(part)
+                    name = tool_name(part)
                     if state == "output-available":
                         result = ToolMessage(call_id, tool_output_text(part.get("output")), False, name)
                     elif state == "output-error":

@@ -18,6 +18,7 @@ import orjson
 from .. import events as ev
 from ..events import FINISH_REASONS, Event
 from .chunks import Chunk
+from .parts import is_tool_type
 
 __all__ = [
     "MASKED_ERROR_TEXT",
@@ -173,7 +174,7 @@ class UIMessageEncoder:
             own = part.get("id")
             match = _REASONING_ID.fullmatch(own) if isinstance(own, str) else None
             self._next_reasoning = max(self._next_reasoning + 1, int(match.group(1)) + 1 if match else 0)
-        elif isinstance(kind, str) and (kind.startswith("tool-") or kind == "dynamic-tool"):
+        elif is_tool_type(kind):
             call_id = part.get("toolCallId")
             if isinstance(call_id, str):
                 self._tool_calls[call_id] = _AVAILABLE

@@ -18,6 +18,7 @@ __all__ = [
     "ToolState",
     "UIMessage",
     "is_tool_part",
+    "is_tool_type",
     "tool_name",
     "tool_parts",
 ]
@@ -63,12 +64,14 @@ class UIMessage(TypedDict):
     metadata: NotRequired[Any]
 
 
+def is_tool_type(kind: object) -> bool:
+    """Whether a part ``type`` names a tool call (``tool-NAME`` or ``dynamic-tool``)."""
+    return isinstance(kind, str) and (kind.startswith("tool-") or kind == "dynamic-tool")
+
+
 def is_tool_part(part: object) -> TypeGuard[ToolPart]:
-    """Whether ``part`` is a tool call's part (static or dynamic)."""
-    if not isinstance(part, Mapping):
-        return False
-    kind = part.get("type")
-    return isinstance(kind, str) and (kind.startswith("tool-") or kind == "dynamic-tool") and "toolCallId" in part
+    """Whether ``part`` is a tool call's part (static or dynamic) with its call id."""
+    return isinstance(part, Mapping) and is_tool_type(part.get("type")) and "toolCallId" in part
 
 
 def tool_name(part: Mapping[str, Any]) -> str:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar, Final, NoReturn
 
 from .chunks import Chunk, validate_chunk
+from .parts import is_tool_type
 
 __all__ = [
     "UIMessageReader",
@@ -442,7 +443,7 @@ def _is_static_tool(part: dict[str, Any]) -> bool:
 
 
 def _is_tool(part: dict[str, Any]) -> bool:
-    return _is_static_tool(part) or part.get("type") == "dynamic-tool"
+    return is_tool_type(part.get("type"))
 
 
 def _static_tool_name(part: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
 from .chunks import Chunk
+from .parts import is_tool_type
 from .reader import parse_partial_json
 
 __all__ = ["MessageReplayError", "replay_message"]
@@ -251,7 +252,7 @@ def replay_message(message: dict[str, Any], *, finish_reason: str | None = None)
             in_step = True
         elif part_type in ("text", "reasoning"):
             out.extend(_text_chunks(part_type, part, counts))
-        elif part_type == "dynamic-tool" or part_type.startswith("tool-"):
+        elif is_tool_type(part_type):
             out.extend(_tool_chunks(part))
         elif part_type.startswith("data-"):
             chunk = dict(part)
