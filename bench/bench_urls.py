@@ -51,13 +51,13 @@ from loop_plugin import model_steps, recorded_tools
 from uistream_plugin import source_events
 
 from uistream_app import runner as runner_module
-from uistream_app.store import new_message_id
 from uistream_app.models import Run
 from uistream_app.protocol.sse import DONE_FRAME
 from uistream_app.protocol.ui.encoder import UIMessageEncoder
 from uistream_app.protocol.ui.render import UIStreamRenderer
 from uistream_app.recording import RunRecorder
 from uistream_app.runs import ScriptedModel
+from uistream_app.store import new_message_id
 from uistream_app.views import SSE_HEADERS, ChatView
 
 ROOT = Path(__file__).resolve().parent.parent

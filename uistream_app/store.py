@@ -204,45 +204,27 @@ class ConversationStore:
         self, turn: Turn, owner: Owner, *, run_id: str, channel: RunChannel, version: int, model_name: str
     ) -> PreparedRun:
         log_inline = log_writes_inline()  # before this transaction opens
+        applied: AnswersApplied | None = None
         with transaction.atomic():
-            conversation = Conversation.objects.select_for_update().filter(pk=turn.chat_id).first()
-            new = conversation is None
-            if conversation is None:
-                if turn.kind != "submit" or turn.edit_of is not None:
-                    raise not_found()  # nothing to regenerate, edit or continue
-                assert turn.message is not None
-                conversation = Conversation(pk=turn.chat_id, title=_title_from(turn.message["parts"]))
-                for key, value in owner.create_kwargs().items():
-                    setattr(conversation, key, value)
-                conversation.save(force_insert=True)
-            elif not owner.owns(conversation):
-                raise not_found()
-            if turn.kind == "continue":
-                return self._continue(conversation, turn, owner, run_id, channel, version, model_name, log_inline)
-            if turn.kind == "regenerate":
-                self._regenerate(conversation, turn)
-                submitted = None
-            else:
-                submitted = self._submit(conversation, turn, new=new)
-            # A new chat holds just the submitted message: nothing to read back.
+            conversation, new = self._conversation(turn, owner)
             messages = conversation.messages.order_by("position")
-            history = [submitted] if new and submitted is not None else self.choose_history(messages)
-            if not history or history[-1].role != "user":
-                raise BadRequest("there is no user message to answer", code="nothing_to_answer")
-            message = Message.objects.create(
-                pk=new_message_id(),
-                conversation=conversation,
-                role="assistant",
-                parts=[],
-                position=history[-1].position + 1,
+            if turn.kind == "continue":
+                message, applied = self._continue(conversation, turn, owner)
+                history = self.choose_history(messages)
+            else:
+                message, history = self._answer(conversation, messages, turn, new)
+            run = _create_run(
+                run_id,
+                conversation,
+                message,
+                model_name,
+                version,
+                trigger=_TRIGGERS[turn.kind],
+                decisions=applied.decisions if applied is not None else [],
             )
-            if not new:  # a new chat was saved with its title just now
-                if not conversation.title:
-                    conversation.title = _title_from(history[-1].parts)
-                conversation.updated_at = timezone.now()
-                conversation.save(update_fields=["title", "updated_at"])
-            run = _create_run(run_id, conversation, message, model_name, version, trigger=_TRIGGERS[turn.kind])
-            thread = self._thread(messages, new, history)
+            thread = None
+            if self.with_thread:
+                thread = [m.as_ui_message() for m in (history if new else messages)]
         return PreparedRun(
             run=run,
             message=message,
@@ -250,17 +232,56 @@ class ConversationStore:
             turn=turn,
             history=[m.as_ui_message() for m in history],
             thread=thread,
-            approvals={},
-            client_results={},
+            approvals=applied.approvals if applied is not None else {},
+            client_results=applied.results if applied is not None else {},
             channel=channel,
             log_inline=log_inline,
         )
 
-    def _thread(self, messages: MessageQuerySet, new: bool, history: list[Message]) -> list[dict[str, Any]] | None:
-        if not self.with_thread:
-            return None
-        stored = history if new else list(messages)
-        return [m.as_ui_message() for m in stored]
+    def _conversation(self, turn: Turn, owner: Owner) -> tuple[Conversation, bool]:
+        """The turn's conversation, locked; created for a new chat's first
+        message. 404 for anyone else's, and for anything but a submit to a
+        chat that does not exist."""
+        conversation = Conversation.objects.select_for_update().filter(pk=turn.chat_id).first()
+        if conversation is not None:
+            if not owner.owns(conversation):
+                raise not_found()
+            return conversation, False
+        if turn.kind != "submit" or turn.edit_of is not None:
+            raise not_found()  # nothing to regenerate, edit or continue
+        assert turn.message is not None
+        conversation = Conversation(pk=turn.chat_id, title=_title_from(turn.message["parts"]), **owner.create_kwargs())
+        conversation.save(force_insert=True)
+        return conversation, True
+
+    def _answer(
+        self, conversation: Conversation, messages: MessageQuerySet, turn: Turn, new: bool
+    ) -> tuple[Message, list[Message]]:
+        """A submit or regenerate: apply it, then make the (empty) assistant
+        message that answers the last user message. Returns it and the
+        history the model sees."""
+        if turn.kind == "regenerate":
+            self._regenerate(conversation, turn)
+            submitted = None
+        else:
+            submitted = self._submit(conversation, turn, new=new)
+        # A new chat holds just the submitted message: nothing to read back.
+        history = [submitted] if new and submitted is not None else self.choose_history(messages)
+        if not history or history[-1].role != "user":
+            raise BadRequest("there is no user message to answer", code="nothing_to_answer")
+        message = Message.objects.create(
+            pk=new_message_id(),
+            conversation=conversation,
+            role="assistant",
+            parts=[],
+            position=history[-1].position + 1,
+        )
+        if not new:  # a new chat was saved with its title just now
+            if not conversation.title:
+                conversation.title = _title_from(history[-1].parts)
+            conversation.updated_at = timezone.now()
+            conversation.save(update_fields=["title", "updated_at"])
+        return message, history
 
     def _submit(self, conversation: Conversation, turn: Turn, *, new: bool) -> Message:
         """Store the submitted user message (an edit first deletes the
@@ -308,17 +329,7 @@ class ConversationStore:
             raise not_found()
         messages.filter(position__gte=target.position).delete()
 
-    def _continue(
-        self,
-        conversation: Conversation,
-        turn: Turn,
-        owner: Owner,
-        run_id: str,
-        channel: RunChannel,
-        version: int,
-        model_name: str,
-        log_inline: bool,
-    ) -> PreparedRun:
+    def _continue(self, conversation: Conversation, turn: Turn, owner: Owner) -> tuple[Message, AnswersApplied]:
         """Check the answers against the stored last message and continue
         it (same message, same id, as the SDK's own server does)."""
         assert turn.answers is not None
@@ -326,29 +337,12 @@ class ConversationStore:
         answers = turn.answers(target, conversation)
         if target is None or target.role != "assistant":
             raise not_found()
-        outcome = apply_answers(target.parts, answers, self.client_tools, owner.describe())
-        target.parts = outcome.parts
+        applied = apply_answers(target.parts, answers, self.client_tools, owner.describe())
+        target.parts = applied.parts
         target.save(update_fields=["parts"])
         conversation.updated_at = timezone.now()
         conversation.save(update_fields=["updated_at"])
-        run = _create_run(
-            run_id, conversation, target, model_name, version, trigger="continue", decisions=outcome.decisions
-        )
-        messages = conversation.messages.order_by("position")
-        history = self.choose_history(messages)
-        thread = self._thread(messages, False, history)
-        return PreparedRun(
-            run=run,
-            message=target,
-            owner=owner,
-            turn=turn,
-            history=[m.as_ui_message() for m in history],
-            thread=thread,
-            approvals=outcome.approvals,
-            client_results=outcome.results,
-            channel=channel,
-            log_inline=log_inline,
-        )
+        return target, applied
 
 
 _TRIGGERS = {"submit": "submit-message", "regenerate": "regenerate-message", "continue": "continue"}
@@ -470,7 +464,7 @@ def _create_run(
     version: int,
     *,
     trigger: str,
-    decisions: list[dict[str, Any]] | None = None,
+    decisions: list[dict[str, Any]],
 ) -> Run:
     return Run.objects.create(
         pk=run_id,
@@ -480,7 +474,7 @@ def _create_run(
         model=model_name[:200],
         sdk_version=version,
         trigger=trigger,
-        decisions=decisions or [],
+        decisions=decisions,
     )
 
 
