@@ -258,11 +258,13 @@ class MessageInline(PagedInline, admin.StackedInline):  # type: ignore[type-arg]
 
 class RunInline(PagedInline, admin.TabularInline):  # type: ignore[type-arg]
     """The conversation's runs, each linking to its transcript inspector;
-    50 a page, the newest first (``?runs_page=N`` for older ones)."""
+    25 a page (a run a turn: the turns of a page of messages), the newest
+    first (``?runs_page=N`` for older ones)."""
 
     model = Run
     template = "admin/uistream_app/conversation/runs_inline.html"
     page_param = "runs_page"
+    per_page = 25
     newest_first = ("-started_at", "-pk")
     display_order = ("started_at", "pk")
     fields = ("inspect", "status", "finish_reason", "model", "started_at", "chunk_count", "error_code")
