@@ -1,6 +1,6 @@
 """The admin at scale: a long conversation's page and the conversation search.
 
-    .venv/bin/python bench/admin_bench.py [--reps 15] [--turns 500] [--conversations 500]
+    .venv/bin/python bench/admin_bench.py [--reps 21] [--turns 500] [--conversations 500]
 
 Runs in this process against a throwaway file SQLite database
 (``bench/bench_settings.py`` in a temporary directory, migrated, removed at
@@ -12,13 +12,18 @@ and a small chunk log of that run), a one-turn conversation of the same
 shape, and ``--conversations`` more conversations of one turn each, owned
 by 50 users in turn.
 
-Measured, median of ``--reps`` requests after a warm-up one each:
+Measured, after a warm-up request each, in ``--reps`` rounds that each
+request every page once, the reference first:
 
+* the reference: the one-turn conversation's change page;
 * the long conversation's change page (time and bytes);
-* its oldest page of messages (``?messages_page=`` the last);
-* the conversation changelist searching a title and an owner's username;
-* the reference: the one-turn conversation's change page, in the same
-  process, so the ratios (figure / reference) hold on any machine.
+* the same with its oldest pages of messages and runs;
+* the conversation changelist searching a title, and an owner's username;
+* the changelist with no search.
+
+Printed: the median time, the median of each round's ratio to the
+reference's time in that round (paired, so it holds while a shared
+machine's speed drifts), and the bytes of the page and their ratio.
 """
 
 from __future__ import annotations
@@ -132,23 +137,27 @@ def build(turns: int, conversations: int) -> Any:
     return superuser
 
 
-def timed(get: Callable[[], Any], reps: int) -> tuple[float, int]:
-    """Median milliseconds of ``reps`` requests (after one warm-up), and the body's bytes."""
-    response = get()
-    assert response.status_code == 200, response.status_code
-    size = len(response.content)
-    times = []
-    for _ in range(reps):
-        started = time.perf_counter()
+def measure(pages: list[tuple[str, Callable[[], Any]]], reps: int) -> list[tuple[str, list[float], int]]:
+    """Each page's times (ms) over ``reps`` rounds of one request per page,
+    after a warm-up request each, and the body's bytes."""
+    sizes = []
+    for _label, get in pages:
         response = get()
-        times.append((time.perf_counter() - started) * 1000)
         assert response.status_code == 200, response.status_code
-    return statistics.median(times), size
+        sizes.append(len(response.content))
+    times: list[list[float]] = [[] for _ in pages]
+    for _ in range(reps):
+        for i, (_label, get) in enumerate(pages):
+            started = time.perf_counter()
+            response = get()
+            times[i].append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200, response.status_code
+    return [(label, t, size) for (label, _get), t, size in zip(pages, times, sizes, strict=True)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--reps", type=int, default=21)
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--conversations", type=int, default=500)
     args = parser.parse_args()
@@ -177,35 +186,34 @@ def main() -> None:
             return lambda: client.get(url)
 
         changelist = reverse("admin:uistream_app_conversation_changelist")
-        reference_ms, reference_bytes = timed(page("short"), args.reps)
-        last_page = -(-2 * args.turns // 50)
-        rows = [
-            (f"change page, {args.turns}-turn conversation", timed(page("long"), args.reps)),
+        last_messages, last_runs = -(-2 * args.turns // 50), -(-args.turns // 25)
+        pages = [
+            ("reference: change page, 1-turn conversation", page("short")),
+            (f"change page, {args.turns}-turn conversation", page("long")),
             (
-                f"change page, {args.turns}-turn conversation, oldest messages",
-                timed(page("long", f"?messages_page={last_page}&runs_page={-(-args.turns // 50)}"), args.reps),
+                f"change page, {args.turns}-turn conversation, oldest pages",
+                page("long", f"?messages_page={last_messages}&runs_page={last_runs}"),
             ),
             (
                 f"changelist search by title, {args.conversations} conversations",
-                timed(lambda: client.get(changelist, {"q": "Topic 0420"}), args.reps),
+                lambda: client.get(changelist, {"q": "Topic 0420"}),
             ),
             (
                 f"changelist search by owner, {args.conversations} conversations",
-                timed(lambda: client.get(changelist, {"q": "user07"}), args.reps),
+                lambda: client.get(changelist, {"q": "user07"}),
             ),
-            (
-                f"changelist, {args.conversations} conversations, no search",
-                timed(lambda: client.get(changelist), args.reps),
-            ),
+            (f"changelist, {args.conversations} conversations, no search", lambda: client.get(changelist)),
         ]
-        print(f"median of {args.reps} requests; reference: the change page of a 1-turn conversation")
+        results = measure(pages, args.reps)
+        _label, reference_times, reference_bytes = results[0]
+        print(f"{args.reps} rounds; ratios are to the reference (paired by round for time)")
         print(f"{'':60} {'ms':>8} {'x ref':>7} {'KB':>8} {'x ref':>7}")
-        print(
-            f"{'reference: change page, 1-turn conversation':60} {reference_ms:8.1f} {1:7.2f} "
-            f"{reference_bytes / 1024:8.1f} {1:7.2f}"
-        )
-        for label, (ms, size) in rows:
-            print(f"{label:60} {ms:8.1f} {ms / reference_ms:7.2f} {size / 1024:8.1f} {size / reference_bytes:7.2f}")
+        for label, times, size in results:
+            ratio = statistics.median(t / r for t, r in zip(times, reference_times, strict=True))
+            print(
+                f"{label:60} {statistics.median(times):8.1f} {ratio:7.2f} "
+                f"{size / 1024:8.1f} {size / reference_bytes:7.2f}"
+            )
     finally:
         shutil.rmtree(BENCH_DIR, ignore_errors=True)
 
