@@ -792,3 +792,13 @@ def test_the_search_reads_conversations_through_indexes_only() -> None:
     for index in ("sqlite_autoindex_uistream_app_conversation_1", "uistream_conv_title_lower"):
         assert index in plan
     assert "SCAN uistream_app_conversation" not in plan
+
+
+@pytest.mark.parametrize("title", ["naïve \ud7ff end", "top \U0010ffff", "100% sure_thing"])
+def test_search_by_a_title_prefix_at_the_edges_of_unicode_and_like(admin_client: Client, title: str) -> None:
+    Conversation.objects.create(pk="edge", title=title)
+    Conversation.objects.create(pk="other", title="100 percent")
+    prefix = title.split(" ", 1)[0] + " " + title.split(" ", 1)[1][:1]
+    html = body(admin_client.get(reverse("admin:uistream_app_conversation_changelist"), {"q": prefix}))
+    assert "/edge/change/" in html
+    assert "/other/change/" not in html

@@ -291,7 +291,10 @@ def _next_string(value: str) -> str | None:
     stripped = value.rstrip(chr(0x10FFFF))
     if not stripped:
         return None
-    return stripped[:-1] + chr(ord(stripped[-1]) + 1)
+    following = ord(stripped[-1]) + 1
+    if 0xD800 <= following <= 0xDFFF:  # no string holds a lone surrogate: the next is U+E000
+        following = 0xE000
+    return stripped[:-1] + chr(following)
 
 
 def prefix_q(name: str, value: str, vendor: str) -> Q:
