@@ -47,6 +47,7 @@ __all__ = [
     "InlinePage",
     "MessageInline",
     "MessageTextSearch",
+    "PagedInline",
     "PagedInlineFormSet",
     "RunAdmin",
     "RunInline",
