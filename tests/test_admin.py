@@ -427,9 +427,11 @@ def test_the_conversation_list_and_search(admin_client: Client, staff: Any) -> N
     assert "<script>alert('title')" not in html
     assert "root" in html
     assert "anonymous (session ssssssss…)" in html
-    found = body(admin_client.get(url, {"q": "in French"}))  # words of a message
-    assert "French" in found
-    assert "chat-1" not in found
+    # The words of a message only when asked for: it reads every message.
+    assert "/chat-2/" not in body(admin_client.get(url, {"q": "in French"}))
+    found = body(admin_client.get(url, {"q": "in French", "search_messages": "1"}))
+    assert "/chat-2/" in found
+    assert "/chat-1/" not in found
     found = body(admin_client.get(url, {"q": "chat-1"}))
     assert "/chat-1/" in found
     assert "/chat-2/" not in found
@@ -615,3 +617,188 @@ def test_real_runs_of_the_demo_get_a_clean_verdict(demo_server: str, staff: Any)
     assert '<span class="uistream-ok">ok</span>' in html
     assert "the message of 1 earlier run(s)" in html
     assert "&quot;approved&quot;: true" in html  # the decision the continuation acted on
+
+
+# -- a long conversation: its page a page at a time ----------------------------------------------
+
+
+def add_turns(chat_id: str, turns: int, *, title: str = "A long chat", prefix: str = "") -> list[Run]:
+    """``turns`` turns (a user message, an assistant message, the run that
+    built it) on conversation ``chat_id``, made if missing; message ids
+    ``t000u``/``t000a`` (after ``prefix``) count the turns from the first."""
+    conversation, _ = Conversation.objects.get_or_create(pk=chat_id, defaults={"title": title})
+    started = timezone.now() - dt.timedelta(days=1)
+    messages = []
+    for n in range(turns):
+        messages.append(
+            Message(
+                id=f"{prefix}t{n:03d}u",
+                conversation=conversation,
+                role="user",
+                parts=[{"type": "text", "text": f"question #{n:03d}"}],
+                position=2 * n,
+            )
+        )
+        messages.append(
+            Message(
+                id=f"{prefix}t{n:03d}a",
+                conversation=conversation,
+                role="assistant",
+                parts=[{"type": "text", "text": f"answer #{n:03d}"}],
+                position=2 * n + 1,
+            )
+        )
+    Message.objects.bulk_create(messages)
+    return Run.objects.bulk_create(
+        Run(conversation=conversation, message_id=f"{prefix}t{n:03d}a", started_at=started + dt.timedelta(seconds=n))
+        for n in range(turns)
+    )
+
+
+def conversation_url(chat_id: str) -> str:
+    return reverse("admin:uistream_app_conversation_change", args=[chat_id])
+
+
+def message_ids(html: str) -> set[str]:
+    return {f"t{n:03d}{role}" for n in range(1000) for role in "ua" if f"<code>t{n:03d}{role}</code>" in html}
+
+
+def test_a_long_conversation_opens_on_its_newest_messages_and_links_to_the_rest(admin_client: Client) -> None:
+    add_turns("long", 60)  # 120 messages: pages of 50, 50 and 20
+    html = body(admin_client.get(conversation_url("long")))
+    assert message_ids(html) == {f"t{n:03d}{r}" for n in range(35, 60) for r in "ua"}
+    assert html.index("question #035") < html.index("answer #059")  # a page reads as the chat did
+    assert "71–120 of 120" in html
+    assert 'href="?messages_page=2#messages-group"' in html
+    assert 'href="?messages_page=3#messages-group"' in html
+
+    older = body(admin_client.get(conversation_url("long"), {"messages_page": "2"}))
+    assert message_ids(older) == {f"t{n:03d}{r}" for n in range(10, 35) for r in "ua"}
+    assert "21–70 of 120" in older
+    assert 'href="?messages_page=1#messages-group"' in older  # back to the newest
+    oldest = body(admin_client.get(conversation_url("long"), {"messages_page": "3"}))
+    assert message_ids(oldest) == {f"t{n:03d}{r}" for n in range(10) for r in "ua"}
+    assert "1–20 of 120" in oldest
+    # A page past the end is the oldest; a page that is no number, the newest.
+    assert message_ids(body(admin_client.get(conversation_url("long"), {"messages_page": "99"}))) == message_ids(oldest)
+    assert message_ids(body(admin_client.get(conversation_url("long"), {"messages_page": "x"}))) == message_ids(html)
+
+
+def test_a_short_conversation_has_no_page_links(admin_client: Client) -> None:
+    add_turns("short", 3)
+    html = body(admin_client.get(conversation_url("short")))
+    assert len(message_ids(html)) == 6
+    assert "messages_page=" not in html
+    assert "runs_page=" not in html
+
+
+def test_every_run_of_a_long_conversation_links_to_its_inspector(admin_client: Client) -> None:
+    runs = add_turns("long", 60)
+    newest = body(admin_client.get(conversation_url("long")))  # runs: pages of 25, 25 and 10
+
+    def runs_on(html: str) -> set[Any]:
+        table = html[html.index('id="runs-group"') :]
+        return {r.pk for r in runs if inspector_url(r) in table}
+
+    assert runs_on(newest) == {r.pk for r in runs[35:]}
+    older = body(admin_client.get(conversation_url("long"), {"runs_page": "2", "messages_page": "2"}))
+    assert runs_on(older) == {r.pk for r in runs[10:35]}
+    assert message_ids(older) == {f"t{n:03d}{r}" for n in range(10, 35) for r in "ua"}  # its own page
+    oldest = body(admin_client.get(conversation_url("long"), {"runs_page": "3"}))
+    assert runs_on(oldest) == {r.pk for r in runs[:10]}
+    # Each page link keeps the other inline's page.
+    assert 'href="?runs_page=1&amp;messages_page=2#runs-group"' in older
+    assert 'href="?runs_page=2#runs-group"' in newest
+
+
+def test_a_message_on_an_older_page_stays_text(admin_client: Client) -> None:
+    add_turns("long", 60)
+    Message.objects.filter(pk="t000a").update(parts=[{"type": "text", "text": XSS_TEXT}])
+    html = body(admin_client.get(conversation_url("long"), {"messages_page": "3"}))
+    assert "Here &lt;/textarea&gt;&lt;script&gt;alert(&#x27;xss&#x27;)&lt;/script&gt; done" in html
+    assert_no_raw_markup(html)
+
+
+def test_conversation_page_queries_do_not_grow_with_messages_or_runs(admin_client: Client) -> None:
+    add_turns("short", 5, prefix="s")  # 10 messages
+    add_turns("long", 100)  # 200 messages, 100 runs
+    few = count_queries(admin_client, conversation_url("short"))
+    assert count_queries(admin_client, conversation_url("long")) == few
+    assert count_queries(admin_client, conversation_url("long") + "?messages_page=3&runs_page=2") == few
+
+
+# -- searching conversations ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def searchable(django_user_model: Any) -> None:
+    ada = django_user_model.objects.create_user("ada", "ada.lovelace@example.com")
+    grace = django_user_model.objects.create_user("grace", "grace@example.org")
+    Conversation.objects.create(pk="c-weather-1", title="Weather in Paris", owner=ada)
+    Conversation.objects.create(pk="c-recipes-2", title="Recipes for soup", owner=grace)
+    Conversation.objects.create(pk="c-anon-3", title="Anonymous questions", session_key="k" * 32)
+    Message.objects.create(
+        id="m-1", conversation_id="c-recipes-2", role="user", parts=[{"type": "text", "text": "weather?"}], position=0
+    )
+
+
+@pytest.mark.usefixtures("searchable")
+@pytest.mark.parametrize(
+    ("q", "found"),
+    [
+        ("weather", {"c-weather-1"}),  # title, any case, from its start
+        ("RECIPES FOR", {"c-recipes-2"}),
+        ("ada", {"c-weather-1"}),  # owner's username
+        ("Grace", {"c-recipes-2"}),
+        ("ada.lovelace@", {"c-weather-1"}),  # owner's email
+        ("c-anon", {"c-anon-3"}),  # chat id, from its start
+        ("c-", {"c-weather-1", "c-recipes-2", "c-anon-3"}),
+        ("c-recipes-2", {"c-recipes-2"}),
+        ("k" * 32, {"c-anon-3"}),  # a whole session key
+        ("k" * 8, set()),
+        ("Paris", set()),  # a word inside a title is not the start of it
+        ("soup", set()),
+    ],
+)
+def test_search_finds_conversations_by_id_title_owner_and_session(
+    admin_client: Client, q: str, found: set[str]
+) -> None:
+    html = body(admin_client.get(reverse("admin:uistream_app_conversation_changelist"), {"q": q}))
+    shown = {chat_id for chat_id in ("c-weather-1", "c-recipes-2", "c-anon-3") if f"/{chat_id}/change/" in html}
+    assert shown == found
+
+
+@pytest.mark.usefixtures("searchable")
+def test_search_in_messages_is_opt_in(admin_client: Client) -> None:
+    url = reverse("admin:uistream_app_conversation_changelist")
+    assert "/c-recipes-2/change/" not in body(admin_client.get(url, {"q": "weather?"}))
+    html = body(admin_client.get(url, {"q": "weather?", "search_messages": "1"}))
+    assert "/c-recipes-2/change/" in html
+    assert 'name="search_messages" value="1"' in html  # kept by the search box for the next search
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="an SQLite query plan")
+@pytest.mark.usefixtures("searchable")
+def test_the_search_reads_conversations_through_indexes_only() -> None:
+    from django.contrib import admin
+    from django.test import RequestFactory
+
+    model_admin = admin.site._registry[Conversation]
+    request = RequestFactory().get("/", {"q": "weather"})
+    queryset, duplicates = model_admin.get_search_results(request, model_admin.get_queryset(request), "weather")
+    plan = queryset.explain()
+    assert not duplicates
+    assert "MULTI-INDEX OR" in plan
+    for index in ("sqlite_autoindex_uistream_app_conversation_1", "uistream_conv_title_lower"):
+        assert index in plan
+    assert "SCAN uistream_app_conversation" not in plan
+
+
+@pytest.mark.parametrize("title", ["naïve \ud7ff end", "top \U0010ffff", "100% sure_thing"])
+def test_search_by_a_title_prefix_at_the_edges_of_unicode_and_like(admin_client: Client, title: str) -> None:
+    Conversation.objects.create(pk="edge", title=title)
+    Conversation.objects.create(pk="other", title="100 percent")
+    prefix = title.split(" ", 1)[0] + " " + title.split(" ", 1)[1][:1]
+    html = body(admin_client.get(reverse("admin:uistream_app_conversation_changelist"), {"q": prefix}))
+    assert "/edge/change/" in html
+    assert "/other/change/" not in html

@@ -27,7 +27,7 @@ from django.urls import reverse
 from uistream_app.inspect.formats import DIALECTS
 
 from .conftest import in_ci
-from .test_admin import make_full_run
+from .test_admin import add_turns, make_full_run
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -258,3 +258,30 @@ def test_the_conversation_page_in_chromium(page: Any, live_server: Any) -> None:
     assert colour_share(rows, (0x5F, 0x9C, 0x4D), tolerance=20) > 0  # the answered tool's green edge
     assert colour_share(rows, (0xBA, 0x21, 0x21), tolerance=20) > 0  # the failed tools' red edge
     keep("conversation.png", page.screenshot(full_page=True))
+
+
+def test_a_long_conversation_pages_in_chromium(page: Any, live_server: Any) -> None:
+    runs = add_turns("long", 60)
+    page.goto(live_server.url + reverse("admin:uistream_app_conversation_change", args=["long"]))
+    chat = page.locator(".uistream-chat > li")
+    assert chat.count() == 50
+    assert "question #035" in chat.first.inner_text()
+    assert "answer #059" in chat.last.inner_text()
+
+    # "older" goes back a page, to the messages before, and keeps them in view.
+    page.locator("#messages-group .uistream-inline-pages").first.get_by_role("link", name="older").click()
+    page.wait_for_url("**messages_page=2#messages-group")
+    assert "question #010" in chat.first.inner_text()
+    assert "answer #034" in chat.last.inner_text()
+    assert page.evaluate("window.scrollY") > 0
+    keep("conversation-older.png", page.screenshot())
+    page.locator("#messages-group .uistream-inline-pages").first.get_by_role("link", name="3").click()
+    page.wait_for_url("**messages_page=3#messages-group")
+    assert "question #000" in chat.first.inner_text()
+
+    # A run in the table opens its transcript inspector.
+    page.locator("#runs-group").get_by_role("link", name=str(runs[59].pk)[:8]).click()
+    page.wait_for_url(f"**/run/{runs[59].pk}/change/")
+    assert page.locator("h1").inner_text().startswith("Run ")
+    assert page.dialogs == []
+    assert page.errors == []

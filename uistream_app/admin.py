@@ -1,8 +1,11 @@
 """The admin: where an operator sees exactly what a user was sent.
 
-* Conversations: owner, title, message count, last activity; search by id,
-  title, owner, session, and the words of any message; the messages inline,
-  read-only, rendered as the chat the user saw; the conversation's runs.
+* Conversations: owner, title, message count, last activity; search by
+  chat id, title, owner or session key, each through an index (a search of
+  the words of every message is opt-in: it reads every message's JSON); the
+  messages inline, read-only, rendered as the chat the user saw, and the
+  conversation's runs, each a page at a time (the newest first, so a
+  1,000-message chat opens as fast as a short one).
 * Runs: status, finish reason, model, timing, chunk count, error code;
   filters by status and model. A run's page is the transcript inspector
   (``admin_views.RunInspector``): the message as the user saw it, the
@@ -17,12 +20,17 @@ log whole.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Exists, OuterRef, QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.db import connections
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce, Lower
+from django.forms.models import BaseInlineFormSet
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, QueryDict
 from django.template.loader import render_to_string
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
@@ -34,7 +42,16 @@ from .inspect.parts import part_views, pretty_json
 from .inspect.timeline import format_ms
 from .models import Conversation, Message, Run
 
-__all__ = ["ConversationAdmin", "MessageInline", "RunAdmin", "RunInline"]
+__all__ = [
+    "ConversationAdmin",
+    "InlinePage",
+    "MessageInline",
+    "MessageTextSearch",
+    "PagedInline",
+    "PagedInlineFormSet",
+    "RunAdmin",
+    "RunInline",
+]
 
 CSS = "uistream_app/inspector.css"
 
@@ -100,11 +117,120 @@ class ReadOnlyInline:
         return False
 
 
-class MessageInline(ReadOnlyInline, admin.StackedInline):  # type: ignore[type-arg]
+def _page_number(value: str | None) -> int:
+    try:
+        return max(int(value), 1) if value is not None else 1
+    except ValueError:
+        return 1
+
+
+@dataclass(frozen=True)
+class InlinePage:
+    """The page of an inline's rows on show, and the links to the others.
+
+    Pages count from the newest rows: page 1 (the default) is the newest
+    ``per_page``; ``first`` and ``last`` number the rows shown from the
+    oldest, 1-based, as a reader counts messages."""
+
+    number: int
+    pages: int
+    total: int
+    first: int
+    last: int
+    #: ``(number, href)`` for each page to link; ``(None, "")`` marks a gap.
+    links: tuple[tuple[int | None, str], ...]
+    newer: str
+    older: str
+
+
+class PagedInlineFormSet(BaseInlineFormSet):  # type: ignore[type-arg]
+    """An inline formset that shows one page of its rows.
+
+    ``PagedInline.get_formset`` sets the class attributes from the request;
+    ``get_queryset`` reads the page (a count, the page's keys, the page's
+    rows: three queries however many rows there are) and ``page`` says
+    which it is, for the template's links."""
+
+    page_param: ClassVar[str] = "page"
+    per_page: ClassVar[int] = 50
+    newest_first: ClassVar[tuple[str, ...]] = ("-pk",)
+    display_order: ClassVar[tuple[str, ...]] = ("pk",)
+    requested_page: ClassVar[int] = 1
+    query: ClassVar[QueryDict | None] = None
+    anchor: ClassVar[str] = ""
+
+    def get_queryset(self) -> Any:
+        if not hasattr(self, "_queryset"):
+            rows: QuerySet[Any] = super().get_queryset()
+            total = rows.count()
+            pages = max(math.ceil(total / self.per_page), 1)
+            number = min(self.requested_page, pages)
+            start = (number - 1) * self.per_page
+            keys = list(rows.order_by(*self.newest_first).values_list("pk", flat=True)[start : start + self.per_page])
+            self._queryset = rows.filter(pk__in=keys).order_by(*self.display_order)
+            shown = len(keys)
+            self._page = InlinePage(
+                number=number,
+                pages=pages,
+                total=total,
+                first=total - start - shown + 1 if shown else 0,
+                last=total - start,
+                links=tuple(
+                    (n, self.page_href(n) if n is not None else "")
+                    for n in admin_views.RunInspector.page_links(number, pages)
+                ),
+                newer=self.page_href(number - 1) if number > 1 else "",
+                older=self.page_href(number + 1) if number < pages else "",
+            )
+        return self._queryset
+
+    @property
+    def page(self) -> InlinePage:
+        self.get_queryset()
+        return self._page
+
+    def page_href(self, number: int) -> str:
+        query = self.query.copy() if self.query is not None else QueryDict(mutable=True)
+        query[self.page_param] = str(number)
+        return f"?{query.urlencode()}#{self.anchor}"
+
+
+class PagedInline(ReadOnlyInline):
+    """A read-only inline shown a page at a time (``?<page_param>=N``, 1 the
+    newest), so a conversation's page costs the same at 10 messages and at
+    10,000. Override ``per_page`` to show more or fewer rows a page."""
+
+    formset: Any = PagedInlineFormSet
+    page_param: ClassVar[str]
+    per_page: ClassVar[int] = 50
+    #: The order that makes page 1 the newest rows.
+    newest_first: ClassVar[tuple[str, ...]]
+    #: The order of the rows within a page.
+    display_order: ClassVar[tuple[str, ...]]
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        formset = super().get_formset(request, obj, **kwargs)  # type: ignore[misc]
+        attrs = {
+            "page_param": self.page_param,
+            "per_page": self.per_page,
+            "newest_first": self.newest_first,
+            "display_order": self.display_order,
+            "requested_page": _page_number(request.GET.get(self.page_param)),
+            "query": request.GET.copy(),
+            "anchor": f"{formset.get_default_prefix()}-group",
+        }
+        return type(formset.__name__, (formset,), attrs)
+
+
+class MessageInline(PagedInline, admin.StackedInline):  # type: ignore[type-arg]
     """The conversation's messages as a chat: each message's parts rendered
-    (``uistream_app/message.html``), never its raw JSON."""
+    (``uistream_app/message.html``), never its raw JSON; 50 a page, the
+    newest first (``?messages_page=N`` for older ones)."""
 
     model = Message
+    page_param = "messages_page"
+    newest_first = ("-position",)
+    display_order = ("position",)
     template = "admin/uistream_app/conversation/chat_inline.html"
     fields = ("bubble",)
     readonly_fields = ("bubble",)
@@ -114,8 +240,8 @@ class MessageInline(ReadOnlyInline, admin.StackedInline):  # type: ignore[type-a
     verbose_name_plural = _("messages")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
-        # The run links of every message in one more query, not one each.
-        return super().get_queryset(request).order_by("position").prefetch_related("runs")
+        # The run links of the page's messages in one more query, not one each.
+        return super().get_queryset(request).prefetch_related("runs")
 
     @admin.display(description=_("message"))
     def bubble(self, message: Message) -> SafeString:
@@ -131,14 +257,22 @@ class MessageInline(ReadOnlyInline, admin.StackedInline):  # type: ignore[type-a
         )
 
 
-class RunInline(ReadOnlyInline, admin.TabularInline):  # type: ignore[type-arg]
+class RunInline(PagedInline, admin.TabularInline):  # type: ignore[type-arg]
+    """The conversation's runs, each linking to its transcript inspector;
+    25 a page (a run a turn: the turns of a page of messages), the newest
+    first (``?runs_page=N`` for older ones)."""
+
     model = Run
+    template = "admin/uistream_app/conversation/runs_inline.html"
+    page_param = "runs_page"
+    per_page = 25
+    newest_first = ("-started_at", "-pk")
+    display_order = ("started_at", "pk")
     fields = ("inspect", "status", "finish_reason", "model", "started_at", "chunk_count", "error_code")
     readonly_fields = fields
     extra = 0
     can_delete = False
     verbose_name_plural = _("runs")
-    ordering = ("started_at",)
 
     @admin.display(description=_("run"))
     def inspect(self, run: Run) -> SafeString:
@@ -149,16 +283,69 @@ def _user_search_fields() -> tuple[str, ...]:
     user_model = get_user_model()
     names = {user_model.USERNAME_FIELD, user_model.get_email_field_name()}
     present = {f.name for f in user_model._meta.get_fields()}
-    return tuple(f"owner__{name}" for name in sorted(names) if name in present)
+    return tuple(name for name in sorted(names) if name in present)
+
+
+def _next_string(value: str) -> str | None:
+    """The least string above every string that starts with ``value`` in
+    code point order (``None`` when there is none)."""
+    stripped = value.rstrip(chr(0x10FFFF))
+    if not stripped:
+        return None
+    following = ord(stripped[-1]) + 1
+    if 0xD800 <= following <= 0xDFFF:  # no string holds a lone surrogate: the next is U+E000
+        following = 0xE000
+    return stripped[:-1] + chr(following)
+
+
+def prefix_q(name: str, value: str, vendor: str) -> Q:
+    """Rows whose ``name`` starts with ``value``, in a form an index on
+    ``name`` serves.
+
+    SQLite's ``LIKE`` (what ``startswith`` becomes) is case-insensitive and
+    so never uses an index of the default collation; a range in code point
+    order does, and is the same prefix test. Elsewhere ``startswith`` is
+    left alone: PostgreSQL's ``varchar_pattern_ops`` indexes serve it, and
+    a range under a linguistic collation would not be a prefix test."""
+    if vendor != "sqlite":
+        return Q(**{f"{name}__startswith": value})
+    upper = _next_string(value)
+    match = Q(**{f"{name}__gte": value})
+    return match & Q(**{f"{name}__lt": upper}) if upper is not None else match
+
+
+def _ascii_lower(value: str) -> str:
+    # SQLite's LOWER() folds ASCII letters only; fold the term the same way.
+    return "".join(c.lower() if c.isascii() else c for c in value)
+
+
+class MessageTextSearch(admin.SimpleListFilter):
+    """Opt in to search the words of every message as well: a scan of the
+    JSON of all messages, so off unless asked for (the search itself is
+    ``ConversationAdmin.get_search_results``)."""
+
+    title = _("search also")
+    parameter_name = "search_messages"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [("1", _("the words of messages (slow)"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset
 
 
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("display_title", "owner_display", "message_count", "last_activity", "created_at")
     list_select_related = ("owner",)
-    list_filter = (OwnerKindFilter, RunStatusFilter, "updated_at")
-    search_fields = ("=id", "title", "=session_key", *_user_search_fields(), "messages__parts")
-    search_help_text = _("Chat id, title, owner, session key, or words from any message.")
+    list_filter = (OwnerKindFilter, RunStatusFilter, "updated_at", MessageTextSearch)
+    # What the search box searches is get_search_results; these name it for
+    # the admin (which shows the box only when search_fields is set).
+    search_fields = ("id", "title", "session_key", *(f"owner__{name}" for name in _user_search_fields()))
+    search_help_text = _(
+        "The start of a chat id, a title, or an owner's username or email; or a whole session key. "
+        "Choose “search also: the words of messages” to search what was said too (slow)."
+    )
     date_hierarchy = "updated_at"
     ordering = ("-updated_at",)
     fields = ("id", "title", "owner", "session_key", "created_at", "updated_at", "metadata_display")
@@ -171,7 +358,41 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
         queryset: QuerySet[Conversation] = super().get_queryset(request)
-        return queryset.select_related("owner").annotate(_message_count=Count("messages"))
+        # A count per row shown (the position index serves it), not a join
+        # of every message grouped before the page is cut.
+        count = (
+            Message.objects.filter(conversation=OuterRef("pk"))
+            .order_by()
+            .values("conversation")
+            .annotate(n=Count("pk"))
+            .values("n")
+        )
+        return queryset.select_related("owner").annotate(_message_count=Coalesce(Subquery(count), 0))
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Conversation], search_term: str
+    ) -> tuple[QuerySet[Conversation], bool]:
+        """Conversations whose chat id, title (any case), owner's username
+        or email (any case) start with the term, or whose session key is
+        it: each an index lookup (the title through ``Lower("title")``, the
+        owner through the user table and then the owner index). With
+        ``search_messages=1`` also those with a message holding the term
+        (a scan of every message)."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        vendor = connections[queryset.db].vendor
+        users = get_user_model()._default_manager.filter(
+            Q.create([(f"{name}__istartswith", term) for name in _user_search_fields()], connector=Q.OR)
+        )
+        if vendor == "sqlite":
+            title = prefix_q("title_lower", _ascii_lower(term), vendor)
+        else:
+            title = Q(title_lower__startswith=term.lower())
+        match = prefix_q("pk", term, vendor) | Q(session_key=term) | title | Q(owner__in=users.values("pk"))
+        if request.GET.get(MessageTextSearch.parameter_name) == "1":
+            match |= Q(Exists(Message.objects.filter(conversation=OuterRef("pk"), parts__icontains=term)))
+        return queryset.alias(title_lower=Lower("title")).filter(match), False
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

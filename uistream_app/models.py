@@ -106,7 +106,12 @@ class Conversation(models.Model):
         verbose_name = _("conversation")
         verbose_name_plural = _("conversations")
         ordering = ("-updated_at",)
-        indexes = (models.Index(fields=["owner", "-updated_at"], name="uistream_conv_owner_recent"),)
+        indexes = (
+            models.Index(fields=["owner", "-updated_at"], name="uistream_conv_owner_recent"),
+            # The admin: its list (newest first) and its title search.
+            models.Index(fields=["-updated_at"], name="uistream_conv_recent"),
+            models.Index(models.Func("title", function="LOWER"), name="uistream_conv_title_lower"),
+        )
 
     def __str__(self) -> str:
         return self.title or self.id
