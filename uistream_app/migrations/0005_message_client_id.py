@@ -7,7 +7,7 @@ from django.db.models import Q
 
 
 class Migration(migrations.Migration):
-    dependencies = [("uistream_app", "0003_chunk_batches")]
+    dependencies = [("uistream_app", "0004_admin_indexes")]
 
     operations = [
         migrations.AddField(
