@@ -245,3 +245,25 @@ async def test_a_websocket_frame_that_cannot_be_read_closes_the_socket() -> None
         async with Socket(alice.cookie) as page:
             await page.send(send_frame("r1", "c1", "x" * 20_000))
             assert await page.closed() in (1009, 4009)
+
+
+@pytest.mark.parametrize("endpoint", BODIES)
+async def test_a_new_visitor_asking_for_another_owners_chat_gets_no_session(endpoint: str, bob_chat: None) -> None:
+    """The 404 comes before anything is made for the visitor: no session
+    for a request about a chat that is not theirs."""
+    from django.contrib.sessions.models import Session
+
+    anonymous = AsyncClient(enforce_csrf_checks=True)
+    token = (await anonymous.get("/api/csrf")).json()["csrfToken"]
+    page = Page(anonymous, "", token)
+    with override_settings(UISTREAM=DEMO):
+        assert_error(await HTTP[endpoint](page, "bob-chat"), 404, "not_found")
+        assert settings.SESSION_COOKIE_NAME not in anonymous.cookies
+        assert not await Session.objects.aexists()
+        # A chat of their own does make one.
+        response = await HTTP[endpoint](page, "mine")
+        assert response.status_code == 200
+        async for _ in response.streaming_content:
+            pass
+    await runs_finished()
+    assert await Session.objects.acount() == 1

@@ -202,9 +202,11 @@ class AGUIView(ChatHooks, StreamView):
         agui, turn = self.parse(request.body, max_bytes)
         agent = self.get_agent()
         model: ChatModel = AgentModel(agent_name(agent)) if agent is not None else self.get_model()
-        owner = await context.ensure_owner() if turn.kind == "submit" else context.owner
+        claim = context.ensure_owner if turn.kind == "submit" else None
         store = self.get_store(with_thread=True)
-        prepared = await store.prepare(turn, owner, version=CANONICAL_SDK_VERSION, model_name=model_name(model))
+        prepared = await store.prepare(
+            turn, context.owner, version=CANONICAL_SDK_VERSION, model_name=model_name(model), claim_owner=claim
+        )
         source = self.get_source(prepared.history, prepared, model)
         handle = await self.get_runner().start(prepared, source, metadata=self.get_message_metadata(prepared))
         return self.stream_run(handle, self.get_renderer(agui, prepared), AGUI_SSE_HEADERS)

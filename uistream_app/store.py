@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -175,14 +175,27 @@ class ConversationStore:
         self.choose_history = choose_history or latest_messages(None)
         self.with_thread = with_thread
 
-    async def prepare(self, turn: Turn, owner: Owner, *, version: int, model_name: str) -> PreparedRun:
+    async def prepare(
+        self,
+        turn: Turn,
+        owner: Owner,
+        *,
+        version: int,
+        model_name: str,
+        claim_owner: Callable[[], Awaitable[Owner]] | None = None,
+    ) -> PreparedRun:
         """Apply ``turn`` for ``owner``; raises ``BadRequest`` (404 for a chat
         that is not the owner's, 409 while another run streams in it) with
-        nothing written and the slot free again."""
+        nothing written and the slot free again. ``claim_owner`` is awaited
+        once the chat is known not to be someone else's, before anything is
+        written (it gives an anonymous visitor the session that will own
+        the chat), and its owner is the one the turn is applied for."""
         # Strangers get the 404 of any foreign chat, not the 409, and can't
-        # hold the slot of a chat they don't own.
+        # hold the slot of a chat they don't own (nor get a session for it).
         if await Conversation.objects.filter(pk=turn.chat_id).exclude(**owner.filter_kwargs()).aexists():
             raise not_found()
+        if claim_owner is not None:
+            owner = await claim_owner()
         # The slot is taken before anything is written: of two requests
         # racing for one chat, the loser writes nothing.
         run_id = str(uuid.uuid4())

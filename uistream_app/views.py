@@ -68,8 +68,11 @@ class ChatView(ChatHooks, StreamView):
         version = self.get_sdk_version()
         model = self.get_model()
         turn = chat_turn(chat)
-        owner = await context.ensure_owner() if turn.kind == "submit" and turn.edit_of is None else context.owner
-        prepared = await self.get_store().prepare(turn, owner, version=version, model_name=model_name(model))
+        # Only a new message may give an anonymous visitor a session.
+        claim = context.ensure_owner if turn.kind == "submit" and turn.edit_of is None else None
+        prepared = await self.get_store().prepare(
+            turn, context.owner, version=version, model_name=model_name(model), claim_owner=claim
+        )
         source = self.get_source(prepared.history, prepared, model)
         handle = await self.get_runner().start(prepared, source, metadata=self.get_message_metadata(prepared))
         return self.stream_run(handle, UIStreamRenderer(version))
