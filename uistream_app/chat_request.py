@@ -1,27 +1,10 @@
-"""useChat's request body, parsed strictly: what a view may trust.
+"""useChat's request body, parsed strictly (``parse_chat_request``), and
+what it asks of the stored conversation (``chat_turn``).
 
-``parse_chat_request`` takes the raw body and returns a ``ChatRequest`` or
-raises ``BadRequest`` naming the problem and where it is (``field`` is a
-path such as ``messages[2].parts[0].text``). Nothing here touches the
-database: a request that fails here writes nothing.
-
-Rules (docs/protocols.md, "useChat requests"):
-
-1. The body is UTF-8 JSON, an object, at most ``max_bytes`` long and at
-   most ``MAX_DEPTH`` containers deep.
-2. ``id`` (the chat id) and every message ``id``: 1–128 characters of
-   ``[A-Za-z0-9_-]`` (they become URL segments and primary keys).
-3. ``trigger``: ``submit-message`` (default) or ``regenerate-message``;
-   ``messageId`` optional, same shape as an id.
-4. ``messages``: a list (at most ``MAX_MESSAGES``) of UIMessages whose
-   ``role`` is ``user`` or ``assistant``; a client never sends ``system``
-   messages (the server owns the system prompt).
-5. A user message's parts are ``text`` (with a string ``text``), ``file``
-   (``mediaType`` and ``url`` strings) or ``data-NAME``; assistant parts are
-   taken as the client holds them (the view trusts the stored copy, not
-   these).
-6. Other top-level keys (useChat's ``body`` option) are kept in ``extra``
-   for the view's hooks, never interpreted here.
+Nothing here touches the database: a request that fails here writes
+nothing. The rules are docs/protocols.md, "useChat requests" (rule N
+below is theirs); a refusal is a ``BadRequest`` naming the problem and
+where it is (``field`` is a path such as ``messages[2].parts[0].text``).
 """
 
 from __future__ import annotations
