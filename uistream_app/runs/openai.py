@@ -5,13 +5,16 @@ and the servers that copy its API (vLLM, llama.cpp, Ollama, LM Studio,
 OpenRouter, DeepSeek, Groq…), and turns the chunks into the model port's
 events (``runs.model``):
 
-* ``delta.content`` → ``TextDelta``; ``delta.reasoning_content`` (or
-  ``delta.reasoning``, where a server sends it) → ``ReasoningDelta``, closed
-  by ``ReasoningEnd`` when other output begins;
+* ``delta.content`` → ``TextDelta``, also when it is a list of parts
+  (Mistral: ``text`` parts are answer, ``thinking`` parts reasoning);
+  ``delta.reasoning_content`` (or ``delta.reasoning``, where a server sends
+  it) → ``ReasoningDelta``, closed by ``ReasoningEnd`` when other output
+  begins;
 * ``delta.tool_calls[]`` fragments, keyed by ``index`` (parallel calls
   interleave freely): the first fragment of an index → ``ToolCallStart``,
   each argument fragment → ``ToolCallDelta``; when the choice finishes,
-  one ``ToolCall`` per index in index order with the whole argument text;
+  one ``ToolCall`` per index in index order with the whole argument text
+  (a call that never received a name is an error, as in the AI SDK);
 * ``usage`` (asked for with ``stream_options.include_usage``; the last one
   seen wins, for servers that repeat it cumulatively) → one ``Usage``;
 * ``finish_reason`` mapped to the UI vocabulary (``tool_calls`` →
@@ -23,7 +26,9 @@ Errors are typed (``runs.errors``): a non-2xx answer is ``ModelHTTPError``
 byte of a successful response: once streaming has begun nothing is
 retried); a connection that cannot be made is retried likewise and then
 ``ModelConnectionError``; a connection dropped mid-stream, or a stream that
-ends before a finish reason, is ``ModelConnectionError``; a timeout is
+ends before a finish reason, is ``ModelConnectionError`` (a ``[DONE]``
+before any finish reason is ``ModelResponseError``: the AI SDK reports
+both as errors, not as a normal stop); a timeout is
 ``ModelTimeoutError``; a ``data:`` line that is not JSON, or an in-band
 ``{"error": …}``, is ``ModelResponseError``.
 
@@ -278,8 +283,10 @@ class OpenAIChatModel:
             raise ModelTimeoutError("the model stream stalled past the read timeout") from exc
         except httpx.TransportError as exc:
             raise ModelConnectionError(f"the model stream broke off: {exc}") from exc
-        if not done and state.finish_reason is None:
-            raise ModelConnectionError("the model stream ended before the model finished")
+        if state.finish_reason is None:
+            if not done:
+                raise ModelConnectionError("the model stream ended before the model finished")
+            raise ModelResponseError("the model stream ended ([DONE]) without a finish reason")
         for event in self._flush(state):
             yield event
         if state.usage is not None:
@@ -305,9 +312,12 @@ class OpenAIChatModel:
             state.reasoning_open = True
             out.append(ReasoningDelta(thought))
         content = delta.get("content")
-        if isinstance(content, str) and content:
-            self._close_reasoning(state, out)
-            out.append(TextDelta(content))
+        if isinstance(content, str):
+            if content:
+                self._close_reasoning(state, out)
+                out.append(TextDelta(content))
+        elif isinstance(content, list):
+            self._content_parts(content, state, out)
         tool_calls = delta.get("tool_calls")
         if tool_calls:
             self._close_reasoning(state, out)
@@ -318,6 +328,24 @@ class OpenAIChatModel:
             state.finish_reason = reason
             out.extend(self._flush(state))
         return out
+
+    def _content_parts(self, parts: list[Any], state: _StreamState, out: list[ModelEvent]) -> None:
+        """``delta.content`` as a list of parts (Mistral's magistral models):
+        ``{"type": "text", "text"}`` is answer text, ``{"type": "thinking",
+        "thinking": [{"type": "text", "text"}…]}`` is reasoning."""
+        for part in parts:
+            if not isinstance(part, dict):
+                continue
+            kind = part.get("type")
+            if kind == "text":
+                text = part.get("text")
+                if isinstance(text, str) and text:
+                    self._close_reasoning(state, out)
+                    out.append(TextDelta(text))
+            elif kind == "thinking":
+                for text in _thinking_texts(part.get("thinking")):
+                    state.reasoning_open = True
+                    out.append(ReasoningDelta(text))
 
     @staticmethod
     def _close_reasoning(state: _StreamState, out: list[ModelEvent]) -> None:
@@ -358,6 +386,8 @@ class OpenAIChatModel:
             out.append(ReasoningEnd())
         for index in sorted(state.calls):
             pending = state.calls[index]
+            if not pending.name:
+                raise ModelResponseError(f"the tool call {pending.id!r} never received a function name")
             if not pending.started:
                 out.append(ToolCallStart(pending.id, pending.name))
             out.append(ToolCall(pending.id, pending.name, "".join(pending.arguments)))
@@ -369,6 +399,16 @@ def _ssl_context() -> ssl.SSLContext:
     """One TLS context for the per-call clients: loading the CA bundle costs
     about 0.1 s, far more than a client; a context is not bound to a loop."""
     return httpx.create_ssl_context()
+
+
+def _thinking_texts(thinking: Any) -> list[str]:
+    """The texts of a Mistral ``thinking`` part: a string, or a list of
+    ``{"type": "text", "text"}`` chunks."""
+    if isinstance(thinking, str):
+        return [thinking] if thinking else []
+    if not isinstance(thinking, list):
+        return []
+    return [c["text"] for c in thinking if isinstance(c, dict) and isinstance(c.get("text"), str) and c["text"]]
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
