@@ -88,7 +88,7 @@ class Outcome:
 
     @property
     def tool_calls(self) -> list[ToolCall]:
-        return [e for e in self.events if isinstance(e, ToolCall) and not e.provider_executed]
+        return [e for e in self.events if isinstance(e, ToolCall)]
 
     @property
     def finish(self) -> str | None:

@@ -25,19 +25,27 @@ import functools
 import json
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeAlias, TypeVar
 
 import httpx
 
+from ..protocol.events import SourceDocument, SourceUrl, ToolResult
 from ..protocol.sse import SSEEvent, SSEParser
-from .errors import ModelConnectionError, ModelHTTPError, ModelTimeoutError
+from .errors import ModelConnectionError, ModelError, ModelHTTPError, ModelTimeoutError
 from .messages import ModelMessage, ModelOptions, ToolSpec
 from .model import ModelEvent
 
-__all__ = ["HTTPModelBase", "retry_after", "sse_events", "ssl_context"]
+__all__ = ["HTTPModelBase", "ProviderEvent", "retry_after", "sse_events", "ssl_context"]
+
+#: What a native provider streams besides the model port's events: the
+#: results of tools the provider ran itself (web search, code execution…)
+#: and the sources it cites. All are protocol events the encoder takes.
+ProviderEvent: TypeAlias = ModelEvent | ToolResult | SourceUrl | SourceDocument
+
+E = TypeVar("E", ModelEvent, ProviderEvent)
 
 
-class HTTPModelBase:
+class HTTPModelBase(Generic[E]):
     """A streaming model over one JSON POST (see the module docstring)."""
 
     #: The path under ``base_url`` the requests go to.
@@ -85,7 +93,7 @@ class HTTPModelBase:
         """The provider's own headers (authentication, version)."""
         return {}
 
-    def _events(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
+    def _events(self, response: httpx.Response) -> AsyncIterator[E]:
         raise NotImplementedError
 
     async def stream(
@@ -93,16 +101,29 @@ class HTTPModelBase:
         messages: Sequence[ModelMessage],
         tools: Sequence[ToolSpec] = (),
         options: ModelOptions | None = None,
-    ) -> AsyncGenerator[ModelEvent, None]:
+    ) -> AsyncGenerator[E, None]:
         body = self.request_body(messages, tools, options)
         client = self.client if self.client is not None else httpx.AsyncClient(verify=ssl_context())
+        attempt = 0
         try:
-            response = await self._open(client, body)
-            try:
-                async for event in self._events(response):
-                    yield event
-            finally:
-                await response.aclose()
+            while True:
+                response = await self._open(client, body)
+                started = False
+                try:
+                    async for event in self._events(response):
+                        started = True
+                        yield event
+                    return
+                except ModelError as exc:
+                    # An in-band error that says "try again" (Anthropic's
+                    # overloaded_error) before anything was yielded is as
+                    # safe to retry as a 529 status.
+                    if started or not exc.retryable or attempt >= self.max_retries:
+                        raise
+                finally:
+                    await response.aclose()
+                await self._sleep(min(self.retry_backoff * (2**attempt), self.max_retry_wait))
+                attempt += 1
         finally:
             if client is not self.client:
                 await client.aclose()

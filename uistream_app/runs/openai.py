@@ -103,7 +103,7 @@ class _StreamState:
     usage: Usage | None = None
 
 
-class OpenAIChatModel(HTTPModelBase):
+class OpenAIChatModel(HTTPModelBase[ModelEvent]):
     """A chat-completions model (see the module docstring)."""
 
     path = "/chat/completions"
