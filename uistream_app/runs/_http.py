@@ -29,7 +29,7 @@ from typing import Any, Generic, TypeAlias, TypeVar
 
 import httpx
 
-from ..protocol.events import SourceDocument, SourceUrl, ToolResult
+from ..protocol.events import SourceDocument, SourceUrl, ToolApprovalRequest, ToolResult
 from ..protocol.sse import SSEEvent, SSEParser
 from .errors import ModelConnectionError, ModelError, ModelHTTPError, ModelTimeoutError
 from .messages import ModelMessage, ModelOptions, ToolSpec
@@ -38,9 +38,10 @@ from .model import ModelEvent
 __all__ = ["HTTPModelBase", "ProviderEvent", "retry_after", "sse_events", "ssl_context"]
 
 #: What a native provider streams besides the model port's events: the
-#: results of tools the provider ran itself (web search, code execution…)
-#: and the sources it cites. All are protocol events the encoder takes.
-ProviderEvent: TypeAlias = ModelEvent | ToolResult | SourceUrl | SourceDocument
+#: results of tools the provider ran itself (web search, code execution…),
+#: the sources it cites, and its requests for approval of a remote (MCP)
+#: tool. All are protocol events the encoder takes.
+ProviderEvent: TypeAlias = ModelEvent | ToolResult | SourceUrl | SourceDocument | ToolApprovalRequest
 
 E = TypeVar("E", ModelEvent, ProviderEvent)
 

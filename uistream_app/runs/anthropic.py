@@ -21,7 +21,7 @@ The rules of the stream reader (``_Reader``), in the order events arrive:
    (``text_editor_code_execution`` and ``bash_code_execution`` are shown
    as ``code_execution`` with the sub-tool as the input's ``type``);
    ``*_tool_result`` → a provider-executed ``ToolResult`` (web search
-   results also become ``SourceUrl``\\ s).
+   results also become ``SourceUrl`` events).
 3. ``content_block_delta``: text, thinking, the thinking ``signature``
    (kept for ``ReasoningEnd``'s provider metadata), tool input JSON
    fragments, compaction text. Citations are not sources of their own:
@@ -60,9 +60,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -83,6 +81,7 @@ from ..protocol.events import (
     Usage,
 )
 from ._http import HTTPModelBase, ProviderEvent, sse_events
+from ._memory import ReplayMemory
 from .errors import ModelResponseError
 from .messages import AssistantMessage, ModelMessage, ModelOptions, SystemMessage, ToolMessage, ToolSpec, UserMessage
 
@@ -110,7 +109,6 @@ _SERVER_TOOL_RESULTS: Final[Mapping[str, str]] = {
     "text_editor_code_execution_tool_result": "code_execution",
     "advisor_tool_result": "advisor",
 }
-_MEMORY_SIZE: Final = 512
 
 
 def map_stop_reason(reason: str | None) -> str:
@@ -118,45 +116,7 @@ def map_stop_reason(reason: str | None) -> str:
     return STOP_REASON_MAP.get(reason or "", "other")
 
 
-class _ThinkingMemory:
-    """The thinking blocks (with signatures) of recent assistant steps, so
-    a tool loop can send them back; bounded, shared by the process's
-    models, safe across threads."""
-
-    def __init__(self, size: int = _MEMORY_SIZE) -> None:
-        self._size = size
-        self._blocks: OrderedDict[str, tuple[dict[str, Any], ...]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def keys(call_ids: Sequence[str], reasoning: str) -> list[str]:
-        keys = []
-        if call_ids:
-            keys.append("calls:" + "\x1f".join(call_ids))
-        if reasoning:
-            keys.append("text:" + reasoning)
-        return keys
-
-    def remember(self, call_ids: Sequence[str], reasoning: str, blocks: Sequence[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        with self._lock:
-            for key in self.keys(call_ids, reasoning):
-                self._blocks[key] = tuple(blocks)
-                self._blocks.move_to_end(key)
-            while len(self._blocks) > self._size:
-                self._blocks.popitem(last=False)
-
-    def recall(self, call_ids: Sequence[str], reasoning: str) -> tuple[dict[str, Any], ...]:
-        with self._lock:
-            for key in self.keys(call_ids, reasoning):
-                found = self._blocks.get(key)
-                if found is not None:
-                    return found
-        return ()
-
-
-_MEMORY = _ThinkingMemory()
+_MEMORY = ReplayMemory()
 
 
 class AnthropicModel(HTTPModelBase[ProviderEvent]):

@@ -66,8 +66,9 @@ from ._http import HTTPModelBase, sse_events
 from .errors import ModelConnectionError, ModelResponseError
 from .messages import AssistantMessage, ModelMessage, ModelOptions, SystemMessage, ToolSpec, UserMessage
 from .model import ModelEvent
+from .openai_responses import OpenAIResponsesModel
 
-__all__ = ["FINISH_REASON_MAP", "OpenAIChatModel", "map_finish_reason"]
+__all__ = ["FINISH_REASON_MAP", "OpenAIChatModel", "OpenAIResponsesModel", "map_finish_reason"]
 
 FINISH_REASON_MAP: Final[Mapping[str, str]] = {
     "stop": "stop",
