@@ -16,7 +16,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from uistream_app.runs import ModelError, UserMessage
 from .chat_server import ChatServer, Reply
 
 PEER_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "peer-cases"
+JS_DIR = Path(__file__).resolve().parents[1] / "js"
 ABSENT = "../shared/peer-cases is absent: the recorded provider streams live beside the repository, not in it"
 
 
@@ -164,3 +166,20 @@ def comparable(message: dict[str, Any], *, drop: frozenset[str] = frozenset()) -
             part.pop("errorText", None)
         parts.append(part)
     return parts
+
+
+def oracle(node: str, provider: str, body: bytes, directory: Path, tools: Sequence[str] = ()) -> dict[str, Any]:
+    """What the real provider package (``anthropic`` or
+    ``openai-responses``) and ai@7 make of ``body`` (tests/js/provider_oracle.mjs)."""
+    path = directory / f"{provider}.sse"
+    path.write_bytes(body)
+    result = subprocess.run(
+        [node, str(JS_DIR / "provider_oracle.mjs"), provider, str(path), *tools],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=JS_DIR,
+        timeout=60,
+    )
+    answer: dict[str, Any] = json.loads(result.stdout)
+    return answer

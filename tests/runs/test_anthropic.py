@@ -5,6 +5,7 @@ way the Messages API requires), and the errors."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +38,8 @@ from uistream_app.runs import (
 from uistream_app.runs.anthropic import AnthropicModel, map_stop_reason
 
 from .chat_server import ChatServer, Reply
+from .provider_peers import oracle, run_case
+from .test_anthropic_peer_cases import normalized
 
 pytestmark = pytest.mark.asyncio
 
@@ -448,3 +451,67 @@ async def test_web_search_is_a_provider_executed_call_with_its_sources() -> None
     ]
     assert events[3] == ToolResult("srvtoolu_1", output, tool_name="web_search", provider_executed=True)
     assert (events[4].url, events[4].title) == ("https://a.example/", "A")  # type: ignore[union-attr]
+
+
+# -- cases of our own, judged by the real @ai-sdk/anthropic and ai@7 ---------------
+
+
+def _oracle_cases() -> list[Any]:
+    search_error = {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_x",
+        "content": {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"},
+    }
+    return [
+        pytest.param([start(), *text(0, "The answer is lo"), *end("max_tokens", 16)], (), id="max-tokens"),
+        pytest.param([start(), *text(0, "Stopped at"), *end("stop_sequence", 3)], (), id="stop-sequence"),
+        pytest.param([start(), *text(0, "Searching more"), *end("pause_turn", 3)], (), id="pause-turn"),
+        pytest.param([start(), *end("refusal", 2)], (), id="refusal-no-content"),
+        pytest.param([start(), *text(0, "Too long"), *end("model_context_window_exceeded", 2)], (), id="context-full"),
+        pytest.param(
+            [
+                start(input_tokens=7, cache_read_input_tokens=3, cache_creation_input_tokens=2),
+                *thinking(0, "Two cities.", "sig-1"),
+                *text(1, "Checking."),
+                *tool_use(2, "toolu_a", "get_weather", '{"ci', 'ty": "Oslo"}'),
+                *tool_use(3, "toolu_b", "get_weather"),
+                *end("tool_use", 40),
+            ],
+            ("get_weather",),
+            id="thinking-parallel-calls-empty-input-cache",
+        ),
+        pytest.param(
+            [
+                start(),
+                block(0, {"type": "server_tool_use", "id": "srvtoolu_x", "name": "web_search", "input": {}}),
+                delta(0, {"type": "input_json_delta", "partial_json": '{"query": "x"}'}),
+                stop(0),
+                block(1, search_error),
+                stop(1),
+                *text(2, "The search failed."),
+                *end(),
+            ],
+            (),
+            id="failed-web-search",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(("body", "tools"), _oracle_cases())
+async def test_our_own_cases_yield_what_the_ai_sdk_yields(
+    body: list[bytes], tools: tuple[str, ...], node: str, tmp_path: Path
+) -> None:
+    raw = b"".join(body)
+    ours = await run_case(lambda url: AnthropicModel("peer-model", base_url=url, api_key="k", max_retries=0), raw)
+    theirs = oracle(node, "anthropic", raw, tmp_path, tools)
+    assert ours.error is None
+    assert ours.text == theirs["text"]
+    assert ours.finish == theirs["finishReason"]
+    usage = ours.usage
+    assert usage is not None
+    assert (usage.input_tokens, usage.output_tokens) == (
+        theirs["usage"]["inputTokens"],
+        theirs["usage"]["outputTokens"],
+    )
+    assert usage.cached_input_tokens == theirs["usage"]["inputTokenDetails"]["cacheReadTokens"]
+    assert normalized(ours.message) == normalized(theirs["message"])

@@ -5,6 +5,7 @@ content and the tool results as ``function_call_output``), and the errors."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,6 +39,8 @@ from uistream_app.runs.openai import OpenAIResponsesModel
 from uistream_app.runs.openai_responses import map_incomplete_reason
 
 from .chat_server import ChatServer, Reply
+from .provider_peers import oracle, run_case
+from .test_openai_responses_peer_cases import normalized
 
 pytestmark = pytest.mark.asyncio
 
@@ -93,12 +96,22 @@ def function_call(index: int, call_id: str, name: str, *fragments: str) -> list[
     item = {"id": f"fc_{call_id}", "type": "function_call", "call_id": call_id, "name": name, "arguments": ""}
     return [
         ev({"type": "response.output_item.added", "output_index": index, "item": item}),
-        *(ev({"type": "response.function_call_arguments.delta", "output_index": index, "delta": f}) for f in fragments),
+        *(
+            ev(
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "output_index": index,
+                    "item_id": item["id"],
+                    "delta": f,
+                }
+            )
+            for f in fragments
+        ),
         ev(
             {
                 "type": "response.output_item.done",
                 "output_index": index,
-                "item": {**item, "arguments": "".join(fragments)},
+                "item": {**item, "arguments": "".join(fragments), "status": "completed"},
             }
         ),
     ]
@@ -280,6 +293,8 @@ async def test_max_output_tokens_is_length() -> None:
 
 
 async def test_a_refusal_is_shown_and_ends_as_content_filter() -> None:
+    """A person sees why there is no answer (the real package agrees: see
+    the oracle cases below)."""
     item = {"id": "msg", "type": "message"}
     async with ChatServer() as server:
         server.add(
@@ -399,3 +414,81 @@ async def test_429_waits_as_retry_after_says_and_4xx_is_not_retried() -> None:
     assert info.value.status_code == 401
     assert "Incorrect API key" in info.value.body
     assert len(server.requests) == 3
+
+
+# -- cases of our own, judged by the real @ai-sdk/openai and ai@7 ------------------
+
+
+def _oracle_cases() -> list[Any]:
+    failed_search = {"id": "ws_1", "type": "web_search_call", "status": "failed", "action": None}
+    refused = {"id": "msg", "type": "message"}
+    return [
+        pytest.param(
+            [
+                created(),
+                *reasoning(0, "rs_1", ["Plan.", "More."], "enc"),
+                *message(1, "m", "Cut o"),
+                completed(reason="max_output_tokens", output_tokens_details={"reasoning_tokens": 3}),
+            ],
+            (),
+            id="incomplete-after-two-summaries",
+        ),
+        pytest.param(
+            [
+                created(),
+                *reasoning(0, "rs_1", [], "enc-empty"),
+                *function_call(1, "call_a", "get_weather", '{"city":', ' "Oslo"}'),
+                *function_call(2, "call_b", "get_weather", "{}"),
+                completed(input_tokens_details={"cached_tokens": 4}),
+            ],
+            ("get_weather",),
+            id="parallel-calls-after-empty-reasoning",
+        ),
+        pytest.param(
+            [
+                created(),
+                ev({"type": "response.output_item.added", "output_index": 0, "item": refused}),
+                ev({"type": "response.refusal.delta", "output_index": 0, "item_id": "msg", "delta": "I can't help"}),
+                ev({"type": "response.refusal.delta", "output_index": 0, "item_id": "msg", "delta": " with that."}),
+                ev({"type": "response.output_item.done", "output_index": 0, "item": refused}),
+                completed(),
+            ],
+            (),
+            id="refusal",
+        ),
+        pytest.param(
+            [
+                created(),
+                ev({"type": "response.output_item.added", "output_index": 0, "item": failed_search}),
+                ev({"type": "response.output_item.done", "output_index": 0, "item": failed_search}),
+                *message(1, "m", "No results."),
+                completed(),
+            ],
+            (),
+            id="failed-web-search",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(("body", "tools"), _oracle_cases())
+async def test_our_own_cases_yield_what_the_ai_sdk_yields(
+    body: list[bytes], tools: tuple[str, ...], node: str, tmp_path: Path
+) -> None:
+    raw = b"".join(body)
+    ours = await run_case(_peer_model, raw)
+    theirs = oracle(node, "openai-responses", raw, tmp_path, tools)
+    assert ours.error is None
+    assert ours.text == theirs["text"]
+    assert ours.finish == theirs["finishReason"]
+    usage = ours.usage
+    assert usage is not None
+    assert (usage.input_tokens, usage.output_tokens) == (
+        theirs["usage"]["inputTokens"],
+        theirs["usage"]["outputTokens"],
+    )
+    assert (usage.cached_input_tokens or 0) == theirs["usage"]["inputTokenDetails"]["cacheReadTokens"]
+    assert normalized(ours.message, set()) == normalized(theirs["message"], set())
+
+
+def _peer_model(base_url: str) -> OpenAIResponsesModel:
+    return OpenAIResponsesModel("peer-model", base_url=base_url, api_key="k", max_retries=0)

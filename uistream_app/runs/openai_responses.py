@@ -20,9 +20,8 @@ The rules of the stream reader (``_Reader``), keyed by ``output_index``
    input ``{}``; the code interpreter streams its code as input; hosted
    tool search waits for its arguments.
 2. Deltas: ``output_text.delta`` → ``TextDelta``; ``refusal.delta`` too
-   (a deliberate difference: the AI SDK drops a refusal and the person
-   sees an empty answer; here it is the text, and the finish reason is
-   ``content-filter``); each reasoning summary
+   (the refusal is the answer a person sees, and the response ends as
+   ``content-filter``, as ``@ai-sdk/openai`` 4.0.118 has it); each reasoning summary
    part is a reasoning part of its own (``reasoning_summary_part.added``
    ends the previous one); ``function_call_arguments.delta`` and the code
    interpreter's code → ``ToolCallDelta``; a partial image → a preliminary
@@ -305,9 +304,8 @@ class _Reader:
                 item.got_delta = True
             return [TextDelta(obj.get("delta", ""))]
         if kind == "response.refusal.delta":
-            # The AI SDK drops refusals; a person should see why there is
-            # no answer, so the refusal is the message's text and the
-            # response ends as content-filter.
+            # A person should see why there is no answer: the refusal is
+            # the message's text, and the response ends as content-filter.
             self.refused = True
             item = self.items.get(index) or self._by_id(obj.get("item_id"))
             if item is not None:
