@@ -10,6 +10,15 @@ included) and failed connects with backoff or the server's
 (``runs.errors``). A subclass writes ``request_body``, ``_headers`` and
 ``_events`` (the provider's events → the model port's).
 
+Why httpx and our own SSE parser rather than the official ``anthropic`` /
+``openai`` SDKs: reading the same 20,000-delta answer from a local server,
+the SDKs' streams (anthropic 2.14, openai 3.57, which parse every event
+into typed objects) took 38 µs (Anthropic Messages), 186 µs (Responses)
+and 167 µs (Chat Completions) of CPU per delta; these models took 15, 17
+and 17 µs, a ratio of 0.39, 0.09 and 0.10 (``bench/provider_bench.py``,
+both sides in one process, median of 5 rounds). The SDKs would also be
+dependencies the app does not otherwise need.
+
 Without a ``client`` argument each call makes its own
 ``httpx.AsyncClient``, because a client is bound to the event loop it
 first ran in and Django may run async views in a new loop per request (the
