@@ -250,6 +250,29 @@ async def test_turn_two_sends_the_signed_thinking_and_the_tool_results_back() ->
     ]
 
 
+async def test_signed_thinking_goes_back_only_with_the_calls_it_came_with() -> None:
+    """The same reasoning text in another conversation's step (other call
+    ids) does not pick up this step's thinking blocks."""
+    async with ChatServer() as server:
+        server.add(
+            Reply(
+                body=[
+                    start(),
+                    *thinking(0, "Same words.", "sig-mine"),
+                    *tool_use(1, "toolu_mine", "f", "{}"),
+                    *end("tool_use"),
+                ]
+            )
+        )
+        model = make_model(server)
+        await collect(model)
+    mine = AssistantMessage("", (ToolCallRequest("toolu_mine", "f", "{}"),), "Same words.")
+    theirs = AssistantMessage("", (ToolCallRequest("toolu_theirs", "f", "{}"),), "Same words.")
+    _, wire = model.messages_to_wire([mine, ToolMessage("toolu_mine", "1"), theirs])
+    assert wire[0]["content"][0] == {"type": "thinking", "thinking": "Same words.", "signature": "sig-mine"}
+    assert [b["type"] for b in wire[2]["content"]] == ["tool_use"]
+
+
 async def test_history_goes_out_in_the_messages_api_shape() -> None:
     """Tool results of one step share one user message; a failed tool
     says ``is_error``; unsigned reasoning is not sent (the API rejects a

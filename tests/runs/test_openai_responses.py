@@ -492,3 +492,34 @@ async def test_our_own_cases_yield_what_the_ai_sdk_yields(
 
 def _peer_model(base_url: str) -> OpenAIResponsesModel:
     return OpenAIResponsesModel("peer-model", base_url=base_url, api_key="k", max_retries=0)
+
+
+@pytest.mark.parametrize(
+    ("store", "encrypted", "sent"),
+    [
+        (False, None, []),
+        (True, None, [{"type": "item_reference", "id": "rs_x"}]),
+        (True, "enc", [{"type": "item_reference", "id": "rs_x"}]),
+    ],
+)
+async def test_reasoning_goes_back_only_in_a_form_the_api_can_find(
+    store: bool, encrypted: str | None, sent: list[dict[str, Any]]
+) -> None:
+    """Not stored and without its encrypted content, a reasoning item sent
+    back by id alone is an error ("not found"); stored, a reference is
+    enough."""
+    async with ChatServer() as server:
+        server.add(
+            Reply(
+                body=[
+                    created(),
+                    *reasoning(0, "rs_x", ["Think."], encrypted),
+                    *function_call(1, "call_x", "f", "{}"),
+                    completed(),
+                ]
+            )
+        )
+        model = make_model(server, store=store)
+        await collect(model)
+    items = model.input_items([AssistantMessage("", (ToolCallRequest("call_x", "f", "{}"),), "Think.")])
+    assert items[:-1] == sent

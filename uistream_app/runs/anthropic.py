@@ -50,9 +50,9 @@ results as ``tool_result`` blocks of a user message (consecutive messages
 of one role merged), and an assistant step's thinking blocks *with their
 signatures* first, as the API requires when a tool loop continues with
 thinking on. ``AssistantMessage`` carries reasoning text but no signature,
-so the model keeps the blocks it streamed (a bounded in-process memory,
-keyed by the step's tool call ids, else its reasoning text) and puts them
-back when that step is sent again; a step it does not remember goes out
+so the model keeps the blocks it streamed (``runs._memory``: a bounded
+in-process memory keyed by the step's tool call ids) and puts them back
+when that step is sent again; a step it does not remember goes out
 without its reasoning (unsigned thinking is rejected by the API).
 """
 
@@ -240,7 +240,7 @@ class AnthropicModel(HTTPModelBase[ProviderEvent]):
 
     def _assistant_blocks(self, message: AssistantMessage) -> list[dict[str, Any]]:
         call_ids = [c.id for c in message.tool_calls]
-        blocks = [dict(b) for b in self.memory.recall(call_ids, message.reasoning)]
+        blocks = [dict(b) for b in self.memory.recall(call_ids)]
         if message.content:
             blocks.append({"type": "text", "text": message.content})
         for call in message.tool_calls:
@@ -267,7 +267,7 @@ class AnthropicModel(HTTPModelBase[ProviderEvent]):
                 break
         for event in reader.end():
             yield event
-        self.memory.remember(reader.call_ids, reader.reasoning_text, reader.thinking_blocks)
+        self.memory.remember(reader.call_ids, reader.thinking_blocks)
 
 
 @dataclass(slots=True)
@@ -300,11 +300,6 @@ class _Reader:
         self.tool_names: dict[str, str] = {}
         self.call_ids: list[str] = []
         self.thinking_blocks: list[dict[str, Any]] = []
-        self._reasoning: list[str] = []
-
-    @property
-    def reasoning_text(self) -> str:
-        return "".join(self._reasoning)
 
     def feed(self, obj: dict[str, Any]) -> list[ProviderEvent]:
         kind = obj.get("type")
@@ -547,7 +542,6 @@ class _Reader:
                 out.append(ReasoningEnd({"anthropic": {"redactedData": block.redacted}}))
                 return out
             text = "".join(block.thinking)
-            self._reasoning.append(text)
             if block.signature is not None:
                 self.thinking_blocks.append({"type": "thinking", "thinking": text, "signature": block.signature})
                 out.append(ReasoningEnd({"anthropic": {"signature": block.signature}}))

@@ -48,10 +48,11 @@ The rules of the stream reader (``_Reader``), keyed by ``output_index``
 
 History goes out as Responses input items: system and user messages,
 an assistant step as its reasoning items (remembered from the stream that
-produced them, ``runs._memory``; with ``store=False``, the default, they
-carry their encrypted content, which ``include`` asks for), an
-``output_text`` message and ``function_call`` items, and each tool result
-as a ``function_call_output``.
+produced them, ``runs._memory``: with ``store=False``, the default, those
+that came with their encrypted content, which ``include`` asks for when
+``reasoning`` is set; with ``store=True``, references to the stored
+items), an ``output_text`` message and ``function_call`` items, and each
+tool result as a ``function_call_output``.
 """
 
 from __future__ import annotations
@@ -207,7 +208,7 @@ class OpenAIResponsesModel(HTTPModelBase[ProviderEvent]):
                 items.append({"role": "user", "content": [{"type": "input_text", "text": message.content}]})
             elif isinstance(message, AssistantMessage):
                 call_ids = [c.id for c in message.tool_calls]
-                items.extend(dict(i) for i in self.memory.recall(call_ids, message.reasoning))
+                items.extend(dict(i) for i in self.memory.recall(call_ids))
                 if message.content:
                     items.append({"role": "assistant", "content": [{"type": "output_text", "text": message.content}]})
                 for call in message.tool_calls:
@@ -245,8 +246,14 @@ class OpenAIResponsesModel(HTTPModelBase[ProviderEvent]):
                 break
         for event in reader.end():
             yield event
-        if not self.store:
-            self.memory.remember(reader.call_ids, reader.reasoning_text, reader.reasoning_items)
+        if self.store:
+            # Stored server-side: the items are sent back by reference.
+            items = [{"type": "item_reference", "id": i["id"]} for i in reader.reasoning_items]
+        else:
+            # Not stored: an item goes back only with its encrypted content
+            # (the API cannot find one by id alone).
+            items = [i for i in reader.reasoning_items if "encrypted_content" in i]
+        self.memory.remember(reader.call_ids, items)
 
 
 @dataclass(slots=True)
@@ -273,13 +280,8 @@ class _Reader:
         self.refused = False
         self.call_ids: list[str] = []
         self.reasoning_items: list[dict[str, Any]] = []
-        self._reasoning: list[str] = []
         self._hosted_searches: list[str] = []
         self.source_urls: set[str] = set()
-
-    @property
-    def reasoning_text(self) -> str:
-        return "".join(self._reasoning)
 
     def feed(self, obj: dict[str, Any]) -> list[ProviderEvent]:
         kind = obj.get("type")
@@ -459,7 +461,6 @@ class _Reader:
         metadata = {"openai": {"itemId": item.item_id, "reasoningEncryptedContent": encrypted}}
         out = self._end_summary_part(item, metadata)
         texts = ["".join(part) for part in item.summary]
-        self._reasoning.extend(texts)
         replay: dict[str, Any] = {
             "type": "reasoning",
             "id": item.item_id,
