@@ -445,3 +445,47 @@ async def test_a_loop_over_the_real_server() -> None:
         },
         {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"city": "Oslo", "temp": 3})},
     ]
+
+
+async def test_content_sent_as_a_list_of_parts_is_reasoning_then_text() -> None:
+    """Mistral's magistral models send ``delta.content`` as parts; the
+    user saw an empty answer when they were dropped."""
+    async with ChatServer() as server:
+        thinking = {"type": "thinking", "thinking": [{"type": "text", "text": "2+2 is 4."}]}
+        server.add(
+            Reply(
+                body=[
+                    chunk({"role": "assistant", "content": [thinking]}),
+                    chunk({"content": [{"type": "text", "text": "2 + 2 = "}, {"type": "text", "text": "4"}]}),
+                    chunk({"content": ""}, "stop"),
+                    DONE,
+                ]
+            )
+        )
+        events = await collect(make_model(server))
+    assert events == [
+        ReasoningDelta("2+2 is 4."),
+        ReasoningEnd(),
+        TextDelta("2 + 2 = "),
+        TextDelta("4"),
+        Finish("stop"),
+    ]
+
+
+async def test_done_before_any_finish_reason_is_an_error_not_a_stop() -> None:
+    async with ChatServer() as server:
+        server.add(Reply(body=[chunk({"content": "Hello"}), DONE]))
+        events, error = await collect_until_error(make_model(server))
+    assert events == [TextDelta("Hello")]
+    assert isinstance(error, ModelResponseError)
+    assert "without a finish reason" in str(error)
+
+
+async def test_a_tool_call_that_never_receives_a_name_is_rejected() -> None:
+    async with ChatServer() as server:
+        fragment = {"index": 0, "id": "call_missing", "type": "function", "function": {"arguments": "{}"}}
+        server.add(Reply(body=[chunk({"tool_calls": [fragment]}), chunk({}, "tool_calls"), DONE]))
+        events, error = await collect_until_error(make_model(server))
+    assert not any(isinstance(e, (ToolCallStart, ToolCall)) for e in events)
+    assert isinstance(error, ModelResponseError)
+    assert "call_missing" in str(error)

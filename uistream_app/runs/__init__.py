@@ -9,7 +9,10 @@ program. The pieces:
 * ``tools``: ``@tool`` / ``Tool`` over plain functions, schema from hints;
 * ``loop``: ``ToolLoop``, model ⇄ tools until done, as source events;
 * ``scripted``: ``ScriptedModel`` for tests and benchmarks;
-* ``openai``: ``OpenAIChatModel``, chat-completions over httpx;
+* ``openai``: ``OpenAIChatModel``, chat-completions over httpx, and
+  ``OpenAIResponsesModel``, the Responses API (``openai_responses``);
+* ``anthropic``: ``AnthropicModel``, the Anthropic Messages API;
+* ``providers``: ``resolve_model("anthropic:claude-…")``, a model by name;
 * ``history``: stored UI messages ⇄ model messages;
 * ``errors``: the typed failures.
 """
@@ -38,12 +41,14 @@ from .messages import (
     UserMessage,
 )
 from .model import ChatModel, ModelEvent, model_name
+from .providers import MODEL_SCHEMES, ModelSpecError, is_model_spec, resolve_model
 from .scripted import ScriptedModel
 from .tools import ClientTool, Tool, ToolArgumentsError, ToolContext, tool
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
     "MASKED_TOOL_ERROR",
+    "MODEL_SCHEMES",
     "AssistantMessage",
     "ChatModel",
     "ClientTool",
@@ -55,6 +60,7 @@ __all__ = [
     "ModelMessage",
     "ModelOptions",
     "ModelResponseError",
+    "ModelSpecError",
     "ModelTimeoutError",
     "ScriptExhaustedError",
     "ScriptedModel",
@@ -70,8 +76,10 @@ __all__ = [
     "ToolSpec",
     "UserMessage",
     "approvals_from_ui",
+    "is_model_spec",
     "model_name",
     "model_to_ui_messages",
+    "resolve_model",
     "tool",
     "ui_to_model_messages",
 ]

@@ -5,13 +5,16 @@ and the servers that copy its API (vLLM, llama.cpp, Ollama, LM Studio,
 OpenRouter, DeepSeek, Groq…), and turns the chunks into the model port's
 events (``runs.model``):
 
-* ``delta.content`` → ``TextDelta``; ``delta.reasoning_content`` (or
-  ``delta.reasoning``, where a server sends it) → ``ReasoningDelta``, closed
-  by ``ReasoningEnd`` when other output begins;
+* ``delta.content`` → ``TextDelta``, also when it is a list of parts
+  (Mistral: ``text`` parts are answer, ``thinking`` parts reasoning);
+  ``delta.reasoning_content`` (or ``delta.reasoning``, where a server sends
+  it) → ``ReasoningDelta``, closed by ``ReasoningEnd`` when other output
+  begins;
 * ``delta.tool_calls[]`` fragments, keyed by ``index`` (parallel calls
   interleave freely): the first fragment of an index → ``ToolCallStart``,
   each argument fragment → ``ToolCallDelta``; when the choice finishes,
-  one ``ToolCall`` per index in index order with the whole argument text;
+  one ``ToolCall`` per index in index order with the whole argument text
+  (a call that never received a name is an error, as in the AI SDK);
 * ``usage`` (asked for with ``stream_options.include_usage``; the last one
   seen wins, for servers that repeat it cumulatively) → one ``Usage``;
 * ``finish_reason`` mapped to the UI vocabulary (``tool_calls`` →
@@ -23,7 +26,9 @@ Errors are typed (``runs.errors``): a non-2xx answer is ``ModelHTTPError``
 byte of a successful response: once streaming has begun nothing is
 retried); a connection that cannot be made is retried likewise and then
 ``ModelConnectionError``; a connection dropped mid-stream, or a stream that
-ends before a finish reason, is ``ModelConnectionError``; a timeout is
+ends before a finish reason, is ``ModelConnectionError`` (a ``[DONE]``
+before any finish reason is ``ModelResponseError``: the AI SDK reports
+both as errors, not as a normal stop); a timeout is
 ``ModelTimeoutError``; a ``data:`` line that is not JSON, or an in-band
 ``{"error": …}``, is ``ModelResponseError``.
 
@@ -39,11 +44,9 @@ to reuse connections where the loop is one.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
-import ssl
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -59,12 +62,13 @@ from ..protocol.events import (
     ToolCallStart,
     Usage,
 )
-from ..protocol.sse import SSEParser
-from .errors import ModelConnectionError, ModelHTTPError, ModelResponseError, ModelTimeoutError
+from ._http import HTTPModelBase, sse_events
+from .errors import ModelConnectionError, ModelResponseError
 from .messages import AssistantMessage, ModelMessage, ModelOptions, SystemMessage, ToolSpec, UserMessage
 from .model import ModelEvent
+from .openai_responses import OpenAIResponsesModel
 
-__all__ = ["FINISH_REASON_MAP", "OpenAIChatModel", "map_finish_reason"]
+__all__ = ["FINISH_REASON_MAP", "OpenAIChatModel", "OpenAIResponsesModel", "map_finish_reason"]
 
 FINISH_REASON_MAP: Final[Mapping[str, str]] = {
     "stop": "stop",
@@ -100,8 +104,10 @@ class _StreamState:
     usage: Usage | None = None
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(HTTPModelBase[ModelEvent]):
     """A chat-completions model (see the module docstring)."""
+
+    path = "/chat/completions"
 
     def __init__(
         self,
@@ -119,21 +125,23 @@ class OpenAIChatModel:
         extra_body: Mapping[str, Any] | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ) -> None:
-        self.model = model
-        self.name = model
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.api_key = api_key
-        self.client = client
-        self.timeout = (
-            timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout, connect=min(timeout, 10))
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            client=client,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_backoff=retry_backoff,
+            max_retry_wait=max_retry_wait,
+            headers=headers,
+            extra_body=extra_body,
+            sleep=sleep,
         )
-        self.max_retries = max_retries
-        self.retry_backoff = retry_backoff
-        self.max_retry_wait = max_retry_wait
         self.include_usage = include_usage
-        self.headers = dict(headers or {})
-        self.extra_body = dict(extra_body or {})
-        self._sleep = sleep
+
+    def _headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     # -- request ---------------------------------------------------------------
 
@@ -191,95 +199,26 @@ class OpenAIChatModel:
 
     # -- the stream --------------------------------------------------------------
 
-    async def stream(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolSpec] = (),
-        options: ModelOptions | None = None,
-    ) -> AsyncGenerator[ModelEvent, None]:
-        body = self.request_body(messages, tools, options)
-        client = self.client if self.client is not None else httpx.AsyncClient(verify=_ssl_context())
-        try:
-            response = await self._open(client, body)
-            try:
-                async for event in self._events(response):
-                    yield event
-            finally:
-                await response.aclose()
-        finally:
-            if client is not self.client:
-                await client.aclose()
-
-    async def _open(self, client: httpx.AsyncClient, body: dict[str, Any]) -> httpx.Response:
-        """Send the request; retry 429/5xx and failed connects; return the
-        open 2xx response, its body not yet read."""
-        headers = {"accept": "text/event-stream", **self.headers}
-        if self.api_key:
-            headers["authorization"] = f"Bearer {self.api_key}"
-        content = json.dumps(body, ensure_ascii=False).encode()
-        headers["content-type"] = "application/json"
-        attempt = 0
-        while True:
-            request = client.build_request("POST", self.url, content=content, headers=headers, timeout=self.timeout)
-            wait: float | None = None
-            try:
-                response = await client.send(request, stream=True)
-            except httpx.ConnectTimeout as exc:
-                if attempt >= self.max_retries:
-                    raise ModelTimeoutError(f"connecting to {self.url} timed out") from exc
-            except httpx.ConnectError as exc:
-                if attempt >= self.max_retries:
-                    raise ModelConnectionError(f"cannot connect to {self.url}: {exc}") from exc
-            except httpx.TimeoutException as exc:
-                raise ModelTimeoutError(f"{self.url} did not answer in time") from exc
-            except httpx.TransportError as exc:
-                raise ModelConnectionError(f"request to {self.url} failed: {exc}") from exc
-            else:
-                if response.is_success:
-                    return response
-                try:
-                    text = (await response.aread()).decode("utf-8", "replace")
-                except httpx.HTTPError:
-                    text = ""
-                finally:
-                    await response.aclose()
-                error = ModelHTTPError(response.status_code, text)
-                if not error.retryable or attempt >= self.max_retries:
-                    raise error
-                wait = _retry_after(response.headers)
-            if wait is None:
-                wait = self.retry_backoff * (2**attempt)
-            attempt += 1
-            await self._sleep(min(wait, self.max_retry_wait))
-
     async def _events(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
-        parser = SSEParser()
         state = _StreamState()
         done = False
-        try:
-            async for data in response.aiter_bytes():
-                for sse in parser.feed(data):
-                    payload = sse.data
-                    if payload == "[DONE]":
-                        done = True
-                        break
-                    try:
-                        obj = json.loads(payload)
-                    except ValueError:
-                        raise ModelResponseError(f"a stream line is not JSON: {payload[:200]!r}") from None
-                    if not isinstance(obj, dict):
-                        raise ModelResponseError(f"a stream chunk is not an object: {payload[:200]!r}")
-                    for event in self._chunk_events(obj, state):
-                        yield event
-                parser.comments.clear()
-                if done:
-                    break
-        except httpx.TimeoutException as exc:
-            raise ModelTimeoutError("the model stream stalled past the read timeout") from exc
-        except httpx.TransportError as exc:
-            raise ModelConnectionError(f"the model stream broke off: {exc}") from exc
-        if not done and state.finish_reason is None:
-            raise ModelConnectionError("the model stream ended before the model finished")
+        async for sse in sse_events(response):
+            payload = sse.data
+            if payload == "[DONE]":
+                done = True
+                break
+            try:
+                obj = json.loads(payload)
+            except ValueError:
+                raise ModelResponseError(f"a stream line is not JSON: {payload[:200]!r}") from None
+            if not isinstance(obj, dict):
+                raise ModelResponseError(f"a stream chunk is not an object: {payload[:200]!r}")
+            for event in self._chunk_events(obj, state):
+                yield event
+        if state.finish_reason is None:
+            if not done:
+                raise ModelConnectionError("the model stream ended before the model finished")
+            raise ModelResponseError("the model stream ended ([DONE]) without a finish reason")
         for event in self._flush(state):
             yield event
         if state.usage is not None:
@@ -305,9 +244,12 @@ class OpenAIChatModel:
             state.reasoning_open = True
             out.append(ReasoningDelta(thought))
         content = delta.get("content")
-        if isinstance(content, str) and content:
-            self._close_reasoning(state, out)
-            out.append(TextDelta(content))
+        if isinstance(content, str):
+            if content:
+                self._close_reasoning(state, out)
+                out.append(TextDelta(content))
+        elif isinstance(content, list):
+            self._content_parts(content, state, out)
         tool_calls = delta.get("tool_calls")
         if tool_calls:
             self._close_reasoning(state, out)
@@ -318,6 +260,24 @@ class OpenAIChatModel:
             state.finish_reason = reason
             out.extend(self._flush(state))
         return out
+
+    def _content_parts(self, parts: list[Any], state: _StreamState, out: list[ModelEvent]) -> None:
+        """``delta.content`` as a list of parts (Mistral's magistral models):
+        ``{"type": "text", "text"}`` is answer text, ``{"type": "thinking",
+        "thinking": [{"type": "text", "text"}…]}`` is reasoning."""
+        for part in parts:
+            if not isinstance(part, dict):
+                continue
+            kind = part.get("type")
+            if kind == "text":
+                text = part.get("text")
+                if isinstance(text, str) and text:
+                    self._close_reasoning(state, out)
+                    out.append(TextDelta(text))
+            elif kind == "thinking":
+                for text in _thinking_texts(part.get("thinking")):
+                    state.reasoning_open = True
+                    out.append(ReasoningDelta(text))
 
     @staticmethod
     def _close_reasoning(state: _StreamState, out: list[ModelEvent]) -> None:
@@ -358,17 +318,22 @@ class OpenAIChatModel:
             out.append(ReasoningEnd())
         for index in sorted(state.calls):
             pending = state.calls[index]
+            if not pending.name:
+                raise ModelResponseError(f"the tool call {pending.id!r} never received a function name")
             if not pending.started:
                 out.append(ToolCallStart(pending.id, pending.name))
             out.append(ToolCall(pending.id, pending.name, "".join(pending.arguments)))
         return out
 
 
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One TLS context for the per-call clients: loading the CA bundle costs
-    about 0.1 s, far more than a client; a context is not bound to a loop."""
-    return httpx.create_ssl_context()
+def _thinking_texts(thinking: Any) -> list[str]:
+    """The texts of a Mistral ``thinking`` part: a string, or a list of
+    ``{"type": "text", "text"}`` chunks."""
+    if isinstance(thinking, str):
+        return [thinking] if thinking else []
+    if not isinstance(thinking, list):
+        return []
+    return [c["text"] for c in thinking if isinstance(c, dict) and isinstance(c.get("text"), str) and c["text"]]
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
@@ -382,19 +347,3 @@ def _usage(raw: dict[str, Any]) -> Usage:
         reasoning_tokens=count(raw.get("completion_tokens_details"), "reasoning_tokens"),
         cached_input_tokens=count(raw.get("prompt_tokens_details"), "cached_tokens"),
     )
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds
-    form; an HTTP date is ignored)."""
-    for key, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(key)
-        if value is None:
-            continue
-        try:
-            seconds = float(value) * scale
-        except ValueError:
-            continue
-        if seconds >= 0:
-            return seconds
-    return None

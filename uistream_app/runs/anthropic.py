@@ -1,0 +1,638 @@
+"""The Anthropic Messages API as a model, over ``httpx``.
+
+Speaks ``POST {base_url}/messages`` with ``stream: true`` (``base_url`` is
+the API root the official SDK uses, ending in ``/v1``) and reads the stream
+the way ``@ai-sdk/anthropic`` does, into the model port's events
+(``runs.model``) plus the results and sources of the tools Anthropic runs
+itself (``runs._http.ProviderEvent``).
+
+The rules of the stream reader (``_Reader``), in the order events arrive:
+
+1. ``message_start`` opens the message: input usage (cache reads and
+   writes counted into input, as the AI SDK does) and tool calls that
+   arrive already complete in its ``content`` (programmatic tool calling).
+   A second ``message_start`` with the same id is ignored; one with
+   another id while the first is open is an error (a spliced stream).
+2. ``content_block_start`` opens block ``index``: ``text`` and
+   ``compaction`` (a summary, shown as text) → text; ``thinking`` →
+   reasoning; ``redacted_thinking`` → an empty reasoning part whose
+   provider metadata keeps the data; ``tool_use`` → a client tool call;
+   ``server_tool_use`` and ``mcp_tool_use`` → a provider-executed call
+   (``text_editor_code_execution`` and ``bash_code_execution`` are shown
+   as ``code_execution`` with the sub-tool as the input's ``type``);
+   ``*_tool_result`` → a provider-executed ``ToolResult`` (web search
+   results also become ``SourceUrl`` events).
+3. ``content_block_delta``: text, thinking, the thinking ``signature``
+   (kept for ``ReasoningEnd``'s provider metadata), tool input JSON
+   fragments, compaction text. Citations are not sources of their own:
+   a web-search citation points at a result already sent as a source
+   (``@ai-sdk/anthropic`` 4.0.105 sends none for them either), and a
+   document citation needs the documents of the prompt, which the model
+   port does not carry.
+4. ``content_block_stop`` closes the block: ``TextEnd``, ``ReasoningEnd``
+   with ``{"anthropic": {"signature"|"redactedData"}}``, or the complete
+   ``ToolCall`` (empty input is ``{}``).
+5. ``message_delta`` replaces the output usage (and input, cache and
+   ``iterations`` when given) and sets the stop reason; ``message_stop``
+   yields ``Usage`` and ``Finish``. ``ping`` is ignored.
+6. An ``error`` event is ``ModelResponseError`` (``overloaded_error`` is
+   retryable: before any event was yielded the request is sent again);
+   the body ending without ``message_stop`` after a message began is
+   ``Finish("interrupted")``, as the AI SDK reports it, with no usage.
+
+Stop reasons map as the AI SDK maps them (``end_turn``, ``stop_sequence``,
+``pause_turn`` → ``stop``; ``tool_use`` → ``tool-calls``; ``max_tokens``
+and ``model_context_window_exceeded`` → ``length``; ``refusal`` →
+``content-filter``; anything else → ``other``).
+
+History goes out in the API's form: system messages in ``system``, tool
+results as ``tool_result`` blocks of a user message (consecutive messages
+of one role merged), and an assistant step's thinking blocks *with their
+signatures* first, as the API requires when a tool loop continues with
+thinking on. ``AssistantMessage`` carries reasoning text but no signature,
+so the model keeps the blocks it streamed (``runs._memory``: a bounded
+in-process memory keyed by the step's tool call ids) and puts them back
+when that step is sent again; a step it does not remember goes out
+without its reasoning (unsigned thinking is rejected by the API).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import httpx
+
+from ..protocol.events import (
+    Finish,
+    ReasoningDelta,
+    ReasoningEnd,
+    SourceUrl,
+    TextDelta,
+    TextEnd,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolResult,
+    Usage,
+)
+from ._http import HTTPModelBase, ProviderEvent, sse_events
+from ._memory import ReplayMemory
+from .errors import ModelResponseError
+from .messages import AssistantMessage, ModelMessage, ModelOptions, SystemMessage, ToolMessage, ToolSpec, UserMessage
+
+__all__ = ["ANTHROPIC_VERSION", "STOP_REASON_MAP", "AnthropicModel", "map_stop_reason"]
+
+ANTHROPIC_VERSION: Final = "2023-06-01"
+
+STOP_REASON_MAP: Final[Mapping[str, str]] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "tool_use": "tool-calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content-filter",
+}
+
+#: Server tools whose name the AI SDK rewrites, and the input ``type`` it adds.
+_CODE_EXECUTION_SUBTOOLS: Final = frozenset(("text_editor_code_execution", "bash_code_execution"))
+_SERVER_TOOL_RESULTS: Final[Mapping[str, str]] = {
+    "web_search_tool_result": "web_search",
+    "web_fetch_tool_result": "web_fetch",
+    "code_execution_tool_result": "code_execution",
+    "bash_code_execution_tool_result": "code_execution",
+    "text_editor_code_execution_tool_result": "code_execution",
+    "advisor_tool_result": "advisor",
+}
+
+
+def map_stop_reason(reason: str | None) -> str:
+    """An Anthropic ``stop_reason`` in the UI vocabulary."""
+    return STOP_REASON_MAP.get(reason or "", "other")
+
+
+_MEMORY = ReplayMemory()
+
+
+class AnthropicModel(HTTPModelBase[ProviderEvent]):
+    """An Anthropic Messages model (see the module docstring).
+
+    ``max_tokens`` is required by the API (``ModelOptions.max_tokens``
+    overrides it per call); ``thinking`` is sent as given (e.g.
+    ``{"type": "enabled", "budget_tokens": 2048}``); ``betas`` become the
+    ``anthropic-beta`` header.
+    """
+
+    path = "/messages"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = "https://api.anthropic.com/v1",
+        api_key: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout = 60.0,
+        max_retries: int = 2,
+        retry_backoff: float = 0.5,
+        max_retry_wait: float = 20.0,
+        max_tokens: int = 4096,
+        thinking: Mapping[str, Any] | None = None,
+        betas: Sequence[str] = (),
+        version: str = ANTHROPIC_VERSION,
+        headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            client=client,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_backoff=retry_backoff,
+            max_retry_wait=max_retry_wait,
+            headers=headers,
+            extra_body=extra_body,
+            sleep=sleep,
+        )
+        self.max_tokens = max_tokens
+        self.thinking = dict(thinking) if thinking is not None else None
+        self.betas = tuple(betas)
+        self.version = version
+        self.memory = _MEMORY
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"anthropic-version": self.version}
+        if self.api_key:
+            headers["x-api-key"] = self.api_key
+        if self.betas:
+            headers["anthropic-beta"] = ",".join(self.betas)
+        return headers
+
+    # -- request ---------------------------------------------------------------
+
+    def request_body(
+        self,
+        messages: Sequence[ModelMessage],
+        tools: Sequence[ToolSpec] = (),
+        options: ModelOptions | None = None,
+    ) -> dict[str, Any]:
+        """The JSON body of one streaming request."""
+        system, wire = self.messages_to_wire(messages)
+        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": wire, "stream": True}
+        if system:
+            body["system"] = system
+        if self.thinking is not None:
+            body["thinking"] = dict(self.thinking)
+        if tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)} for t in tools
+            ]
+        body.update(self.extra_body)
+        if options is not None:
+            if options.temperature is not None:
+                body["temperature"] = options.temperature
+            if options.max_tokens is not None:
+                body["max_tokens"] = options.max_tokens
+            if options.tool_choice is not None and tools:
+                body["tool_choice"] = _tool_choice(options.tool_choice)
+            body.update(options.extra)
+        return body
+
+    def messages_to_wire(self, messages: Sequence[ModelMessage]) -> tuple[str, list[dict[str, Any]]]:
+        """The system text and the ``messages`` list: one role per message,
+        alternating (consecutive messages of one role are merged)."""
+        system: list[str] = []
+        wire: list[dict[str, Any]] = []
+
+        def add(role: str, blocks: list[dict[str, Any]]) -> None:
+            if not blocks:
+                return
+            if wire and wire[-1]["role"] == role:
+                wire[-1]["content"].extend(blocks)
+            else:
+                wire.append({"role": role, "content": blocks})
+
+        for message in messages:
+            if isinstance(message, SystemMessage):
+                system.append(message.content)
+            elif isinstance(message, UserMessage):
+                add("user", [{"type": "text", "text": message.content}] if message.content else [])
+            elif isinstance(message, AssistantMessage):
+                add("assistant", self._assistant_blocks(message))
+            elif isinstance(message, ToolMessage):
+                block: dict[str, Any] = {
+                    "type": "tool_result",
+                    "tool_use_id": message.tool_call_id,
+                    "content": message.content,
+                }
+                if message.is_error:
+                    block["is_error"] = True
+                add("user", [block])
+        return "\n\n".join(system), wire
+
+    def _assistant_blocks(self, message: AssistantMessage) -> list[dict[str, Any]]:
+        call_ids = [c.id for c in message.tool_calls]
+        blocks = [dict(b) for b in self.memory.recall(call_ids)]
+        if message.content:
+            blocks.append({"type": "text", "text": message.content})
+        for call in message.tool_calls:
+            blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": _json_object(call.arguments)})
+        return blocks
+
+    # -- the stream --------------------------------------------------------------
+
+    async def _events(self, response: httpx.Response) -> AsyncIterator[ProviderEvent]:
+        reader = _Reader()
+        async for sse in sse_events(response):
+            payload = sse.data
+            if payload == "[DONE]":
+                break
+            try:
+                obj = json.loads(payload)
+            except ValueError:
+                raise ModelResponseError(f"a stream line is not JSON: {payload[:200]!r}") from None
+            if not isinstance(obj, dict):
+                raise ModelResponseError(f"a stream event is not an object: {payload[:200]!r}")
+            for event in reader.feed(obj):
+                yield event
+            if reader.stopped:
+                break
+        for event in reader.end():
+            yield event
+        self.memory.remember(reader.call_ids, reader.thinking_blocks)
+
+
+@dataclass(slots=True)
+class _Block:
+    kind: str  # "text", "reasoning", "call"
+    call_id: str = ""
+    name: str = ""
+    input: list[str] = field(default_factory=list)
+    provider_executed: bool | None = None
+    dynamic: bool | None = None
+    input_type: str | None = None  # the AI SDK's injected ``type`` for code execution
+    first_delta: bool = True
+    code_execution: bool = False
+    got_delta: bool = False
+    thinking: list[str] = field(default_factory=list)
+    signature: str | None = None
+    redacted: str | None = None
+
+
+class _Reader:
+    """One response's events → model events (rules in the module docstring)."""
+
+    def __init__(self) -> None:
+        self.message_id: str | None = None
+        self.open = False
+        self.stopped = False
+        self.blocks: dict[int, _Block] = {}
+        self.stop_reason: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.tool_names: dict[str, str] = {}
+        self.call_ids: list[str] = []
+        self.thinking_blocks: list[dict[str, Any]] = []
+
+    def feed(self, obj: dict[str, Any]) -> list[ProviderEvent]:
+        kind = obj.get("type")
+        if kind == "message_start":
+            return self._message_start(obj.get("message") or {})
+        if kind == "content_block_start":
+            return self._block_start(obj.get("index", 0), obj.get("content_block") or {})
+        if kind == "content_block_delta":
+            return self._block_delta(obj.get("index", 0), obj.get("delta") or {})
+        if kind == "content_block_stop":
+            return self._block_stop(obj.get("index", 0))
+        if kind == "message_delta":
+            self._message_delta(obj)
+            return []
+        if kind == "message_stop":
+            return self._message_stop()
+        if kind == "error":
+            error = obj.get("error") or {}
+            error_type = error.get("type", "error") if isinstance(error, dict) else "error"
+            message = error.get("message", error) if isinstance(error, dict) else error
+            exc = ModelResponseError(f"the model stream carried an error ({error_type}): {message}")
+            exc.retryable = error_type == "overloaded_error"
+            raise exc
+        return []  # ping, and events this reader does not know
+
+    def end(self) -> list[ProviderEvent]:
+        """The body ended: a message cut before ``message_stop`` is
+        interrupted (its open blocks closed, complete calls kept)."""
+        if self.stopped:
+            return []
+        if self.message_id is None:
+            raise ModelResponseError("the model stream ended before any message began")
+        out: list[ProviderEvent] = []
+        for index in sorted(self.blocks):
+            out.extend(self._block_stop(index))
+        out.append(Finish("interrupted"))
+        self.stopped = True
+        return out
+
+    # -- rule 1 ------------------------------------------------------------------
+
+    def _message_start(self, message: dict[str, Any]) -> list[ProviderEvent]:
+        message_id = message.get("id")
+        if self.open:
+            if message_id == self.message_id:
+                return []
+            raise ModelResponseError(
+                f"Received message_start for message {json.dumps(message_id)} "
+                f"while message {json.dumps(self.message_id)} is still open."
+            )
+        self.open = True
+        self.message_id = message_id if isinstance(message_id, str) else ""
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            self.usage = dict(usage)
+        if message.get("stop_reason"):
+            self.stop_reason = message["stop_reason"]
+        out: list[ProviderEvent] = []
+        for part in message.get("content") or ():
+            if isinstance(part, dict) and part.get("type") == "tool_use":
+                text = json.dumps(part.get("input") or {}, separators=(",", ":"), ensure_ascii=False)
+                out.append(ToolCallStart(part["id"], part["name"]))
+                out.append(ToolCallDelta(part["id"], text))
+                out.append(ToolCall(part["id"], part["name"], text))
+                self.call_ids.append(part["id"])
+        return out
+
+    # -- rule 2 ------------------------------------------------------------------
+
+    def _block_start(self, index: int, part: dict[str, Any]) -> list[ProviderEvent]:
+        kind = part.get("type")
+        if kind in ("text", "compaction"):
+            self.blocks[index] = _Block("text")
+            text = part.get("text") if kind == "text" else part.get("content")
+            if isinstance(text, str) and text:
+                self.blocks[index].got_delta = True
+                return [TextDelta(text)]
+            return []
+        if kind == "thinking":
+            self.blocks[index] = block = _Block("reasoning")
+            text = part.get("thinking")
+            if isinstance(text, str) and text:
+                block.thinking.append(text)
+                block.got_delta = True
+                return [ReasoningDelta(text)]
+            return []
+        if kind == "redacted_thinking":
+            self.blocks[index] = _Block("reasoning", redacted=part.get("data", ""))
+            return []
+        if kind == "tool_use":
+            given = part.get("input")
+            initial = json.dumps(given, separators=(",", ":"), ensure_ascii=False) if given else ""
+            block = _Block("call", part["id"], part["name"], [initial] if initial else [], first_delta=not initial)
+            self.blocks[index] = block
+            self.call_ids.append(block.call_id)
+            out: list[ProviderEvent] = [ToolCallStart(block.call_id, block.name)]
+            if initial:
+                out.append(ToolCallDelta(block.call_id, initial))
+            return out
+        if kind == "server_tool_use":
+            return self._server_tool_start(index, part)
+        if kind == "mcp_tool_use":
+            call_id, name = part["id"], part["name"]
+            self.tool_names[call_id] = name
+            text = json.dumps(part.get("input") or {}, separators=(",", ":"), ensure_ascii=False)
+            return [
+                ToolCallStart(call_id, name, provider_executed=True, dynamic=True),
+                ToolCall(call_id, name, text, provider_executed=True, dynamic=True),
+            ]
+        if kind == "mcp_tool_result":
+            call_id = part.get("tool_use_id", "")
+            return [
+                ToolResult(
+                    call_id,
+                    part.get("content"),
+                    is_error=bool(part.get("is_error")),
+                    tool_name=self.tool_names.get(call_id),
+                    dynamic=True,
+                    provider_executed=True,
+                )
+            ]
+        if isinstance(kind, str) and kind.endswith("_tool_result"):
+            return self._server_tool_result(kind, part)
+        return []  # e.g. the server-side "fallback" marker
+
+    def _server_tool_start(self, index: int, part: dict[str, Any]) -> list[ProviderEvent]:
+        raw_name = part.get("name", "")
+        name = "code_execution" if raw_name in _CODE_EXECUTION_SUBTOOLS else raw_name
+        input_type = raw_name if raw_name in _CODE_EXECUTION_SUBTOOLS else None
+        if raw_name == "code_execution":
+            input_type = "programmatic-tool-call"
+        given = part.get("input")
+        if raw_name == "advisor":
+            initial = "{}"
+        elif isinstance(given, dict) and given and raw_name not in ("tool_search_tool_regex", "tool_search_tool_bm25"):
+            initial = json.dumps(given, separators=(",", ":"), ensure_ascii=False)
+        else:
+            initial = ""
+        block = _Block(
+            "call",
+            part["id"],
+            name,
+            [initial] if initial else [],
+            provider_executed=True,
+            input_type=input_type,
+            first_delta=raw_name == "advisor" or not initial,
+            code_execution=name == "code_execution",
+        )
+        self.blocks[index] = block
+        self.tool_names[block.call_id] = raw_name
+        return [ToolCallStart(block.call_id, name, provider_executed=True)]
+
+    def _server_tool_result(self, kind: str, part: dict[str, Any]) -> list[ProviderEvent]:
+        call_id = part.get("tool_use_id", "")
+        provider_name = self.tool_names.get(call_id, "")
+        if kind == "tool_search_tool_result":
+            name = provider_name or "tool_search_tool_regex"
+        else:
+            name = _SERVER_TOOL_RESULTS.get(kind, kind.removesuffix("_tool_result"))
+        content = part.get("content")
+        out: list[ProviderEvent] = []
+        if kind == "web_search_tool_result" and isinstance(content, list):
+            results = [r for r in content if isinstance(r, dict)]
+            output: Any = [
+                {
+                    "url": r.get("url"),
+                    "title": r.get("title"),
+                    "pageAge": r.get("page_age"),
+                    "encryptedContent": r.get("encrypted_content"),
+                    "type": r.get("type"),
+                }
+                for r in results
+            ]
+            out.append(ToolResult(call_id, output, tool_name=name, provider_executed=True))
+            for r in results:
+                out.append(
+                    SourceUrl(
+                        _source_id(),
+                        r.get("url", ""),
+                        r.get("title"),
+                        {"anthropic": {"pageAge": r.get("page_age")}},
+                    )
+                )
+            return out
+        if kind == "tool_search_tool_result" and isinstance(content, dict) and "tool_references" in content:
+            refs = [{"type": r.get("type"), "toolName": r.get("tool_name")} for r in content["tool_references"]]
+            return [ToolResult(call_id, refs, tool_name=name, provider_executed=True)]
+        is_error = isinstance(content, dict) and str(content.get("type", "")).endswith("_error")
+        if is_error and isinstance(content, dict):
+            content = {"type": content.get("type"), "errorCode": content.get("error_code")}
+        return [ToolResult(call_id, content, is_error=is_error, tool_name=name, provider_executed=True)]
+
+    # -- rule 3 ------------------------------------------------------------------
+
+    def _block_delta(self, index: int, delta: dict[str, Any]) -> list[ProviderEvent]:
+        block = self.blocks.get(index)
+        kind = delta.get("type")
+        if block is None:
+            return []
+        if kind == "text_delta" and block.kind == "text":
+            block.got_delta = True
+            return [TextDelta(delta.get("text", ""))]
+        if kind == "compaction_delta" and block.kind == "text":
+            content = delta.get("content")
+            if isinstance(content, str):
+                block.got_delta = True
+                return [TextDelta(content)]
+            return []
+        if kind == "thinking_delta" and block.kind == "reasoning":
+            text = delta.get("thinking", "")
+            block.thinking.append(text)
+            block.got_delta = True
+            return [ReasoningDelta(text)]
+        if kind == "signature_delta" and block.kind == "reasoning":
+            block.signature = delta.get("signature")
+            return []
+        if kind == "input_json_delta" and block.kind == "call":
+            fragment = delta.get("partial_json", "")
+            if not fragment:
+                return []
+            if block.first_delta and block.input_type is not None:
+                fragment = f'{{"type": "{block.input_type}",{fragment[1:]}'
+            block.first_delta = False
+            block.input.append(fragment)
+            return [ToolCallDelta(block.call_id, fragment)]
+        return []
+
+    # -- rule 4 ------------------------------------------------------------------
+
+    def _block_stop(self, index: int) -> list[ProviderEvent]:
+        block = self.blocks.pop(index, None)
+        if block is None:
+            return []
+        if block.kind == "text":
+            return [TextEnd()] if block.got_delta else [TextDelta(""), TextEnd()]
+        if block.kind == "reasoning":
+            out: list[ProviderEvent] = [] if block.got_delta else [ReasoningDelta("")]
+            if block.redacted is not None:
+                self.thinking_blocks.append({"type": "redacted_thinking", "data": block.redacted})
+                out.append(ReasoningEnd({"anthropic": {"redactedData": block.redacted}}))
+                return out
+            text = "".join(block.thinking)
+            if block.signature is not None:
+                self.thinking_blocks.append({"type": "thinking", "thinking": text, "signature": block.signature})
+                out.append(ReasoningEnd({"anthropic": {"signature": block.signature}}))
+            else:
+                out.append(ReasoningEnd())
+            return out
+        text = "".join(block.input) or "{}"
+        if block.code_execution:
+            text = _programmatic_input(text)
+        return [ToolCall(block.call_id, block.name, text, provider_executed=block.provider_executed)]
+
+    # -- rule 5 ------------------------------------------------------------------
+
+    def _message_delta(self, obj: dict[str, Any]) -> None:
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            for key, value in usage.items():
+                if value is not None:
+                    self.usage[key] = value
+        delta = obj.get("delta") or {}
+        self.stop_reason = delta.get("stop_reason")
+
+    def _message_stop(self) -> list[ProviderEvent]:
+        out: list[ProviderEvent] = []
+        for index in sorted(self.blocks):
+            out.extend(self._block_stop(index))
+        self.open = False
+        self.stopped = True
+        out.append(_usage(self.usage))
+        out.append(Finish(map_stop_reason(self.stop_reason)))
+        return out
+
+
+def _usage(raw: Mapping[str, Any]) -> Usage:
+    """As the AI SDK counts it: cache reads and writes are input; with
+    ``iterations`` (compaction, advisor) the executor's iterations are
+    summed, unless a server-side fallback served the turn."""
+
+    def count(value: Any) -> int:
+        return value if isinstance(value, int) else 0
+
+    input_tokens, output_tokens = count(raw.get("input_tokens")), count(raw.get("output_tokens"))
+    iterations = raw.get("iterations")
+    if isinstance(iterations, list) and iterations:
+        kinds = [i for i in iterations if isinstance(i, dict)]
+        executor = [i for i in kinds if i.get("type") in ("compaction", "message")]
+        if executor and not any(i.get("type") == "fallback_message" for i in kinds):
+            input_tokens = sum(count(i.get("input_tokens")) for i in executor)
+            output_tokens = sum(count(i.get("output_tokens")) for i in executor)
+    cache_read = count(raw.get("cache_read_input_tokens"))
+    cache_write = count(raw.get("cache_creation_input_tokens"))
+    details = raw.get("output_tokens_details")
+    thinking = details.get("thinking_tokens") if isinstance(details, dict) else None
+    return Usage(
+        input_tokens=input_tokens + cache_read + cache_write,
+        output_tokens=output_tokens,
+        reasoning_tokens=thinking if isinstance(thinking, int) else None,
+        cached_input_tokens=cache_read,
+    )
+
+
+def _programmatic_input(text: str) -> str:
+    """Code execution called with ``{"code": …}`` and no ``type`` is a
+    programmatic tool call (the AI SDK marks it so)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(value, dict) and "code" in value and "type" not in value:
+        return json.dumps({"type": "programmatic-tool-call", **value}, separators=(",", ":"), ensure_ascii=False)
+    return text
+
+
+def _tool_choice(choice: str) -> dict[str, str]:
+    if choice == "auto":
+        return {"type": "auto"}
+    if choice in ("required", "any"):
+        return {"type": "any"}
+    if choice == "none":
+        return {"type": "none"}
+    return {"type": "tool", "name": choice}
+
+
+def _json_object(text: str) -> Any:
+    """A call's argument text as the object ``tool_use.input`` needs."""
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _source_id() -> str:
+    return f"src_{uuid.uuid4().hex[:24]}"

@@ -1,0 +1,673 @@
+"""The OpenAI Responses API as a model, over ``httpx``.
+
+Speaks ``POST {base_url}/responses`` with ``stream: true`` to OpenAI and the
+servers that copy it (Azure, LM Studio…) and reads the stream the way
+``@ai-sdk/openai``'s Responses model does, into the model port's events
+plus the results, sources and approval requests of the tools OpenAI runs
+itself (``runs._http.ProviderEvent``). Each event's kind is read from its
+payload's ``type``, never from the ``event:`` line, so compatible servers
+that send bare ``data:`` lines (with or without a space, ending in
+``[DONE]`` or not) read the same.
+
+The rules of the stream reader (``_Reader``), keyed by ``output_index``
+(compatible servers rotate item ids between events; the index is stable):
+
+1. ``output_item.added`` opens an item: a ``message`` (text follows), a
+   ``reasoning`` item (its summary part 0 opens at once, as the AI SDK
+   opens it; the encrypted content it announces is kept), a
+   ``function_call`` (→ ``ToolCallStart``), or a server tool: web search,
+   file search and image generation are provider-executed calls with
+   input ``{}``; the code interpreter streams its code as input; hosted
+   tool search waits for its arguments.
+2. Deltas: ``output_text.delta`` → ``TextDelta``; ``refusal.delta`` too
+   (the refusal is the answer a person sees, and the response ends as
+   ``content-filter``, as ``@ai-sdk/openai`` 4.0.118 has it); each reasoning summary
+   part is a reasoning part of its own (``reasoning_summary_part.added``
+   ends the previous one); ``function_call_arguments.delta`` and the code
+   interpreter's code → ``ToolCallDelta``; a partial image → a preliminary
+   ``ToolResult``; ``output_text.annotation.added`` → ``SourceUrl``
+   (``url_citation``, unless the page is already a source of a web
+   search) or ``SourceDocument`` (``file_citation``,
+   ``container_file_citation``, ``file_path``).
+3. ``output_item.done`` closes it: ``TextEnd``; ``ReasoningEnd`` with
+   ``{"openai": {"itemId", "reasoningEncryptedContent"}}`` (the content the
+   item ends with, else the one it announced); the complete ``ToolCall``;
+   a server tool's ``ToolResult`` (a web search that did not complete is
+   an error; the pages it lists in ``action.sources`` are ``SourceUrl`` events);
+   an MCP call (``mcp.<name>``, dynamic,
+   with its result) or an MCP approval request (``ToolApprovalRequest``).
+4. ``response.completed`` / ``response.incomplete`` end the response:
+   ``Usage`` (cached and reasoning tokens), then ``Finish``: ``length`` for
+   ``max_output_tokens``, ``content-filter`` for ``content_filter``, else
+   ``tool-calls`` when a function was called, else ``stop``.
+5. ``response.failed`` with an error, an ``error`` event, a line that is
+   not JSON, or a Chat Completions chunk (a body of the wrong API) is
+   ``ModelResponseError`` (rate limits and server errors are retryable:
+   before any event was yielded the request is sent again). A body that
+   ends before the response did is ``Finish("interrupted")``.
+
+History goes out as Responses input items: system and user messages,
+an assistant step as its reasoning items (remembered from the stream that
+produced them, ``runs._memory``: with ``store=False``, the default, those
+that came with their encrypted content, which ``include`` asks for when
+``reasoning`` is set; with ``store=True``, references to the stored
+items), an ``output_text`` message and ``function_call`` items, and each
+tool result as a ``function_call_output``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import httpx
+
+from ..protocol.events import (
+    Finish,
+    ReasoningDelta,
+    ReasoningEnd,
+    SourceDocument,
+    SourceUrl,
+    TextDelta,
+    TextEnd,
+    ToolApprovalRequest,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolResult,
+    Usage,
+)
+from ._http import HTTPModelBase, ProviderEvent, sse_events
+from ._memory import ReplayMemory
+from .errors import ModelResponseError
+from .messages import AssistantMessage, ModelMessage, ModelOptions, SystemMessage, ToolMessage, ToolSpec, UserMessage
+
+__all__ = ["OpenAIResponsesModel", "map_incomplete_reason"]
+
+_RETRYABLE_CODES: Final = frozenset(("rate_limit_exceeded", "server_error", "server_is_overloaded", "slow_down"))
+_MEMORY = ReplayMemory()
+
+
+def map_incomplete_reason(reason: str | None, has_function_call: bool) -> str:
+    """A response's ``incomplete_details.reason`` in the UI vocabulary."""
+    if reason is None:
+        return "tool-calls" if has_function_call else "stop"
+    if reason == "max_output_tokens":
+        return "length"
+    if reason == "content_filter":
+        return "content-filter"
+    return "tool-calls" if has_function_call else "other"
+
+
+class OpenAIResponsesModel(HTTPModelBase[ProviderEvent]):
+    """An OpenAI Responses model (see the module docstring).
+
+    ``store`` is sent as given (``False`` by default: the conversation
+    lives in your database, and reasoning items come back with their
+    encrypted content); ``reasoning`` (e.g. ``{"effort": "low", "summary":
+    "auto"}``) is sent only when given, since models without reasoning
+    reject it.
+    """
+
+    path = "/responses"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = "https://api.openai.com/v1",
+        api_key: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout = 60.0,
+        max_retries: int = 2,
+        retry_backoff: float = 0.5,
+        max_retry_wait: float = 20.0,
+        store: bool = False,
+        reasoning: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            client=client,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_backoff=retry_backoff,
+            max_retry_wait=max_retry_wait,
+            headers=headers,
+            extra_body=extra_body,
+            sleep=sleep,
+        )
+        self.store = store
+        self.reasoning = dict(reasoning) if reasoning is not None else None
+        self.memory = _MEMORY
+
+    def _headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    # -- request ---------------------------------------------------------------
+
+    def request_body(
+        self,
+        messages: Sequence[ModelMessage],
+        tools: Sequence[ToolSpec] = (),
+        options: ModelOptions | None = None,
+    ) -> dict[str, Any]:
+        """The JSON body of one streaming request."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "input": self.input_items(messages),
+            "stream": True,
+            "store": self.store,
+        }
+        if self.reasoning is not None:
+            body["reasoning"] = dict(self.reasoning)
+            if not self.store:
+                body["include"] = ["reasoning.encrypted_content"]
+        if tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": dict(t.parameters),
+                    "strict": False,
+                }
+                for t in tools
+            ]
+        body.update(self.extra_body)
+        if options is not None:
+            if options.temperature is not None:
+                body["temperature"] = options.temperature
+            if options.max_tokens is not None:
+                body["max_output_tokens"] = options.max_tokens
+            if options.tool_choice is not None and tools:
+                body["tool_choice"] = (
+                    options.tool_choice
+                    if options.tool_choice in ("auto", "none", "required")
+                    else {"type": "function", "name": options.tool_choice}
+                )
+            body.update(options.extra)
+        return body
+
+    def input_items(self, messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
+        """The conversation as Responses input items."""
+        items: list[dict[str, Any]] = []
+        for message in messages:
+            if isinstance(message, SystemMessage):
+                items.append({"role": "system", "content": message.content})
+            elif isinstance(message, UserMessage):
+                items.append({"role": "user", "content": [{"type": "input_text", "text": message.content}]})
+            elif isinstance(message, AssistantMessage):
+                call_ids = [c.id for c in message.tool_calls]
+                items.extend(dict(i) for i in self.memory.recall(call_ids))
+                if message.content:
+                    items.append({"role": "assistant", "content": [{"type": "output_text", "text": message.content}]})
+                for call in message.tool_calls:
+                    items.append(
+                        {
+                            "type": "function_call",
+                            "call_id": call.id,
+                            "name": call.name,
+                            "arguments": call.arguments or "{}",
+                        }
+                    )
+            elif isinstance(message, ToolMessage):
+                items.append(
+                    {"type": "function_call_output", "call_id": message.tool_call_id, "output": message.content}
+                )
+        return items
+
+    # -- the stream --------------------------------------------------------------
+
+    async def _events(self, response: httpx.Response) -> AsyncIterator[ProviderEvent]:
+        reader = _Reader()
+        async for sse in sse_events(response):
+            payload = sse.data
+            if payload == "[DONE]":
+                break
+            try:
+                obj = json.loads(payload)
+            except ValueError:
+                raise ModelResponseError(f"a stream line is not JSON: {payload[:200]!r}") from None
+            if not isinstance(obj, dict):
+                raise ModelResponseError(f"a stream event is not an object: {payload[:200]!r}")
+            for event in reader.feed(obj):
+                yield event
+            if reader.finished:
+                break
+        for event in reader.end():
+            yield event
+        if self.store:
+            # Stored server-side: the items are sent back by reference.
+            items = [{"type": "item_reference", "id": i["id"]} for i in reader.reasoning_items]
+        else:
+            # Not stored: an item goes back only with its encrypted content
+            # (the API cannot find one by id alone).
+            items = [i for i in reader.reasoning_items if "encrypted_content" in i]
+        self.memory.remember(reader.call_ids, items)
+
+
+@dataclass(slots=True)
+class _Item:
+    kind: str  # "message", "reasoning", "call", "server"
+    item_id: str = ""
+    call_id: str = ""
+    name: str = ""
+    got_delta: bool = False
+    encrypted: str | None = None
+    summary: list[list[str]] = field(default_factory=lambda: [[]])
+    part_open: bool = True
+    container_id: str = ""
+
+
+class _Reader:
+    """One response's events → model events (rules in the module docstring)."""
+
+    def __init__(self) -> None:
+        self.items: dict[int, _Item] = {}
+        self.started = False
+        self.finished = False
+        self.has_function_call = False
+        self.refused = False
+        self.call_ids: list[str] = []
+        self.reasoning_items: list[dict[str, Any]] = []
+        self._hosted_searches: list[str] = []
+        self.source_urls: set[str] = set()
+
+    def feed(self, obj: dict[str, Any]) -> list[ProviderEvent]:
+        kind = obj.get("type")
+        if not isinstance(kind, str):
+            if isinstance(obj.get("choices"), list):
+                raise ModelResponseError(
+                    "Received a Chat Completions stream while using the OpenAI Responses API: "
+                    "use OpenAIChatModel for a chat-completions endpoint"
+                )
+            if "error" in obj:
+                raise _stream_error(obj["error"])
+            return []
+        self.started = True
+        index = obj.get("output_index", -1)
+        if kind == "response.output_item.added":
+            return self._added(index, obj.get("item") or {})
+        if kind == "response.output_item.done":
+            return self._done(index, obj.get("item") or {})
+        if kind == "response.output_text.delta":
+            item = self.items.get(index) or self._by_id(obj.get("item_id"))
+            if item is not None:
+                item.got_delta = True
+            return [TextDelta(obj.get("delta", ""))]
+        if kind == "response.refusal.delta":
+            # A person should see why there is no answer: the refusal is
+            # the message's text, and the response ends as content-filter.
+            self.refused = True
+            item = self.items.get(index) or self._by_id(obj.get("item_id"))
+            if item is not None:
+                item.got_delta = True
+            return [TextDelta(obj.get("delta", ""))]
+        if kind == "response.reasoning_summary_part.added":
+            return self._summary_part(index, obj)
+        if kind == "response.reasoning_summary_text.delta":
+            item = self.items.get(index) or self._by_id(obj.get("item_id"))
+            text = obj.get("delta", "")
+            if item is not None and item.summary:
+                item.summary[-1].append(text)
+            return [ReasoningDelta(text)]
+        if kind == "response.function_call_arguments.delta":
+            item = self.items.get(index)
+            if item is not None and item.kind == "call":
+                return [ToolCallDelta(item.call_id, obj.get("delta", ""))]
+            return []
+        if kind == "response.code_interpreter_call_code.delta":
+            item = self.items.get(index)
+            if item is not None:
+                return [ToolCallDelta(item.call_id, json.dumps(obj.get("delta", ""))[1:-1])]
+            return []
+        if kind == "response.code_interpreter_call_code.done":
+            item = self.items.get(index)
+            if item is None:
+                return []
+            text = json.dumps({"code": obj.get("code", ""), "containerId": item.container_id}, separators=(",", ":"))
+            return [
+                ToolCallDelta(item.call_id, '"}'),
+                ToolCall(item.call_id, "code_interpreter", text, provider_executed=True),
+            ]
+        if kind == "response.image_generation_call.partial_image":
+            result = {"result": obj.get("partial_image_b64")}
+            return [
+                ToolResult(
+                    obj.get("item_id", ""),
+                    result,
+                    tool_name="image_generation",
+                    preliminary=True,
+                    provider_executed=True,
+                )
+            ]
+        if kind == "response.output_text.annotation.added":
+            annotation = obj.get("annotation") or {}
+            if annotation.get("type") == "url_citation":
+                # A citation of a page the search already listed is not a
+                # second source (as @ai-sdk/openai 4.0.118 has it).
+                url = _plain_url(annotation.get("url", ""))
+                if url in self.source_urls:
+                    return []
+                self.source_urls.add(url)
+            return _annotation(annotation)
+        if kind in ("response.completed", "response.incomplete"):
+            return self._finished(obj.get("response") or {})
+        if kind == "response.failed":
+            response = obj.get("response") or {}
+            if response.get("error") is not None:
+                raise _stream_error(response["error"])
+            return self._finished(response)
+        if kind == "error":
+            raise _stream_error(obj.get("error") or obj)
+        return []
+
+    def end(self) -> list[ProviderEvent]:
+        """The body ended: a response cut before it finished is
+        interrupted (open items closed, complete calls kept)."""
+        if self.finished:
+            return []
+        if not self.started:
+            raise ModelResponseError("the model stream ended before any response began")
+        out = self._close_open()
+        out.append(Finish("interrupted"))
+        self.finished = True
+        return out
+
+    def _close_open(self) -> list[ProviderEvent]:
+        """Close the text and reasoning items still open (a call left
+        open never got its arguments: it is dropped, as the AI SDK does)."""
+        out: list[ProviderEvent] = []
+        for index in sorted(self.items):
+            item = self.items.pop(index)
+            if item.kind == "message" and item.got_delta:
+                out.append(TextEnd())
+            elif item.kind == "reasoning":
+                out.extend(self._close_reasoning(item, item.encrypted))
+        return out
+
+    def _by_id(self, item_id: Any) -> _Item | None:
+        for item in self.items.values():
+            if item.item_id == item_id:
+                return item
+        return None
+
+    # -- rule 1 ------------------------------------------------------------------
+
+    def _added(self, index: int, item: dict[str, Any]) -> list[ProviderEvent]:
+        kind = item.get("type")
+        item_id = item.get("id", "")
+        if kind == "message":
+            self.items[index] = _Item("message", item_id)
+            return []
+        if kind == "reasoning":
+            self.items[index] = _Item("reasoning", item_id, encrypted=item.get("encrypted_content"))
+            return []
+        if kind == "function_call":
+            call_id, name = item.get("call_id", ""), item.get("name", "")
+            self.items[index] = _Item("call", item_id, call_id, name)
+            return [ToolCallStart(call_id, name)]
+        if kind in ("web_search_call", "file_search_call", "image_generation_call"):
+            name = kind.removesuffix("_call")
+            self.items[index] = _Item("server", item_id, item_id, name)
+            return [
+                ToolCallStart(item_id, name, provider_executed=True),
+                ToolCall(item_id, name, "{}", provider_executed=True),
+            ]
+        if kind == "code_interpreter_call":
+            container = item.get("container_id", "")
+            self.items[index] = _Item("server", item_id, item_id, "code_interpreter", container_id=container)
+            opening = '{"containerId":' + json.dumps(container) + ',"code":"'
+            return [
+                ToolCallStart(item_id, "code_interpreter", provider_executed=True),
+                ToolCallDelta(item_id, opening),
+            ]
+        if kind == "tool_search_call" and item.get("execution", "server") == "server":
+            self.items[index] = _Item("server", item_id, item_id, "tool_search")
+            return [ToolCallStart(item_id, "tool_search", provider_executed=True)]
+        return []
+
+    # -- rule 2 ------------------------------------------------------------------
+
+    def _summary_part(self, index: int, obj: dict[str, Any]) -> list[ProviderEvent]:
+        item = self.items.get(index) or self._by_id(obj.get("item_id"))
+        if item is None or item.kind != "reasoning" or obj.get("summary_index", 0) == 0:
+            return []
+        out = self._end_summary_part(item, {"openai": {"itemId": item.item_id}})
+        item.summary.append([])
+        item.part_open = True
+        return out
+
+    @staticmethod
+    def _end_summary_part(item: _Item, metadata: dict[str, Any]) -> list[ProviderEvent]:
+        if not item.part_open:
+            return []
+        item.part_open = False
+        # The AI SDK opens every summary part up front: one without text is
+        # still a (empty) reasoning part of the message.
+        return [*([] if item.summary[-1] else [ReasoningDelta("")]), ReasoningEnd(metadata)]
+
+    def _close_reasoning(self, item: _Item, encrypted: str | None) -> list[ProviderEvent]:
+        metadata = {"openai": {"itemId": item.item_id, "reasoningEncryptedContent": encrypted}}
+        out = self._end_summary_part(item, metadata)
+        texts = ["".join(part) for part in item.summary]
+        replay: dict[str, Any] = {
+            "type": "reasoning",
+            "id": item.item_id,
+            "summary": [{"type": "summary_text", "text": t} for t in texts if t],
+        }
+        if encrypted is not None:
+            replay["encrypted_content"] = encrypted
+        self.reasoning_items.append(replay)
+        return out
+
+    # -- rule 3 ------------------------------------------------------------------
+
+    def _done(self, index: int, item: dict[str, Any]) -> list[ProviderEvent]:
+        kind = item.get("type")
+        open_item = self.items.pop(index, None)
+        if kind == "message":
+            if open_item is None or open_item.got_delta:
+                return [TextEnd()]
+            return [TextDelta(""), TextEnd()]
+        if kind == "reasoning":
+            if open_item is None:
+                return []
+            encrypted = item.get("encrypted_content") or open_item.encrypted
+            return self._close_reasoning(open_item, encrypted)
+        if kind == "function_call":
+            self.has_function_call = True
+            call_id = item.get("call_id", "")
+            self.call_ids.append(call_id)
+            out: list[ProviderEvent] = []
+            if open_item is None:
+                out.append(ToolCallStart(call_id, item.get("name", "")))
+            out.append(ToolCall(call_id, item.get("name", ""), item.get("arguments", "")))
+            return out
+        if kind == "web_search_call":
+            output = _web_search_output(item.get("action"))
+            # A search that ends in any state but "completed" failed.
+            failed = item.get("status", "completed") != "completed"
+            if failed:
+                output = {"type": "web_search_error", "status": item.get("status"), **output}
+            out = [
+                ToolResult(item.get("id", ""), output, is_error=failed, tool_name="web_search", provider_executed=True)
+            ]
+            action = item.get("action")
+            found = action.get("sources") if isinstance(action, dict) else None
+            for source in found if isinstance(found, list) else ():
+                if isinstance(source, dict) and source.get("type") == "url" and source.get("url"):
+                    self.source_urls.add(_plain_url(source["url"]))
+                    out.append(SourceUrl(_source_id(), source["url"], source.get("title")))
+            return out
+        if kind == "file_search_call":
+            results = item.get("results")
+            output = {
+                "queries": item.get("queries"),
+                "results": [
+                    {
+                        "attributes": r.get("attributes"),
+                        "fileId": r.get("file_id"),
+                        "filename": r.get("filename"),
+                        "score": r.get("score"),
+                        "text": r.get("text"),
+                    }
+                    for r in results
+                ]
+                if isinstance(results, list)
+                else None,
+            }
+            return [ToolResult(item.get("id", ""), output, tool_name="file_search", provider_executed=True)]
+        if kind == "code_interpreter_call":
+            output = {"outputs": item.get("outputs")}
+            return [ToolResult(item.get("id", ""), output, tool_name="code_interpreter", provider_executed=True)]
+        if kind == "image_generation_call":
+            output = {"result": item.get("result")}
+            return [ToolResult(item.get("id", ""), output, tool_name="image_generation", provider_executed=True)]
+        if kind == "tool_search_call" and open_item is not None:
+            self._hosted_searches.append(open_item.call_id)
+            text = json.dumps({"arguments": item.get("arguments"), "call_id": None}, separators=(",", ":"))
+            return [ToolCall(open_item.call_id, "tool_search", text, provider_executed=True)]
+        if kind == "tool_search_output":
+            call_id = item.get("call_id") or (
+                self._hosted_searches.pop(0) if self._hosted_searches else item.get("id", "")
+            )
+            output = {"tools": item.get("tools")}
+            return [ToolResult(call_id, output, tool_name="tool_search", provider_executed=True)]
+        if kind == "program":
+            text = json.dumps({"code": item.get("code"), "fingerprint": item.get("fingerprint")}, separators=(",", ":"))
+            call_id = item.get("call_id", "")
+            return [
+                ToolCallStart(call_id, "programmatic_tool_calling", provider_executed=True),
+                ToolCall(call_id, "programmatic_tool_calling", text, provider_executed=True),
+            ]
+        if kind == "program_output":
+            output = {"result": item.get("result"), "status": item.get("status")}
+            return [ToolResult(item.get("call_id", ""), output, tool_name="programmatic_tool_calling")]
+        if kind == "mcp_call":
+            call_id, name = item.get("id", ""), f"mcp.{item.get('name', '')}"
+            arguments = item.get("arguments", "")
+            call: dict[str, Any] = {
+                "type": "call",
+                "serverLabel": item.get("server_label"),
+                "name": item.get("name"),
+                "arguments": arguments,
+            }
+            if item.get("output") is not None:
+                call["output"] = item["output"]
+            if item.get("error") is not None:
+                call["error"] = item["error"]
+            return [
+                ToolCallStart(call_id, name, provider_executed=True, dynamic=True),
+                ToolCall(call_id, name, arguments, provider_executed=True, dynamic=True),
+                ToolResult(call_id, call, tool_name=name, dynamic=True, provider_executed=True),
+            ]
+        if kind == "mcp_approval_request":
+            call_id, name = f"mcpcall_{uuid.uuid4().hex[:24]}", f"mcp.{item.get('name', '')}"
+            arguments = item.get("arguments", "")
+            approval_id = item.get("approval_request_id") or item.get("id", "")
+            return [
+                ToolCallStart(call_id, name, provider_executed=True, dynamic=True),
+                ToolCall(call_id, name, arguments, provider_executed=True, dynamic=True),
+                ToolApprovalRequest(approval_id, call_id),
+            ]
+        return []
+
+    # -- rule 4 ------------------------------------------------------------------
+
+    def _finished(self, response: dict[str, Any]) -> list[ProviderEvent]:
+        out = self._close_open()
+        self.finished = True
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        usage = response.get("usage")
+        out.append(_usage(usage if isinstance(usage, dict) else {}))
+        finish = map_incomplete_reason(reason, self.has_function_call)
+        out.append(Finish("content-filter" if self.refused and reason is None else finish))
+        return out
+
+
+def _usage(raw: Mapping[str, Any]) -> Usage:
+    def count(obj: Any, key: str) -> int | None:
+        value = obj.get(key) if isinstance(obj, Mapping) else None
+        return value if isinstance(value, int) else None
+
+    return Usage(
+        input_tokens=count(raw, "input_tokens"),
+        output_tokens=count(raw, "output_tokens"),
+        reasoning_tokens=count(raw.get("output_tokens_details"), "reasoning_tokens"),
+        cached_input_tokens=count(raw.get("input_tokens_details"), "cached_tokens"),
+    )
+
+
+def _stream_error(error: Any) -> ModelResponseError:
+    if isinstance(error, dict):
+        code = error.get("code") or error.get("type") or "error"
+        message = error.get("message", "")
+    else:
+        code, message = "error", str(error)
+    exc = ModelResponseError(f"the model stream carried an error ({code}): {message}")
+    exc.retryable = code in _RETRYABLE_CODES
+    return exc
+
+
+def _web_search_output(action: Any) -> dict[str, Any]:
+    if not isinstance(action, dict):
+        return {}
+    kind = action.get("type")
+    if kind == "search":
+        out: dict[str, Any] = {"action": {"type": "search"}}
+        if action.get("query") is not None:
+            out["action"]["query"] = action["query"]
+        if action.get("queries") is not None:
+            out["action"]["queries"] = action["queries"]
+        if action.get("sources") is not None:
+            out["sources"] = action["sources"]
+        return out
+    if kind == "open_page":
+        return {"action": {"type": "openPage", "url": action.get("url")}}
+    if kind == "find_in_page":
+        return {"action": {"type": "findInPage", "url": action.get("url"), "pattern": action.get("pattern")}}
+    return {}
+
+
+def _plain_url(url: str) -> str:
+    """``url`` without the ``utm_source`` parameter OpenAI adds to cited
+    links."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "utm_source"]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def _source_id() -> str:
+    return f"src_{uuid.uuid4().hex[:24]}"
+
+
+def _annotation(annotation: dict[str, Any]) -> list[ProviderEvent]:
+    kind = annotation.get("type")
+    source_id = _source_id()
+    if kind == "url_citation":
+        return [SourceUrl(source_id, annotation.get("url", ""), annotation.get("title"))]
+    if kind in ("file_citation", "container_file_citation"):
+        filename = annotation.get("filename") or annotation.get("file_id", "")
+        metadata: dict[str, Any] = {"type": kind, "fileId": annotation.get("file_id")}
+        if kind == "file_citation":
+            metadata["index"] = annotation.get("index")
+        else:
+            metadata["containerId"] = annotation.get("container_id")
+        return [SourceDocument(source_id, "text/plain", filename, filename, {"openai": metadata})]
+    if kind == "file_path":
+        file_id = annotation.get("file_id", "")
+        metadata = {"type": kind, "fileId": file_id, "index": annotation.get("index")}
+        return [SourceDocument(source_id, "application/octet-stream", file_id, file_id, {"openai": metadata})]
+    return []

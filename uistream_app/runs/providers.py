@@ -1,0 +1,99 @@
+"""Choosing a model by name: ``"anthropic:claude-…"`` and friends.
+
+``resolve_model(spec)`` turns a provider-qualified model name into a model
+object, with the API key (and optionally the API root) taken from the
+environment variables the official SDKs read:
+
+=========================================  ==============================  =====================================
+spec                                       model                           environment
+=========================================  ==============================  =====================================
+``anthropic:<model>``                      ``AnthropicModel``              ``ANTHROPIC_API_KEY``,
+                                                                           ``ANTHROPIC_BASE_URL``
+``openai:<model>``                         ``OpenAIChatModel``             ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``
+``openai-chat:<model>``                    ``OpenAIChatModel`` (the same)  as above
+``openai-responses:<model>``               ``OpenAIResponsesModel``        as above
+``openai-compatible:<base_url>#<model>``   ``OpenAIChatModel``             ``OPENAI_COMPATIBLE_API_KEY``
+                                                                           (optional: local servers need none)
+=========================================  ==============================  =====================================
+
+``is_model_spec(value)`` tells such a name from a dotted import path, so a
+setting can accept both. Keyword arguments of ``resolve_model`` go to the
+model's constructor (``max_retries``, ``thinking``, ``reasoning``…) and
+win over the environment.
+
+A spec that names no known provider, or a provider whose key is missing,
+raises ``ModelSpecError`` saying what to set, so a misconfiguration fails
+at startup rather than at the first chat.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, Final, cast
+
+from .model import ChatModel
+
+__all__ = ["MODEL_SCHEMES", "ModelSpecError", "is_model_spec", "resolve_model"]
+
+#: The provider prefixes ``resolve_model`` knows.
+MODEL_SCHEMES: Final = ("anthropic", "openai", "openai-chat", "openai-responses", "openai-compatible")
+
+
+class ModelSpecError(ValueError):
+    """A model name that names no known provider, or lacks what it needs."""
+
+
+def is_model_spec(value: object) -> bool:
+    """True when ``value`` is a ``provider:model`` name rather than, say, a
+    dotted path to a model class."""
+    if not isinstance(value, str) or ":" not in value:
+        return False
+    return value.split(":", 1)[0] in MODEL_SCHEMES
+
+
+def resolve_model(spec: str, *, env: Mapping[str, str] | None = None, **options: Any) -> ChatModel:
+    """The model ``spec`` names (see the module docstring)."""
+    env = os.environ if env is None else env
+    scheme, sep, rest = spec.partition(":")
+    if not sep or scheme not in MODEL_SCHEMES:
+        raise ModelSpecError(
+            f"{spec!r} names no known provider: use one of {', '.join(s + ':' for s in MODEL_SCHEMES)}"
+        )
+    rest = rest.strip()
+    if scheme == "openai-compatible":
+        base_url, hash_sign, model = rest.rpartition("#")
+        if not hash_sign or not base_url or not model:
+            raise ModelSpecError(f"{spec!r}: write it as 'openai-compatible:<base_url>#<model>'")
+        kwargs: dict[str, Any] = {"base_url": base_url, "api_key": env.get("OPENAI_COMPATIBLE_API_KEY") or None}
+        return _build("openai", model, kwargs, options)
+    if not rest:
+        raise ModelSpecError(f"{spec!r} names no model after {scheme + ':'!r}")
+    prefix = "ANTHROPIC" if scheme == "anthropic" else "OPENAI"
+    kwargs = {"api_key": env.get(f"{prefix}_API_KEY") or None}
+    if env.get(f"{prefix}_BASE_URL"):
+        kwargs["base_url"] = env[f"{prefix}_BASE_URL"]
+    if kwargs["api_key"] is None and options.get("api_key") is None:
+        raise ModelSpecError(f"{spec!r} needs an API key: set {prefix}_API_KEY in the environment")
+    return _build(scheme, rest, kwargs, options)
+
+
+def _build(scheme: str, model: str, kwargs: dict[str, Any], options: Mapping[str, Any]) -> ChatModel:
+    factory: Callable[..., Any]
+    if scheme == "anthropic":
+        from .anthropic import AnthropicModel
+
+        factory = AnthropicModel
+    elif scheme == "openai-responses":
+        from .openai_responses import OpenAIResponsesModel
+
+        factory = OpenAIResponsesModel
+    else:
+        from .openai import OpenAIChatModel
+
+        factory = OpenAIChatModel
+    # The native models also stream ``ToolResult``, sources and approval
+    # requests of the tools the provider runs (``runs._http.ProviderEvent``),
+    # which ``ModelEvent`` does not list yet; the loop passes them on and the
+    # encoder takes them.
+    return cast(ChatModel, factory(model, **{**kwargs, **options}))
