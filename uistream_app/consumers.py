@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -38,7 +38,7 @@ from .hooks import ChatHooks
 from .live import BrokerError, get_broker
 from .models import Conversation
 from .owners import Owner
-from .policies import SocketRequest, check_policies, load_classes
+from .policies import Policies, SocketRequest, check_policies
 from .protocol.ws import (
     CLOSE_MESSAGE_TOO_BIG,
     CLOSE_POLICY_VIOLATION,
@@ -92,7 +92,7 @@ def _verified_session_key(session: Any) -> str | None:
     return key if isinstance(key, str) and key else None
 
 
-class ChatConsumer(ChatHooks, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """ai@7's ``WebSocketChatTransport`` endpoint (see the module docstring).
 
     Route it under an ``AuthMiddlewareStack`` (for ``scope["user"]`` and
@@ -105,16 +105,12 @@ class ChatConsumer(ChatHooks, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     from ``UISTREAM``.
     """
 
-    #: None: ``UISTREAM["ALLOW_ANONYMOUS"]``.
-    allow_anonymous: bool | None = None
     #: None: ``UISTREAM["MAX_REQUEST_BYTES"]``.
     max_frame_bytes: int | None = None
     #: Requests one socket may have open at once.
     max_requests: int = 16
-    #: As on ``StreamView``: None takes ``UISTREAM``'s; throttles apply to sends.
-    permission_classes: Sequence[Any] | None = None
-    throttle_classes: Sequence[Any] | None = None
-    throttle_scope: str = "chat"
+    #: Sends start runs: the run throttles apply to them (``Policies``).
+    starts_runs: ClassVar[bool] = True
 
     owner: Owner
 
@@ -140,13 +136,6 @@ class ChatConsumer(ChatHooks, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     # -- hooks ---------------------------------------------------------------------
 
-    def get_allow_anonymous(self) -> bool:
-        """Whether a socket with no logged-in user may chat (by its session).
-        Called at the handshake."""
-        if self.allow_anonymous is not None:
-            return self.allow_anonymous
-        return bool(uistream_settings.ALLOW_ANONYMOUS)
-
     async def get_owner(self) -> Owner | None:
         """Who this socket acts for, once, at the handshake: the user, the
         anonymous session (``Owner()`` without a key: a socket without a
@@ -164,14 +153,8 @@ class ChatConsumer(ChatHooks, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def check_policies(self, *, throttle: bool) -> None:
         """The permission classes (and, for a send, the throttle classes) of
         the HTTP endpoints, on this socket's user, session and address."""
-        permissions = load_classes(
-            uistream_settings.PERMISSION_CLASSES if self.permission_classes is None else self.permission_classes
-        )
-        throttles: list[type] = []
-        if throttle:
-            throttles = load_classes(
-                uistream_settings.THROTTLE_CLASSES if self.throttle_classes is None else self.throttle_classes
-            )
+        permissions = self.get_permission_classes()
+        throttles = self.get_throttle_classes() if throttle else []
         if not permissions and not throttles:
             return
         request = SocketRequest(self.scope, self.owner.user)

@@ -13,8 +13,8 @@ handed to the handler, never on the view.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from asgiref.sync import sync_to_async
@@ -34,7 +34,7 @@ from .errors import BadRequest, not_found
 from .live import Broker, get_broker
 from .models import Conversation
 from .owners import Owner
-from .policies import check_policies, load_classes, translate_api_exception
+from .policies import Policies, check_policies, translate_api_exception
 from .portal import in_portal, iterate_in_portal
 from .protocol.sse import KEEPALIVE_FRAME
 from .protocol.ui.chunks import Chunk
@@ -78,7 +78,6 @@ class RequestContext:
     api_request: Request
     owner: Owner
     allow_anonymous: bool
-    extra: dict[str, Any] = field(default_factory=dict)
 
     async def ensure_owner(self) -> Owner:
         """The owner, giving an anonymous visitor a session first: only a
@@ -198,52 +197,19 @@ def is_wsgi(request: HttpRequest) -> bool:
     return "wsgi.input" in request.META
 
 
-class StreamView(View):
+class StreamView(Policies, View):
     """The base of every stream endpoint (see the module docstring).
 
     Subclasses define async handlers ``post(request, context, **kwargs)`` /
-    ``get(...)``. Policies are class attributes, as in DRF; None takes the
-    ``UISTREAM`` default (throttles apply only where ``starts_runs``).
+    ``get(...)``. Policies are class attributes, as in DRF (``Policies``).
     """
 
     http_method_names: ClassVar[list[str]] = ["options"]  # type: ignore[misc]
-    authentication_classes: Sequence[Any] | None = None
-    permission_classes: Sequence[Any] | None = None
-    throttle_classes: Sequence[Any] | None = None
-    #: DRF's ``ScopedRateThrottle`` reads it.
-    throttle_scope: str = "chat"
-    #: None: ``UISTREAM["ALLOW_ANONYMOUS"]``.
-    allow_anonymous: bool | None = None
-    #: Whether a request here starts a run (the run throttles apply).
-    starts_runs: ClassVar[bool] = False
 
     @classonlymethod
     def as_view(cls, **initkwargs: Any) -> Any:
         # CSRF is the pipeline's (answered in JSON), not the middleware's.
         return csrf_exempt(super().as_view(**initkwargs))
-
-    # -- policies ---------------------------------------------------------------------
-
-    def get_allow_anonymous(self) -> bool:
-        if self.allow_anonymous is not None:
-            return self.allow_anonymous
-        return bool(uistream_settings.ALLOW_ANONYMOUS)
-
-    def get_authenticators(self) -> list[Any]:
-        classes = self.authentication_classes
-        if classes is None:
-            classes = uistream_settings.AUTHENTICATION_CLASSES
-        return [cls() for cls in load_classes(classes)]
-
-    def get_permission_classes(self) -> list[type]:
-        classes = self.permission_classes
-        return load_classes(uistream_settings.PERMISSION_CLASSES if classes is None else classes)
-
-    def get_throttle_classes(self) -> list[type]:
-        classes = self.throttle_classes
-        if classes is None:
-            classes = uistream_settings.THROTTLE_CLASSES if self.starts_runs else ()
-        return load_classes(classes)
 
     def initial(self, request: HttpRequest) -> RequestContext:
         """CSRF, authentication, permissions, throttles (sync: sessions,

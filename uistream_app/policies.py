@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from django.utils.module_loading import import_string
 from rest_framework import exceptions as drf_exceptions
@@ -31,6 +31,7 @@ __all__ = [
     "ChatRateThrottle",
     "DjangoSessionAuthentication",
     "MaxActiveRunsThrottle",
+    "Policies",
     "SocketRequest",
     "check_policies",
     "load_classes",
@@ -41,6 +42,43 @@ __all__ = [
 def load_classes(value: Iterable[Any]) -> list[type]:
     """Classes, or dotted paths to them (settings)."""
     return [import_string(item) if isinstance(item, str) else item for item in value]
+
+
+class Policies:
+    """Who may use an endpoint, and how often: the class attributes every
+    transport reads (the stream views, the WebSocket consumer, the API).
+    None takes the ``UISTREAM`` default; throttles apply where
+    ``starts_runs``."""
+
+    authentication_classes: Sequence[Any] | None = None
+    permission_classes: Sequence[Any] | None = None
+    throttle_classes: Sequence[Any] | None = None
+    #: DRF's ``ScopedRateThrottle`` reads it.
+    throttle_scope: str = "chat"
+    #: None: ``UISTREAM["ALLOW_ANONYMOUS"]``.
+    allow_anonymous: bool | None = None
+    #: Whether a request here starts a run (the run throttles apply).
+    starts_runs: ClassVar[bool] = False
+
+    def get_allow_anonymous(self) -> bool:
+        """Whether a visitor who is not signed in may chat (by session)."""
+        if self.allow_anonymous is not None:
+            return self.allow_anonymous
+        return bool(uistream_settings.ALLOW_ANONYMOUS)
+
+    def get_authenticators(self) -> list[Any]:
+        classes = self.authentication_classes
+        return [cls() for cls in load_classes(uistream_settings.AUTHENTICATION_CLASSES if classes is None else classes)]
+
+    def get_permission_classes(self) -> list[type]:
+        classes = self.permission_classes
+        return load_classes(uistream_settings.PERMISSION_CLASSES if classes is None else classes)
+
+    def get_throttle_classes(self) -> list[type]:
+        classes = self.throttle_classes
+        if classes is None:
+            classes = uistream_settings.THROTTLE_CLASSES if self.starts_runs else ()
+        return load_classes(classes)
 
 
 class DjangoSessionAuthentication(BaseAuthentication):

@@ -25,7 +25,7 @@ from rest_framework.views import APIView
 from ..conf import settings as uistream_settings
 from ..models import Conversation, Run
 from ..owners import Owner
-from ..policies import AllowAnonymousSessions
+from ..policies import AllowAnonymousSessions, Policies
 
 __all__ = ["ChatOwner", "OwnedMixin", "SchemaAccess", "enforce_csrf"]
 
@@ -66,11 +66,7 @@ class OwnedMixin(APIView):
     schema: ViewInspector | None = AutoSchema()
     #: None: ``UISTREAM["ALLOW_ANONYMOUS"]``.
     allow_anonymous: bool | None = None
-
-    def get_allow_anonymous(self) -> bool:
-        if self.allow_anonymous is not None:
-            return self.allow_anonymous
-        return bool(uistream_settings.ALLOW_ANONYMOUS)
+    get_allow_anonymous = Policies.get_allow_anonymous
 
     def get_owner(self, *, create_session: bool = False) -> Owner:
         """The request's user, or its anonymous session (an ``Owner`` that
