@@ -1,5 +1,6 @@
-"""Migration 0003 moves the chunk log from a row per chunk to a row per
-batch; a log stored before it reads back the same after it, and back."""
+"""Migrations that move stored data: 0003 moves the chunk log from a row per
+chunk to a row per batch (a log stored before it reads back the same after
+it, and back); 0005 makes message ids per chat."""
 
 from __future__ import annotations
 
@@ -62,3 +63,25 @@ def test_a_log_of_rows_becomes_batches_and_back(at_0002: Any) -> None:
     RunChunk = apps.get_model("uistream_app", "RunChunk")
     back = RunChunk.objects.filter(run_id=long_run.pk).order_by("seq")
     assert [(r.seq, r.offset_ms, r.chunk) for r in back] == [(i, i * 3, c) for i, c in enumerate(chunks)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_messages_stored_before_per_chat_ids_keep_their_ids() -> None:
+    """Migration 0005 (message ids unique per chat) keeps every stored
+    message under the id its client knows, and goes back."""
+    apps = migrate([("uistream_app", "0004_admin_indexes")])
+    try:
+        Conversation = apps.get_model("uistream_app", "Conversation")
+        Message = apps.get_model("uistream_app", "Message")
+        chat = Conversation.objects.create(id="c1")
+        Message.objects.create(id="u1", conversation=chat, role="user", position=0, parts=[{"type": "text"}])
+        apps = migrate([("uistream_app", "0005_message_client_id")])
+        from uistream_app.models import Message as Current
+
+        stored = Current.objects.get(pk="u1")
+        assert (stored.ui_id, stored.as_ui_message()["id"], stored.client_id) == ("u1", "u1", "")
+        assert list(Current.objects.filter(conversation_id="c1").with_client_id("u1")) == [stored]
+        apps = migrate([("uistream_app", "0004_admin_indexes")])
+        assert apps.get_model("uistream_app", "Message").objects.get(pk="u1").parts == [{"type": "text"}]
+    finally:
+        migrate(executor_leaf())
