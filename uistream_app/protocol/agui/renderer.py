@@ -274,10 +274,7 @@ class AGUIRenderer:
         """The AG-UI events ``chunk`` makes (``[]`` after the run ended)."""
         if self.terminated:
             return []
-        out: list[Event] = []
-        self._now = self.clock()
-        if not self.started:
-            self._begin(out)
+        out = self._batch()
         chunk_type = chunk.get("type")
         handler = self._dispatch.get(chunk_type) if isinstance(chunk_type, str) else None
         if handler is None:
@@ -334,10 +331,7 @@ class AGUIRenderer:
         and sends ``RUN_ERROR {code: "incomplete"}``; ``[]`` otherwise."""
         if self.terminated:
             return []
-        out: list[Event] = []
-        self._now = self.clock()
-        if not self.started:
-            self._begin(out)
+        out = self._batch()
         self._close_all(out, finished=False, reason=INCOMPLETE_TEXT)
         out.append({"type": "RUN_ERROR", "timestamp": self._now, "message": INCOMPLETE_TEXT, "code": INCOMPLETE_CODE})
         self.terminated = True
@@ -362,6 +356,15 @@ class AGUIRenderer:
             if scope.kind == "subagent":
                 return scope.key
         return None
+
+    def _batch(self) -> list[Event]:
+        """The start of the events one call makes: the clock read once for
+        all of them, and ``RUN_STARTED`` first if the run had not started."""
+        out: list[Event] = []
+        self._now = self.clock()
+        if not self.started:
+            self._begin(out)
+        return out
 
     def _begin(self, out: list[Event]) -> None:
         self.started = True
