@@ -89,6 +89,18 @@ def _with(chunk: Chunk, **optional: Any) -> Chunk:
     return chunk
 
 
+class _Part:
+    """The streamed parts of one kind (``text`` or ``reasoning``): the id
+    of the open one, if any, and the number the next one's id takes."""
+
+    __slots__ = ("kind", "next", "open")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.open: str | None = None
+        self.next = 0
+
+
 class UIMessageEncoder:
     """Folds source events into UI message chunks for one message.
 
@@ -100,12 +112,10 @@ class UIMessageEncoder:
     __slots__ = (
         "_dispatch",
         "_dynamic_calls",
-        "_next_reasoning",
-        "_next_text",
-        "_open_reasoning",
-        "_open_text",
+        "_reasoning",
         "_started",
         "_step_open",
+        "_text",
         "_tool_calls",
         "done",
         "finish_reason",
@@ -129,10 +139,8 @@ class UIMessageEncoder:
         self.usage: dict[str, int] = {}
         self._started = False
         self._step_open = False
-        self._open_text: str | None = None
-        self._open_reasoning: str | None = None
-        self._next_text = 0
-        self._next_reasoning = 0
+        self._text = _Part("text")
+        self._reasoning = _Part("reasoning")
         # toolCallId -> _STREAMING, _AVAILABLE or _INPUT_ERROR. Calls the
         # continued message already holds count as available.
         self._tool_calls: dict[str, int] = dict.fromkeys(known_tool_calls, _AVAILABLE)
@@ -169,11 +177,11 @@ class UIMessageEncoder:
         """Rules 2 and 6 for one part of the continued message."""
         kind = part.get("type")
         if kind == "text":
-            self._next_text += 1
+            self._text.next += 1
         elif kind == "reasoning":
             own = part.get("id")
             match = _REASONING_ID.fullmatch(own) if isinstance(own, str) else None
-            self._next_reasoning = max(self._next_reasoning + 1, int(match.group(1)) + 1 if match else 0)
+            self._reasoning.next = max(self._reasoning.next + 1, int(match.group(1)) + 1 if match else 0)
         elif is_tool_type(kind):
             call_id = part.get("toolCallId")
             if isinstance(call_id, str):
@@ -254,23 +262,30 @@ class UIMessageEncoder:
             self._step_open = True
             out.append({"type": "start-step"})
 
-    def _close_text(self, out: list[Chunk]) -> None:
-        if self._open_text is not None:
-            out.append({"type": "text-end", "id": self._open_text})
-            self._open_text = None
-
-    def _close_reasoning(self, out: list[Chunk], provider_metadata: Any = None) -> None:
-        if self._open_reasoning is not None:
-            chunk: Chunk = {"type": "reasoning-end", "id": self._open_reasoning}
+    def _close(self, part: _Part, out: list[Chunk], provider_metadata: Any = None) -> None:
+        if part.open is not None:
+            chunk: Chunk = {"type": f"{part.kind}-end", "id": part.open}
             if provider_metadata is not None:
                 chunk["providerMetadata"] = provider_metadata
             out.append(chunk)
-            self._open_reasoning = None
+            part.open = None
 
     def _close_parts(self, out: list[Chunk]) -> None:
         # Rule 3 means at most one of them is open.
-        self._close_text(out)
-        self._close_reasoning(out)
+        self._close(self._text, out)
+        self._close(self._reasoning, out)
+
+    def _start_part(self, part: _Part, other: _Part, delta: str) -> list[Chunk]:
+        """A delta of ``part``'s kind while none is open: the step opens if
+        it has not, ``other`` closes (rule 3), a new part starts."""
+        out: list[Chunk] = []
+        self._open_step(out)
+        self._close(other, out)
+        part_id = part.open = f"{part.kind}-{part.next}"
+        part.next += 1
+        out.append({"type": f"{part.kind}-start", "id": part_id})
+        out.append({"type": f"{part.kind}-delta", "id": part_id, "delta": delta})
+        return out
 
     def _dynamic(self, call_id: str, flag: bool | None) -> bool | None:
         """``True`` for a call opened (or now said to be) dynamic, else None."""
@@ -287,43 +302,25 @@ class UIMessageEncoder:
     # -- handlers -------------------------------------------------------------------
 
     def _text_delta(self, event: ev.TextDelta) -> list[Chunk]:
-        part = self._open_text
+        part = self._text.open
         if part is not None:  # an open part implies an open step (rule 4)
             return [{"type": "text-delta", "id": part, "delta": event.text}]
-        out: list[Chunk] = []
-        self._open_step(out)
-        self._close_reasoning(out)
-        part = self._open_text
-        if part is None:
-            part = self._open_text = f"text-{self._next_text}"
-            self._next_text += 1
-            out.append({"type": "text-start", "id": part})
-        out.append({"type": "text-delta", "id": part, "delta": event.text})
-        return out
+        return self._start_part(self._text, self._reasoning, event.text)
 
     def _reasoning_delta(self, event: ev.ReasoningDelta) -> list[Chunk]:
-        part = self._open_reasoning
+        part = self._reasoning.open
         if part is not None:
             return [{"type": "reasoning-delta", "id": part, "delta": event.text}]
-        out: list[Chunk] = []
-        self._open_step(out)
-        self._close_text(out)
-        part = self._open_reasoning
-        if part is None:
-            part = self._open_reasoning = f"reasoning-{self._next_reasoning}"
-            self._next_reasoning += 1
-            out.append({"type": "reasoning-start", "id": part})
-        out.append({"type": "reasoning-delta", "id": part, "delta": event.text})
-        return out
+        return self._start_part(self._reasoning, self._text, event.text)
 
     def _text_end(self, event: ev.TextEnd) -> list[Chunk]:
         out: list[Chunk] = []
-        self._close_text(out)
+        self._close(self._text, out)
         return out
 
     def _reasoning_end(self, event: ev.ReasoningEnd) -> list[Chunk]:
         out: list[Chunk] = []
-        self._close_reasoning(out, event.provider_metadata)
+        self._close(self._reasoning, out, event.provider_metadata)
         return out
 
     def _tool_call_start(self, event: ev.ToolCallStart) -> list[Chunk]:
