@@ -500,22 +500,24 @@ class UIMessageEncoder:
     def _done(self, event: ev.Done) -> list[Chunk]:
         return self.finish(event.reason)
 
-    def _source_url(self, event: ev.SourceUrl) -> list[Chunk]:
+    def _in_step(self, chunk: Chunk) -> list[Chunk]:
+        """``chunk``, after opening the step if none is open."""
         out: list[Chunk] = []
         self._open_step(out)
-        out.append(
+        out.append(chunk)
+        return out
+
+    def _source_url(self, event: ev.SourceUrl) -> list[Chunk]:
+        return self._in_step(
             _with(
                 {"type": "source-url", "sourceId": event.source_id, "url": event.url},
                 title=event.title,
                 providerMetadata=event.provider_metadata,
             )
         )
-        return out
 
     def _source_document(self, event: ev.SourceDocument) -> list[Chunk]:
-        out: list[Chunk] = []
-        self._open_step(out)
-        out.append(
+        return self._in_step(
             _with(
                 {
                     "type": "source-document",
@@ -527,18 +529,14 @@ class UIMessageEncoder:
                 providerMetadata=event.provider_metadata,
             )
         )
-        return out
 
     def _file(self, event: ev.File) -> list[Chunk]:
-        out: list[Chunk] = []
-        self._open_step(out)
-        out.append(
+        return self._in_step(
             _with(
                 {"type": "file", "url": event.url, "mediaType": event.media_type},
                 providerMetadata=event.provider_metadata,
             )
         )
-        return out
 
     def _data(self, event: ev.Data) -> list[Chunk]:
         out: list[Chunk] = []
