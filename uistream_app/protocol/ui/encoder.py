@@ -299,6 +299,55 @@ class UIMessageEncoder:
             self._step_open = False
             out.append({"type": "finish-step"})
 
+    def _input_start(
+        self,
+        out: list[Chunk],
+        call_id: str,
+        tool_name: str,
+        dynamic: bool | None,
+        provider_executed: bool | None = None,
+        title: str | None = None,
+    ) -> None:
+        """A call's ``tool-input-start``, after closing the open text or
+        reasoning part (rule 3)."""
+        self._close_parts(out)
+        out.append(
+            _with(
+                {"type": "tool-input-start", "toolCallId": call_id, "toolName": tool_name},
+                providerExecuted=provider_executed,
+                dynamic=dynamic,
+                title=title,
+            )
+        )
+
+    def _input_error(
+        self,
+        out: list[Chunk],
+        call_id: str,
+        tool_name: str,
+        tool_input: Any,
+        error_text: str,
+        dynamic: bool | None,
+        provider_executed: bool | None = None,
+        title: str | None = None,
+    ) -> None:
+        """A call's ``tool-input-error``; the call takes no other input."""
+        self._tool_calls[call_id] = _INPUT_ERROR
+        out.append(
+            _with(
+                {
+                    "type": "tool-input-error",
+                    "toolCallId": call_id,
+                    "toolName": tool_name,
+                    "input": tool_input,
+                    "errorText": error_text,
+                },
+                providerExecuted=provider_executed,
+                dynamic=dynamic,
+                title=title,
+            )
+        )
+
     # -- handlers -------------------------------------------------------------------
 
     def _text_delta(self, event: ev.TextDelta) -> list[Chunk]:
@@ -328,18 +377,10 @@ class UIMessageEncoder:
             return []  # a duplicate start would be a second part for one call
         out: list[Chunk] = []
         self._open_step(out)
-        self._close_parts(out)
         self._tool_calls[event.tool_call_id] = _STREAMING
         if event.dynamic:
             self._dynamic_calls.add(event.tool_call_id)
-        out.append(
-            _with(
-                {"type": "tool-input-start", "toolCallId": event.tool_call_id, "toolName": event.tool_name},
-                providerExecuted=event.provider_executed,
-                dynamic=event.dynamic,
-                title=event.title,
-            )
-        )
+        self._input_start(out, event.tool_call_id, event.tool_name, event.dynamic, event.provider_executed, event.title)
         return out
 
     def _tool_call_delta(self, event: ev.ToolCallDelta) -> list[Chunk]:
@@ -361,33 +402,13 @@ class UIMessageEncoder:
         self._open_step(out)
         dynamic = self._dynamic(call_id, event.dynamic)
         if state is None:
-            self._close_parts(out)
-            out.append(
-                _with(
-                    {"type": "tool-input-start", "toolCallId": call_id, "toolName": event.tool_name},
-                    providerExecuted=event.provider_executed,
-                    dynamic=dynamic,
-                    title=event.title,
-                )
-            )
+            self._input_start(out, call_id, event.tool_name, dynamic, event.provider_executed, event.title)
         self._tool_calls[call_id] = _AVAILABLE
         try:
             value = parse_tool_input(event.tool_name, event.input)
         except ValueError as exc:
-            self._tool_calls[call_id] = _INPUT_ERROR
-            out.append(
-                _with(
-                    {
-                        "type": "tool-input-error",
-                        "toolCallId": call_id,
-                        "toolName": event.tool_name,
-                        "input": event.input,
-                        "errorText": str(exc),
-                    },
-                    providerExecuted=event.provider_executed,
-                    dynamic=dynamic,
-                    title=event.title,
-                )
+            self._input_error(
+                out, call_id, event.tool_name, event.input, str(exc), dynamic, event.provider_executed, event.title
             )
             return out
         out.append(
@@ -408,26 +429,8 @@ class UIMessageEncoder:
         self._open_step(out)
         dynamic = self._dynamic(call_id, event.dynamic)
         if call_id not in self._tool_calls:
-            self._close_parts(out)
-            out.append(
-                _with(
-                    {"type": "tool-input-start", "toolCallId": call_id, "toolName": event.tool_name},
-                    dynamic=dynamic,
-                )
-            )
-        self._tool_calls[call_id] = _INPUT_ERROR
-        out.append(
-            _with(
-                {
-                    "type": "tool-input-error",
-                    "toolCallId": call_id,
-                    "toolName": event.tool_name,
-                    "input": event.input,
-                    "errorText": event.error_text,
-                },
-                dynamic=dynamic,
-            )
-        )
+            self._input_start(out, call_id, event.tool_name, dynamic)
+        self._input_error(out, call_id, event.tool_name, event.input, event.error_text, dynamic)
         return out
 
     def _tool_result(self, event: ev.ToolResult) -> list[Chunk]:
