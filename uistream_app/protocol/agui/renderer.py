@@ -469,28 +469,27 @@ class AGUIRenderer:
             # Rule 14 (only with history); this chunk's events are not kept yet.
             messages = fold_messages([*self._kept.events(), *out], self.history)
             out.append({"type": "MESSAGES_SNAPSHOT", "timestamp": self._now, "messages": messages})
-        event: Event = {"type": "RUN_FINISHED", "timestamp": self._now}
-        reason = chunk.get("finishReason")
-        if isinstance(reason, str):
-            event["metadata"] = {"uistream": {"finishReason": reason}}
-        event["threadId"] = self.thread_id
-        event["runId"] = self.run_id
-        if self._run_result is not None:
-            event["result"] = self._run_result
-        if self._interrupts:
-            event["outcome"] = {"type": "interrupt", "interrupts": list(self._interrupts.values())}
-        out.append(event)
-        self.terminated = True
+        outcome = {"type": "interrupt", "interrupts": list(self._interrupts.values())} if self._interrupts else None
+        self._run_finished(out, "finishReason", chunk.get("finishReason"), self._run_result, outcome)
 
     def _abort(self, chunk: Chunk, out: list[Event]) -> None:
         self._close_all(out, finished=False, reason=STOPPED_TEXT)
+        self._run_finished(out, "abortReason", chunk.get("reason"), None, {"type": "cancelled"})
+
+    def _run_finished(
+        self, out: list[Event], reason_key: str, reason: Any, result: Any, outcome: dict[str, Any] | None
+    ) -> None:
+        """``RUN_FINISHED``, the last event: the chunk's reason (a string)
+        kept as ``metadata.uistream[reason_key]``."""
         event: Event = {"type": "RUN_FINISHED", "timestamp": self._now}
-        reason = chunk.get("reason")
         if isinstance(reason, str):
-            event["metadata"] = {"uistream": {"abortReason": reason}}
+            event["metadata"] = {"uistream": {reason_key: reason}}
         event["threadId"] = self.thread_id
         event["runId"] = self.run_id
-        event["outcome"] = {"type": "cancelled"}
+        if result is not None:
+            event["result"] = result
+        if outcome is not None:
+            event["outcome"] = outcome
         out.append(event)
         self.terminated = True
 
