@@ -93,10 +93,13 @@ class _Part:
     """The streamed parts of one kind (``text`` or ``reasoning``): the id
     of the open one, if any, and the number the next one's id takes."""
 
-    __slots__ = ("kind", "next", "open")
+    __slots__ = ("delta_type", "end_type", "kind", "next", "open", "start_type")
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
+        self.start_type = f"{kind}-start"
+        self.delta_type = f"{kind}-delta"
+        self.end_type = f"{kind}-end"
         self.open: str | None = None
         self.next = 0
 
@@ -264,7 +267,7 @@ class UIMessageEncoder:
 
     def _close(self, part: _Part, out: list[Chunk], provider_metadata: Any = None) -> None:
         if part.open is not None:
-            chunk: Chunk = {"type": f"{part.kind}-end", "id": part.open}
+            chunk: Chunk = {"type": part.end_type, "id": part.open}
             if provider_metadata is not None:
                 chunk["providerMetadata"] = provider_metadata
             out.append(chunk)
@@ -283,8 +286,8 @@ class UIMessageEncoder:
         self._close(other, out)
         part_id = part.open = f"{part.kind}-{part.next}"
         part.next += 1
-        out.append({"type": f"{part.kind}-start", "id": part_id})
-        out.append({"type": f"{part.kind}-delta", "id": part_id, "delta": delta})
+        out.append({"type": part.start_type, "id": part_id})
+        out.append({"type": part.delta_type, "id": part_id, "delta": delta})
         return out
 
     def _dynamic(self, call_id: str, flag: bool | None) -> bool | None:
