@@ -82,6 +82,7 @@ class _Run:
     approvals: Mapping[str, ToolApproval]
     client_results: Mapping[str, ClientToolResult]
     step: int = 0
+    waiting: bool = False  # a call of the last settled batch awaits its answer
 
 
 @dataclass(slots=True)
@@ -169,16 +170,10 @@ class ToolLoop:
 
         pending = _unanswered_calls(conversation)
         if pending:
-            waiting = False
-            async with aclosing(self._settle(state, pending)) as outcomes:
-                async for outcome in outcomes:
-                    if outcome.event is not None:
-                        yield outcome.event
-                    if outcome.message is None:
-                        waiting = True
-                    else:
-                        conversation.append(outcome.message)
-            if waiting:
+            async with aclosing(self._answer(state, pending)) as answers:
+                async for event in answers:
+                    yield event
+            if state.waiting:
                 yield StepFinished(state.step)
                 yield Done()
                 return
@@ -206,26 +201,34 @@ class ToolLoop:
 
             requests = tuple(ToolCallRequest(c.tool_call_id, c.tool_name, c.input) for c in calls)
             conversation.append(AssistantMessage("".join(texts), requests, "".join(reasoning)))
-            waiting = False
             if requests:
                 # Closed explicitly: a nested generator left to the garbage
                 # collector would cancel its tools late, or never.
-                async with aclosing(self._settle(state, requests)) as outcomes:
-                    async for outcome in outcomes:
-                        if outcome.event is not None:
-                            yield outcome.event
-                        if outcome.message is None:
-                            waiting = True
-                        else:
-                            conversation.append(outcome.message)
+                async with aclosing(self._answer(state, requests)) as answers:
+                    async for event in answers:
+                        yield event
             yield StepFinished(state.step)
             state.step += 1
-            if not requests or waiting:
+            if not requests or state.waiting:
                 yield Done()
                 return
             if state.step >= self.max_steps:
                 yield Done(self.max_steps_reason)
                 return
+
+    async def _answer(self, state: _Run, calls: Sequence[ToolCallRequest]) -> AsyncGenerator[Event, None]:
+        """Settle ``calls``: yield what they say and append each answer to
+        the conversation; afterwards ``state.waiting`` says whether one of
+        them is still unanswered (an approval, a client tool)."""
+        state.waiting = False
+        async with aclosing(self._settle(state, calls)) as outcomes:
+            async for outcome in outcomes:
+                if outcome.event is not None:
+                    yield outcome.event
+                if outcome.message is None:
+                    state.waiting = True
+                else:
+                    state.conversation.append(outcome.message)
 
     async def _settle(self, state: _Run, calls: Sequence[ToolCallRequest]) -> AsyncGenerator[_Outcome, None]:
         """Run ``calls`` concurrently, yield their outcomes in call

@@ -274,10 +274,7 @@ class AGUIRenderer:
         """The AG-UI events ``chunk`` makes (``[]`` after the run ended)."""
         if self.terminated:
             return []
-        out: list[Event] = []
-        self._now = self.clock()
-        if not self.started:
-            self._begin(out)
+        out = self._batch()
         chunk_type = chunk.get("type")
         handler = self._dispatch.get(chunk_type) if isinstance(chunk_type, str) else None
         if handler is None:
@@ -334,10 +331,7 @@ class AGUIRenderer:
         and sends ``RUN_ERROR {code: "incomplete"}``; ``[]`` otherwise."""
         if self.terminated:
             return []
-        out: list[Event] = []
-        self._now = self.clock()
-        if not self.started:
-            self._begin(out)
+        out = self._batch()
         self._close_all(out, finished=False, reason=INCOMPLETE_TEXT)
         out.append({"type": "RUN_ERROR", "timestamp": self._now, "message": INCOMPLETE_TEXT, "code": INCOMPLETE_CODE})
         self.terminated = True
@@ -362,6 +356,15 @@ class AGUIRenderer:
             if scope.kind == "subagent":
                 return scope.key
         return None
+
+    def _batch(self) -> list[Event]:
+        """The start of the events one call makes: the clock read once for
+        all of them, and ``RUN_STARTED`` first if the run had not started."""
+        out: list[Event] = []
+        self._now = self.clock()
+        if not self.started:
+            self._begin(out)
+        return out
 
     def _begin(self, out: list[Event]) -> None:
         self.started = True
@@ -466,28 +469,27 @@ class AGUIRenderer:
             # Rule 14 (only with history); this chunk's events are not kept yet.
             messages = fold_messages([*self._kept.events(), *out], self.history)
             out.append({"type": "MESSAGES_SNAPSHOT", "timestamp": self._now, "messages": messages})
-        event: Event = {"type": "RUN_FINISHED", "timestamp": self._now}
-        reason = chunk.get("finishReason")
-        if isinstance(reason, str):
-            event["metadata"] = {"uistream": {"finishReason": reason}}
-        event["threadId"] = self.thread_id
-        event["runId"] = self.run_id
-        if self._run_result is not None:
-            event["result"] = self._run_result
-        if self._interrupts:
-            event["outcome"] = {"type": "interrupt", "interrupts": list(self._interrupts.values())}
-        out.append(event)
-        self.terminated = True
+        outcome = {"type": "interrupt", "interrupts": list(self._interrupts.values())} if self._interrupts else None
+        self._run_finished(out, "finishReason", chunk.get("finishReason"), self._run_result, outcome)
 
     def _abort(self, chunk: Chunk, out: list[Event]) -> None:
         self._close_all(out, finished=False, reason=STOPPED_TEXT)
+        self._run_finished(out, "abortReason", chunk.get("reason"), None, {"type": "cancelled"})
+
+    def _run_finished(
+        self, out: list[Event], reason_key: str, reason: Any, result: Any, outcome: dict[str, Any] | None
+    ) -> None:
+        """``RUN_FINISHED``, the last event: the chunk's reason (a string)
+        kept as ``metadata.uistream[reason_key]``."""
         event: Event = {"type": "RUN_FINISHED", "timestamp": self._now}
-        reason = chunk.get("reason")
         if isinstance(reason, str):
-            event["metadata"] = {"uistream": {"abortReason": reason}}
+            event["metadata"] = {"uistream": {reason_key: reason}}
         event["threadId"] = self.thread_id
         event["runId"] = self.run_id
-        event["outcome"] = {"type": "cancelled"}
+        if result is not None:
+            event["result"] = result
+        if outcome is not None:
+            event["outcome"] = outcome
         out.append(event)
         self.terminated = True
 

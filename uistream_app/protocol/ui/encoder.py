@@ -89,6 +89,21 @@ def _with(chunk: Chunk, **optional: Any) -> Chunk:
     return chunk
 
 
+class _Part:
+    """The streamed parts of one kind (``text`` or ``reasoning``): the id
+    of the open one, if any, and the number the next one's id takes."""
+
+    __slots__ = ("delta_type", "end_type", "kind", "next", "open", "start_type")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.start_type = f"{kind}-start"
+        self.delta_type = f"{kind}-delta"
+        self.end_type = f"{kind}-end"
+        self.open: str | None = None
+        self.next = 0
+
+
 class UIMessageEncoder:
     """Folds source events into UI message chunks for one message.
 
@@ -100,12 +115,10 @@ class UIMessageEncoder:
     __slots__ = (
         "_dispatch",
         "_dynamic_calls",
-        "_next_reasoning",
-        "_next_text",
-        "_open_reasoning",
-        "_open_text",
+        "_reasoning",
         "_started",
         "_step_open",
+        "_text",
         "_tool_calls",
         "done",
         "finish_reason",
@@ -129,10 +142,8 @@ class UIMessageEncoder:
         self.usage: dict[str, int] = {}
         self._started = False
         self._step_open = False
-        self._open_text: str | None = None
-        self._open_reasoning: str | None = None
-        self._next_text = 0
-        self._next_reasoning = 0
+        self._text = _Part("text")
+        self._reasoning = _Part("reasoning")
         # toolCallId -> _STREAMING, _AVAILABLE or _INPUT_ERROR. Calls the
         # continued message already holds count as available.
         self._tool_calls: dict[str, int] = dict.fromkeys(known_tool_calls, _AVAILABLE)
@@ -169,11 +180,11 @@ class UIMessageEncoder:
         """Rules 2 and 6 for one part of the continued message."""
         kind = part.get("type")
         if kind == "text":
-            self._next_text += 1
+            self._text.next += 1
         elif kind == "reasoning":
             own = part.get("id")
             match = _REASONING_ID.fullmatch(own) if isinstance(own, str) else None
-            self._next_reasoning = max(self._next_reasoning + 1, int(match.group(1)) + 1 if match else 0)
+            self._reasoning.next = max(self._reasoning.next + 1, int(match.group(1)) + 1 if match else 0)
         elif is_tool_type(kind):
             call_id = part.get("toolCallId")
             if isinstance(call_id, str):
@@ -254,23 +265,30 @@ class UIMessageEncoder:
             self._step_open = True
             out.append({"type": "start-step"})
 
-    def _close_text(self, out: list[Chunk]) -> None:
-        if self._open_text is not None:
-            out.append({"type": "text-end", "id": self._open_text})
-            self._open_text = None
-
-    def _close_reasoning(self, out: list[Chunk], provider_metadata: Any = None) -> None:
-        if self._open_reasoning is not None:
-            chunk: Chunk = {"type": "reasoning-end", "id": self._open_reasoning}
+    def _close(self, part: _Part, out: list[Chunk], provider_metadata: Any = None) -> None:
+        if part.open is not None:
+            chunk: Chunk = {"type": part.end_type, "id": part.open}
             if provider_metadata is not None:
                 chunk["providerMetadata"] = provider_metadata
             out.append(chunk)
-            self._open_reasoning = None
+            part.open = None
 
     def _close_parts(self, out: list[Chunk]) -> None:
         # Rule 3 means at most one of them is open.
-        self._close_text(out)
-        self._close_reasoning(out)
+        self._close(self._text, out)
+        self._close(self._reasoning, out)
+
+    def _start_part(self, part: _Part, other: _Part, delta: str) -> list[Chunk]:
+        """A delta of ``part``'s kind while none is open: the step opens if
+        it has not, ``other`` closes (rule 3), a new part starts."""
+        out: list[Chunk] = []
+        self._open_step(out)
+        self._close(other, out)
+        part_id = part.open = f"{part.kind}-{part.next}"
+        part.next += 1
+        out.append({"type": part.start_type, "id": part_id})
+        out.append({"type": part.delta_type, "id": part_id, "delta": delta})
+        return out
 
     def _dynamic(self, call_id: str, flag: bool | None) -> bool | None:
         """``True`` for a call opened (or now said to be) dynamic, else None."""
@@ -284,46 +302,77 @@ class UIMessageEncoder:
             self._step_open = False
             out.append({"type": "finish-step"})
 
+    def _input_start(
+        self,
+        out: list[Chunk],
+        call_id: str,
+        tool_name: str,
+        dynamic: bool | None,
+        provider_executed: bool | None = None,
+        title: str | None = None,
+    ) -> None:
+        """A call's ``tool-input-start``, after closing the open text or
+        reasoning part (rule 3)."""
+        self._close_parts(out)
+        out.append(
+            _with(
+                {"type": "tool-input-start", "toolCallId": call_id, "toolName": tool_name},
+                providerExecuted=provider_executed,
+                dynamic=dynamic,
+                title=title,
+            )
+        )
+
+    def _input_error(
+        self,
+        out: list[Chunk],
+        call_id: str,
+        tool_name: str,
+        tool_input: Any,
+        error_text: str,
+        dynamic: bool | None,
+        provider_executed: bool | None = None,
+        title: str | None = None,
+    ) -> None:
+        """A call's ``tool-input-error``; the call takes no other input."""
+        self._tool_calls[call_id] = _INPUT_ERROR
+        out.append(
+            _with(
+                {
+                    "type": "tool-input-error",
+                    "toolCallId": call_id,
+                    "toolName": tool_name,
+                    "input": tool_input,
+                    "errorText": error_text,
+                },
+                providerExecuted=provider_executed,
+                dynamic=dynamic,
+                title=title,
+            )
+        )
+
     # -- handlers -------------------------------------------------------------------
 
     def _text_delta(self, event: ev.TextDelta) -> list[Chunk]:
-        part = self._open_text
+        part = self._text.open
         if part is not None:  # an open part implies an open step (rule 4)
             return [{"type": "text-delta", "id": part, "delta": event.text}]
-        out: list[Chunk] = []
-        self._open_step(out)
-        self._close_reasoning(out)
-        part = self._open_text
-        if part is None:
-            part = self._open_text = f"text-{self._next_text}"
-            self._next_text += 1
-            out.append({"type": "text-start", "id": part})
-        out.append({"type": "text-delta", "id": part, "delta": event.text})
-        return out
+        return self._start_part(self._text, self._reasoning, event.text)
 
     def _reasoning_delta(self, event: ev.ReasoningDelta) -> list[Chunk]:
-        part = self._open_reasoning
+        part = self._reasoning.open
         if part is not None:
             return [{"type": "reasoning-delta", "id": part, "delta": event.text}]
-        out: list[Chunk] = []
-        self._open_step(out)
-        self._close_text(out)
-        part = self._open_reasoning
-        if part is None:
-            part = self._open_reasoning = f"reasoning-{self._next_reasoning}"
-            self._next_reasoning += 1
-            out.append({"type": "reasoning-start", "id": part})
-        out.append({"type": "reasoning-delta", "id": part, "delta": event.text})
-        return out
+        return self._start_part(self._reasoning, self._text, event.text)
 
     def _text_end(self, event: ev.TextEnd) -> list[Chunk]:
         out: list[Chunk] = []
-        self._close_text(out)
+        self._close(self._text, out)
         return out
 
     def _reasoning_end(self, event: ev.ReasoningEnd) -> list[Chunk]:
         out: list[Chunk] = []
-        self._close_reasoning(out, event.provider_metadata)
+        self._close(self._reasoning, out, event.provider_metadata)
         return out
 
     def _tool_call_start(self, event: ev.ToolCallStart) -> list[Chunk]:
@@ -331,18 +380,10 @@ class UIMessageEncoder:
             return []  # a duplicate start would be a second part for one call
         out: list[Chunk] = []
         self._open_step(out)
-        self._close_parts(out)
         self._tool_calls[event.tool_call_id] = _STREAMING
         if event.dynamic:
             self._dynamic_calls.add(event.tool_call_id)
-        out.append(
-            _with(
-                {"type": "tool-input-start", "toolCallId": event.tool_call_id, "toolName": event.tool_name},
-                providerExecuted=event.provider_executed,
-                dynamic=event.dynamic,
-                title=event.title,
-            )
-        )
+        self._input_start(out, event.tool_call_id, event.tool_name, event.dynamic, event.provider_executed, event.title)
         return out
 
     def _tool_call_delta(self, event: ev.ToolCallDelta) -> list[Chunk]:
@@ -364,33 +405,13 @@ class UIMessageEncoder:
         self._open_step(out)
         dynamic = self._dynamic(call_id, event.dynamic)
         if state is None:
-            self._close_parts(out)
-            out.append(
-                _with(
-                    {"type": "tool-input-start", "toolCallId": call_id, "toolName": event.tool_name},
-                    providerExecuted=event.provider_executed,
-                    dynamic=dynamic,
-                    title=event.title,
-                )
-            )
+            self._input_start(out, call_id, event.tool_name, dynamic, event.provider_executed, event.title)
         self._tool_calls[call_id] = _AVAILABLE
         try:
             value = parse_tool_input(event.tool_name, event.input)
         except ValueError as exc:
-            self._tool_calls[call_id] = _INPUT_ERROR
-            out.append(
-                _with(
-                    {
-                        "type": "tool-input-error",
-                        "toolCallId": call_id,
-                        "toolName": event.tool_name,
-                        "input": event.input,
-                        "errorText": str(exc),
-                    },
-                    providerExecuted=event.provider_executed,
-                    dynamic=dynamic,
-                    title=event.title,
-                )
+            self._input_error(
+                out, call_id, event.tool_name, event.input, str(exc), dynamic, event.provider_executed, event.title
             )
             return out
         out.append(
@@ -411,26 +432,8 @@ class UIMessageEncoder:
         self._open_step(out)
         dynamic = self._dynamic(call_id, event.dynamic)
         if call_id not in self._tool_calls:
-            self._close_parts(out)
-            out.append(
-                _with(
-                    {"type": "tool-input-start", "toolCallId": call_id, "toolName": event.tool_name},
-                    dynamic=dynamic,
-                )
-            )
-        self._tool_calls[call_id] = _INPUT_ERROR
-        out.append(
-            _with(
-                {
-                    "type": "tool-input-error",
-                    "toolCallId": call_id,
-                    "toolName": event.tool_name,
-                    "input": event.input,
-                    "errorText": event.error_text,
-                },
-                dynamic=dynamic,
-            )
-        )
+            self._input_start(out, call_id, event.tool_name, dynamic)
+        self._input_error(out, call_id, event.tool_name, event.input, event.error_text, dynamic)
         return out
 
     def _tool_result(self, event: ev.ToolResult) -> list[Chunk]:
@@ -503,22 +506,24 @@ class UIMessageEncoder:
     def _done(self, event: ev.Done) -> list[Chunk]:
         return self.finish(event.reason)
 
-    def _source_url(self, event: ev.SourceUrl) -> list[Chunk]:
+    def _in_step(self, chunk: Chunk) -> list[Chunk]:
+        """``chunk``, after opening the step if none is open."""
         out: list[Chunk] = []
         self._open_step(out)
-        out.append(
+        out.append(chunk)
+        return out
+
+    def _source_url(self, event: ev.SourceUrl) -> list[Chunk]:
+        return self._in_step(
             _with(
                 {"type": "source-url", "sourceId": event.source_id, "url": event.url},
                 title=event.title,
                 providerMetadata=event.provider_metadata,
             )
         )
-        return out
 
     def _source_document(self, event: ev.SourceDocument) -> list[Chunk]:
-        out: list[Chunk] = []
-        self._open_step(out)
-        out.append(
+        return self._in_step(
             _with(
                 {
                     "type": "source-document",
@@ -530,18 +535,14 @@ class UIMessageEncoder:
                 providerMetadata=event.provider_metadata,
             )
         )
-        return out
 
     def _file(self, event: ev.File) -> list[Chunk]:
-        out: list[Chunk] = []
-        self._open_step(out)
-        out.append(
+        return self._in_step(
             _with(
                 {"type": "file", "url": event.url, "mediaType": event.media_type},
                 providerMetadata=event.provider_metadata,
             )
         )
-        return out
 
     def _data(self, event: ev.Data) -> list[Chunk]:
         out: list[Chunk] = []
