@@ -2,29 +2,9 @@
 
 A run task holds a ``RunChannel`` and publishes numbered UI chunks (plain
 JSON-serialisable dicts, the canonical log, docs/architecture.md); any number of
-subscribers, in this process or another, read them back. The rules every
-backend keeps, and the shared suite in ``tests/live`` checks:
-
-1. Sequence numbers start at 0 and have no gaps; the channel assigns them,
-   in ``publish`` order.
-2. ``subscribe(run_id, from_seq)`` yields every chunk from ``from_seq`` on,
-   each exactly once and in order: first what was already published (the
-   replay), then what is published later (the live tail), with no gap or
-   duplicate at the seam.
-3. A subscription ends after the channel was closed and everything was
-   delivered. A run that is unknown, or finished longer ago than the
-   backend keeps finished runs, ends a subscription at once.
-4. A conversation has at most one active run: ``open_run`` refuses a
-   second one with ``RunAlreadyActive``. ``close()`` ends the run: the
-   conversation has no active run any more.
-5. ``request_stop(conversation_id)`` sets ``stop_requested`` on the
-   conversation's active run, wherever it runs. The run decides what to do
-   with it (finish its chunk, publish ``finish``/``abort``, close).
-6. Closing a subscription (``aclose()``, or cancelling the task reading it)
-   releases everything it held: no task, waiter or connection outlives it.
-
-Chunks are shared, not copied, by the in-memory backend: treat them as
-read-only once published.
+subscribers, in this process or another, read them back. The rules
+every backend keeps (the shared suite in ``tests/live`` checks them) are
+docs/operations.md, "Broker rules"; "rule N" here means those.
 """
 
 from __future__ import annotations

@@ -5,24 +5,8 @@ subscribers that wait for more; a subscriber reads the list from its own
 position, so replay and live tail are the same code and cannot gap or
 repeat at the seam. Nothing is copied and no task is started per chunk.
 
-Rules of this backend (on top of ``base``):
-
-1. A subscriber that caught up parks on a future of its own loop. Wake-ups
-   from another event loop or thread (an async view under WSGI) go through
-   ``call_soon_threadsafe``; in the usual one-loop case they are a plain
-   ``set_result``.
-2. A subscriber registers its future *before* re-checking for news, and a
-   publisher appends *before* taking the waiters: whichever interleaving,
-   no wake-up is lost.
-3. A finished run stays readable for ``finished_ttl`` seconds (60 by
-   default), so a resume that learnt the run id just before the run ended
-   still gets the whole run; then it is forgotten (swept lazily on the next
-   ``open_run`` / ``subscribe``). Subscribers already attached hold the run
-   themselves and finish reading it whatever the broker forgot; the memory
-   goes when the last of them does. ``finished_ttl=0`` forgets a run at
-   ``close()``.
-4. Stop is an attribute write: ``request_stop`` sets the active channel's
-   ``stop_requested`` (thread-safely, as in rule 1).
+Its rules are docs/operations.md, "Memory broker rules" ("rule N" in this module
+means those).
 """
 
 from __future__ import annotations
