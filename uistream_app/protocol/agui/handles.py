@@ -1,75 +1,9 @@
 """Emit handles: AG-UI agents written by hand, where misuse raises at once.
 
-Every streaming construct in AG-UI is bracketed (``TEXT_MESSAGE_START`` …
-``TEXT_MESSAGE_END``, ``TOOL_CALL_START`` … ``TOOL_CALL_END``, reasoning,
-steps, subagents). An agent given raw ``emit`` calls has to close what it
-opened, in order, on every path including an exception. ``RunContext``
-hands out context managers instead, the Python shape of the seed's
-typestate handles::
-
-    async def agent(ctx: RunContext) -> None:
-        with ctx.step("research"):
-            with ctx.reasoning() as thought:
-                thought.delta("The user wants the weather.")
-            with ctx.tool_call("get_weather") as call:
-                call.args({"city": "Paris"})
-            call.result({"temperature": 18})
-        with ctx.assistant_message() as message:
-            message.delta("It is 18 °C in Paris.")
-            message.state_snapshot({"city": "Paris"})  # unordered: fine inside
-
-    await run_agent(agent, RunContext(thread_id="t1", run_id="r1"))
-
-The rules (each misuse raises ``HandleError`` where it happens):
-
-1. Entering a handle emits its opening event, leaving it the closing one,
-   on every path: a normal exit, an exception, a cancellation. Closing
-   events go out even after ``cancel()`` (forced), so the stream stays
-   well formed; an exception inside is never masked by the closing.
-2. ``assistant_message()``, ``reasoning()`` and ``tool_call()`` are
-   streaming handles: while one is open, opening any handle (a second
-   message, a tool call, a step, a subagent) raises. Python cannot make it
-   a compile error as the seed's borrow checker does; it raises before
-   anything is sent.
-3. ``step(name)`` and ``subagent(name)`` are scopes: anything may open
-   inside them, and a subagent scope tags every attributable event emitted
-   inside it with its ``subagentRunId`` (an event the agent tagged itself
-   keeps its tag); nested subagents name their parent.
-4. Unordered events (state, activity, custom, raw, messages snapshots)
-   can be emitted from inside any handle: every handle has ``emit`` and the
-   shortcuts (``state_snapshot``, ``state_delta``, ``custom``…), which go
-   through the context. ``RunContext.emit`` refuses the bracketed events
-   the handles own; it takes tool call events (for calls interleaved by
-   hand) only while no message or reasoning handle is open.
-5. A tool call's arguments go out whole when they end (``end()``,
-   ``result()`` or leaving the block), as one ``TOOL_CALL_ARGS`` of compact
-   JSON (what the renderer sends for the same call): arguments
-   that are not JSON raise (after ``TOOL_CALL_END`` closed the call with
-   none), and a call left by an exception or a cancellation sends its
-   arguments only if they are JSON. ``result()`` may follow the block.
-6. After ``cancel()`` every emit raises ``RunCancelled``; ``finish()`` and
-   ``fail()`` (``RUN_FINISHED``/``RUN_ERROR``) still go out, as do the
-   closing events of rule 1. After the run's end every emit raises.
-7. Every event goes through an ``AGUIVerifier`` (``verify=True``) before
-   the sink sees it: an event a client would refuse raises
-   ``AGUIVerificationError`` and is not sent. Events get an integer
-   millisecond ``timestamp`` from ``clock`` (``None``: no timestamps).
-8. Ids are deterministic: ``<base>-text-N``, ``<base>-reasoning-N``,
-   ``<base>-call-N``, ``<base>-subagent-N`` (``base`` is the run's
-   assistant message id when given, else the run id), results
-   ``<toolCallId>-result``; a call's ``parentMessageId`` is the last
-   message opened since the last tool result when the same agent (parent
-   or subagent) opened it, else a shared ``<base>-tools-N``. These are the ids ``AGUIRenderer`` gives the same
-   content after it went through the canonical log (``protocol.agui.source``),
-   so what a test drains here is what a client of the view sees, but for
-   the renderer's ``step-N`` steps around it.
-
-``run_agent(agent, ctx)`` drives a run: ``RUN_STARTED``, the agent (a
-function of the context, sync or async), then ``RUN_FINISHED``; an
-exception becomes ``RUN_ERROR`` with the masked text and is re-raised;
-``RunCancelled`` (or the task being cancelled) ends the run ``RUN_FINISHED``
-with outcome ``cancelled``. Without a ``sink`` the context keeps the events
-for ``drain()``.
+``RunContext`` hands out context managers for AG-UI's bracketed events
+(messages, reasoning, tool calls, steps, subagents), so an agent can't
+leave one open; ``run_agent`` drives a run. How to write one, and the
+rules ("rule N" here): docs/agents.md.
 """
 
 from __future__ import annotations

@@ -1,42 +1,9 @@
 """A hand-written AG-UI agent as a source of events for the canonical log.
 
-What an agent emits through ``RunContext`` becomes source events
-(``protocol.events``), so its run goes through the same encoder, recorder,
-broker and renderers as a chat run: it is stored, shown in the admin,
-resumable, and served in either dialect. ``SourceEventConverter`` maps one
-AG-UI event to source events; ``agent_source`` runs an agent and yields
-them. The mapping keeps ids stable across the round trip (handles rule 8):
-
-1. ``TEXT_MESSAGE_CONTENT`` → ``TextDelta``; ``TEXT_MESSAGE_END`` →
-   ``TextEnd``, after an empty ``TextDelta`` when the message had no
-   content, so every message is one text part (and the encoder's part
-   counter, which the renderer's ids come from, counts the handles'
-   messages one for one). Reasoning likewise (``ReasoningDelta``,
-   ``ReasoningEnd``). Starts map to nothing: the encoder opens a part at
-   its first delta.
-2. ``TOOL_CALL_START`` / ``ARGS`` / ``END`` → ``ToolCallStart`` /
-   ``ToolCallDelta`` / ``ToolCall`` (the arguments joined);
-   ``TOOL_CALL_RESULT`` → ``ToolResult`` (``is_error`` when its metadata
-   says ``{"uistream": {"outcome": "error"}}``).
-3. The first text, reasoning or tool call after a tool result is preceded
-   by ``StepFinished``: the encoder closes the step and opens the next, as
-   a tool loop's steps go (model, tools, model again), so the stored
-   message splits into the steps the model messages are built from.
-4. Every other event (named steps, state, activity, custom, raw, messages
-   snapshots, encrypted values, subagents) travels as a transient
-   ``Data("agui-event", event)``: the log keeps it (the renderer sends it
-   again as itself), the stored message does not.
-5. ``RUN_FINISHED`` → ``Done``, its ``result`` carried first (rule 4) for
-   the renderer to put back; ``RUN_STARTED`` and ``RUN_ERROR`` → nothing
-   (the encoder starts on its own; a failure is the agent's exception,
-   which the stream adapter masks into the ``error`` chunk). The run's
-   outcome is the renderer's to say (``cancelled`` for a stop,
-   ``interrupt`` for pending approvals), not the agent's.
-
-``agent_source`` runs the agent as a task that emits into an unbounded
-queue (emits are synchronous, as in the seed) and yields what it emitted.
-Closing the source (the client left, a stop) cancels the context and the
-task; a failed agent raises its exception after everything it emitted.
+``SourceEventConverter`` maps one AG-UI event to source events
+(``protocol.events``); ``agent_source`` runs an agent and yields them, so
+its run is stored, resumable and served in either dialect. The mapping
+("rule N" here): docs/agents.md, "From AG-UI events to the log".
 """
 
 from __future__ import annotations
