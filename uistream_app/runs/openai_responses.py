@@ -4,7 +4,7 @@ Speaks ``POST {base_url}/responses`` with ``stream: true`` to OpenAI and the
 servers that copy it (Azure, LM Studio…) and reads the stream the way
 ``@ai-sdk/openai``'s Responses model does, into the model port's events
 plus the results, sources and approval requests of the tools OpenAI runs
-itself (``runs._http.ProviderEvent``). Each event's kind is read from its
+itself (all ``runs.model.ModelEvent``). Each event's kind is read from its
 payload's ``type``, never from the ``event:`` line, so compatible servers
 that send bare ``data:`` lines (with or without a space, ending in
 ``[DONE]`` or not) read the same.
@@ -82,10 +82,11 @@ from ..protocol.events import (
     ToolResult,
     Usage,
 )
-from ._http import HTTPModelBase, ProviderEvent, sse_events
+from ._http import HTTPModelBase, sse_events
 from ._memory import ReplayMemory
 from .errors import ModelResponseError
 from .messages import AssistantMessage, ModelMessage, ModelOptions, SystemMessage, ToolMessage, ToolSpec, UserMessage
+from .model import ModelEvent
 
 __all__ = ["OpenAIResponsesModel", "map_incomplete_reason"]
 
@@ -104,7 +105,7 @@ def map_incomplete_reason(reason: str | None, has_function_call: bool) -> str:
     return "tool-calls" if has_function_call else "other"
 
 
-class OpenAIResponsesModel(HTTPModelBase[ProviderEvent]):
+class OpenAIResponsesModel(HTTPModelBase):
     """An OpenAI Responses model (see the module docstring).
 
     ``store`` is sent as given (``False`` by default: the conversation
@@ -228,7 +229,7 @@ class OpenAIResponsesModel(HTTPModelBase[ProviderEvent]):
 
     # -- the stream --------------------------------------------------------------
 
-    async def _events(self, response: httpx.Response) -> AsyncIterator[ProviderEvent]:
+    async def _events(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
         reader = _Reader()
         async for sse in sse_events(response):
             payload = sse.data
@@ -283,7 +284,7 @@ class _Reader:
         self._hosted_searches: list[str] = []
         self.source_urls: set[str] = set()
 
-    def feed(self, obj: dict[str, Any]) -> list[ProviderEvent]:
+    def feed(self, obj: dict[str, Any]) -> list[ModelEvent]:
         kind = obj.get("type")
         if not isinstance(kind, str):
             if isinstance(obj.get("choices"), list):
@@ -372,7 +373,7 @@ class _Reader:
             raise _stream_error(obj.get("error") or obj)
         return []
 
-    def end(self) -> list[ProviderEvent]:
+    def end(self) -> list[ModelEvent]:
         """The body ended: a response cut before it finished is
         interrupted (open items closed, complete calls kept)."""
         if self.finished:
@@ -384,10 +385,10 @@ class _Reader:
         self.finished = True
         return out
 
-    def _close_open(self) -> list[ProviderEvent]:
+    def _close_open(self) -> list[ModelEvent]:
         """Close the text and reasoning items still open (a call left
         open never got its arguments: it is dropped, as the AI SDK does)."""
-        out: list[ProviderEvent] = []
+        out: list[ModelEvent] = []
         for index in sorted(self.items):
             item = self.items.pop(index)
             if item.kind == "message" and item.got_delta:
@@ -404,7 +405,7 @@ class _Reader:
 
     # -- rule 1 ------------------------------------------------------------------
 
-    def _added(self, index: int, item: dict[str, Any]) -> list[ProviderEvent]:
+    def _added(self, index: int, item: dict[str, Any]) -> list[ModelEvent]:
         kind = item.get("type")
         item_id = item.get("id", "")
         if kind == "message":
@@ -439,7 +440,7 @@ class _Reader:
 
     # -- rule 2 ------------------------------------------------------------------
 
-    def _summary_part(self, index: int, obj: dict[str, Any]) -> list[ProviderEvent]:
+    def _summary_part(self, index: int, obj: dict[str, Any]) -> list[ModelEvent]:
         item = self.items.get(index) or self._by_id(obj.get("item_id"))
         if item is None or item.kind != "reasoning" or obj.get("summary_index", 0) == 0:
             return []
@@ -449,7 +450,7 @@ class _Reader:
         return out
 
     @staticmethod
-    def _end_summary_part(item: _Item, metadata: dict[str, Any]) -> list[ProviderEvent]:
+    def _end_summary_part(item: _Item, metadata: dict[str, Any]) -> list[ModelEvent]:
         if not item.part_open:
             return []
         item.part_open = False
@@ -457,7 +458,7 @@ class _Reader:
         # still a (empty) reasoning part of the message.
         return [*([] if item.summary[-1] else [ReasoningDelta("")]), ReasoningEnd(metadata)]
 
-    def _close_reasoning(self, item: _Item, encrypted: str | None) -> list[ProviderEvent]:
+    def _close_reasoning(self, item: _Item, encrypted: str | None) -> list[ModelEvent]:
         metadata = {"openai": {"itemId": item.item_id, "reasoningEncryptedContent": encrypted}}
         out = self._end_summary_part(item, metadata)
         texts = ["".join(part) for part in item.summary]
@@ -473,7 +474,7 @@ class _Reader:
 
     # -- rule 3 ------------------------------------------------------------------
 
-    def _done(self, index: int, item: dict[str, Any]) -> list[ProviderEvent]:
+    def _done(self, index: int, item: dict[str, Any]) -> list[ModelEvent]:
         kind = item.get("type")
         open_item = self.items.pop(index, None)
         if kind == "message":
@@ -489,7 +490,7 @@ class _Reader:
             self.has_function_call = True
             call_id = item.get("call_id", "")
             self.call_ids.append(call_id)
-            out: list[ProviderEvent] = []
+            out: list[ModelEvent] = []
             if open_item is None:
                 out.append(ToolCallStart(call_id, item.get("name", "")))
             out.append(ToolCall(call_id, item.get("name", ""), item.get("arguments", "")))
@@ -585,7 +586,7 @@ class _Reader:
 
     # -- rule 4 ------------------------------------------------------------------
 
-    def _finished(self, response: dict[str, Any]) -> list[ProviderEvent]:
+    def _finished(self, response: dict[str, Any]) -> list[ModelEvent]:
         out = self._close_open()
         self.finished = True
         details = response.get("incomplete_details")
@@ -653,7 +654,7 @@ def _source_id() -> str:
     return f"src_{uuid.uuid4().hex[:24]}"
 
 
-def _annotation(annotation: dict[str, Any]) -> list[ProviderEvent]:
+def _annotation(annotation: dict[str, Any]) -> list[ModelEvent]:
     kind = annotation.get("type")
     source_id = _source_id()
     if kind == "url_citation":

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from .model import ChatModel
 
@@ -79,7 +79,8 @@ def resolve_model(spec: str, *, env: Mapping[str, str] | None = None, **options:
 
 
 def _build(scheme: str, model: str, kwargs: dict[str, Any], options: Mapping[str, Any]) -> ChatModel:
-    factory: Callable[..., Any]
+    # Typed as making a ``ChatModel``: mypy checks each model keeps the port.
+    factory: Callable[..., ChatModel]
     if scheme == "anthropic":
         from .anthropic import AnthropicModel
 
@@ -92,8 +93,4 @@ def _build(scheme: str, model: str, kwargs: dict[str, Any], options: Mapping[str
         from .openai import OpenAIChatModel
 
         factory = OpenAIChatModel
-    # The native models also stream ``ToolResult``, sources and approval
-    # requests of the tools the provider runs (``runs._http.ProviderEvent``),
-    # which ``ModelEvent`` does not list yet; the loop passes them on and the
-    # encoder takes them.
-    return cast(ChatModel, factory(model, **{**kwargs, **options}))
+    return factory(model, **{**kwargs, **options})
