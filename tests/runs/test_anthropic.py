@@ -476,6 +476,40 @@ async def test_web_search_is_a_provider_executed_call_with_its_sources() -> None
     assert (events[4].url, events[4].title) == ("https://a.example/", "A")  # type: ignore[union-attr]
 
 
+async def test_a_tool_loop_over_web_search_asks_the_model_once() -> None:
+    """Anthropic ran the search: the loop shows the call and its result and
+    does not answer it with an "unavailable tool" error and a second call."""
+    result = {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": [{"type": "web_search_result", "url": "https://a.example/", "title": "A", "page_age": None}],
+    }
+    async with ChatServer() as server:
+        server.add(
+            Reply(
+                body=[
+                    start(),
+                    block(0, {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}),
+                    delta(0, {"type": "input_json_delta", "partial_json": '{"query": "a"}'}),
+                    stop(0),
+                    block(1, result),
+                    stop(1),
+                    *text(2, "Found A."),
+                    *end(),
+                ]
+            )
+        )
+        events = [e async for e in ToolLoop(make_model(server)).run([UserMessage("search a")])]
+    assert len(server.requests) == 1
+    assert [type(e).__name__ for e in events if type(e).__name__.startswith("Tool")] == [
+        "ToolCallStart",
+        "ToolCallDelta",
+        "ToolCall",
+        "ToolResult",
+    ]
+    assert TextDelta("Found A.") in events
+
+
 # -- cases of our own, judged by the real @ai-sdk/anthropic and ai@7 ---------------
 
 

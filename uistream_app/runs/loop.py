@@ -196,7 +196,10 @@ class ToolLoop:
                         texts.append(event.text)  # type: ignore[union-attr]
                     elif cls is ReasoningDelta:
                         reasoning.append(event.text)  # type: ignore[union-attr]
-                    elif cls is ToolCall:
+                    elif cls is ToolCall and not event.provider_executed:  # type: ignore[union-attr]
+                        # A call the provider runs itself (web search, code
+                        # execution…) is answered in this same stream by its
+                        # ``ToolResult``; only the others are the loop's.
                         calls.append(event)  # type: ignore[arg-type]
                     yield event
             finally:
