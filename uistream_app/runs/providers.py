@@ -40,8 +40,19 @@ __all__ = ["MODEL_SCHEMES", "ModelSpecError", "is_model_spec", "resolve_model"]
 MODEL_SCHEMES: Final = ("anthropic", "openai", "openai-chat", "openai-responses", "openai-compatible")
 
 
+_SPEC_FORMS: Final = (
+    "Write it as 'anthropic:<model>', 'openai:<model>', 'openai-responses:<model>' "
+    "or 'openai-compatible:<base_url>#<model>'."
+)
+
+
 class ModelSpecError(ValueError):
-    """A model name that names no known provider, or lacks what it needs."""
+    """A model name that names no known provider, or lacks what it needs.
+    ``hint`` says how to fix it (a system check shows it)."""
+
+    def __init__(self, message: str, hint: str = _SPEC_FORMS) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 def is_model_spec(value: object) -> bool:
@@ -74,7 +85,11 @@ def resolve_model(spec: str, *, env: Mapping[str, str] | None = None, **options:
     if env.get(f"{prefix}_BASE_URL"):
         kwargs["base_url"] = env[f"{prefix}_BASE_URL"]
     if kwargs["api_key"] is None and options.get("api_key") is None:
-        raise ModelSpecError(f"{spec!r} needs an API key: set {prefix}_API_KEY in the environment")
+        raise ModelSpecError(
+            f"{spec!r} needs an API key: set {prefix}_API_KEY in the environment",
+            f"Set {prefix}_API_KEY in the environment of every process that serves chats "
+            "(the web server and any worker), or give the model an api_key of your own.",
+        )
     return _build(scheme, rest, kwargs, options)
 
 
