@@ -630,3 +630,25 @@ async def test_a_provider_ran_call_next_to_a_client_call_runs_only_the_client_ca
         AssistantMessage("", (ToolCallRequest("c1", "add", '{"a": 1, "b": 2}'),)),
         ToolMessage("c1", "3", False, "add"),
     )
+
+
+async def test_the_next_call_gets_the_reasoning_parts_that_came_with_provider_metadata() -> None:
+    from uistream_app.runs import ReasoningPart
+
+    signed = {"anthropic": {"signature": "sig-1"}}
+    model = ScriptedModel(
+        [
+            ReasoningDelta("Plain. "),
+            ReasoningEnd(),
+            ReasoningDelta("Signed"),
+            ReasoningDelta(" thought."),
+            ReasoningEnd(signed),
+            call("add", {"a": 1, "b": 2}, id="c1"),
+        ],
+        "3",
+    )
+    await run_all(ToolLoop(model, [add]))
+    step = model.requests[1].messages[1]
+    assert isinstance(step, AssistantMessage)
+    assert step.reasoning == "Plain. Signed thought."
+    assert step.reasoning_parts == (ReasoningPart("Signed thought.", signed),)

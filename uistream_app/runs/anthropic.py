@@ -49,11 +49,13 @@ History goes out in the API's form: system messages in ``system``, tool
 results as ``tool_result`` blocks of a user message (consecutive messages
 of one role merged), and an assistant step's thinking blocks *with their
 signatures* first, as the API requires when a tool loop continues with
-thinking on. ``AssistantMessage`` carries reasoning text but no signature,
-so the model keeps the blocks it streamed (``runs._memory``: a bounded
-in-process memory keyed by the step's tool call ids) and puts them back
-when that step is sent again; a step it does not remember goes out
-without its reasoning (unsigned thinking is rejected by the API).
+thinking on. They come from the step's ``reasoning_parts`` (the
+signature and redacted data kept in the stored parts' provider metadata,
+so a conversation reloaded in another process sends them too); a step
+without them falls back on the blocks this process streamed
+(``runs._memory``: a bounded memory keyed by the step's tool call ids);
+else it goes out without its reasoning (unsigned thinking is rejected by
+the API).
 """
 
 from __future__ import annotations
@@ -83,7 +85,16 @@ from ..protocol.events import (
 from ._http import HTTPModelBase, sse_events
 from ._memory import ReplayMemory
 from .errors import ModelResponseError
-from .messages import AssistantMessage, ModelMessage, ModelOptions, SystemMessage, ToolMessage, ToolSpec, UserMessage
+from .messages import (
+    AssistantMessage,
+    ModelMessage,
+    ModelOptions,
+    ReasoningPart,
+    SystemMessage,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
 from .model import ModelEvent
 
 __all__ = ["ANTHROPIC_VERSION", "STOP_REASON_MAP", "AnthropicModel", "map_stop_reason"]
@@ -240,8 +251,9 @@ class AnthropicModel(HTTPModelBase):
         return "\n\n".join(system), wire
 
     def _assistant_blocks(self, message: AssistantMessage) -> list[dict[str, Any]]:
-        call_ids = [c.id for c in message.tool_calls]
-        blocks = [dict(b) for b in self.memory.recall(call_ids)]
+        blocks = _thinking_blocks(message.reasoning_parts)
+        if not blocks:
+            blocks = [dict(b) for b in self.memory.recall([c.id for c in message.tool_calls])]
         if message.content:
             blocks.append({"type": "text", "text": message.content})
         for call in message.tool_calls:
@@ -574,6 +586,22 @@ class _Reader:
         out.append(_usage(self.usage))
         out.append(Finish(map_stop_reason(self.stop_reason)))
         return out
+
+
+def _thinking_blocks(parts: Sequence[ReasoningPart]) -> list[dict[str, Any]]:
+    """The thinking blocks of a step's reasoning parts: signed thinking and
+    redacted thinking (a part without either, or another provider's, is
+    not sent: the API rejects unsigned thinking)."""
+    blocks: list[dict[str, Any]] = []
+    for part in parts:
+        meta = part.provider_metadata.get("anthropic")
+        if not isinstance(meta, Mapping):
+            continue
+        if isinstance(meta.get("signature"), str):
+            blocks.append({"type": "thinking", "thinking": part.text, "signature": meta["signature"]})
+        elif isinstance(meta.get("redactedData"), str):
+            blocks.append({"type": "redacted_thinking", "data": meta["redactedData"]})
+    return blocks
 
 
 def _usage(raw: Mapping[str, Any]) -> Usage:

@@ -47,8 +47,10 @@ The rules of the stream reader (``_Reader``), keyed by ``output_index``
    ends before the response did is ``Finish("interrupted")``.
 
 History goes out as Responses input items: system and user messages,
-an assistant step as its reasoning items (remembered from the stream that
-produced them, ``runs._memory``: with ``store=False``, the default, those
+an assistant step as its reasoning items (from the step's
+``reasoning_parts``, the item id and encrypted content kept in the stored
+parts' provider metadata; else remembered from the stream that
+produced them, ``runs._memory``; with ``store=False``, the default, those
 that came with their encrypted content, which ``include`` asks for when
 ``reasoning`` is set; with ``store=True``, references to the stored
 items), an ``output_text`` message and ``function_call`` items, and each
@@ -85,7 +87,16 @@ from ..protocol.events import (
 from ._http import HTTPModelBase, sse_events
 from ._memory import ReplayMemory
 from .errors import ModelResponseError
-from .messages import AssistantMessage, ModelMessage, ModelOptions, SystemMessage, ToolMessage, ToolSpec, UserMessage
+from .messages import (
+    AssistantMessage,
+    ModelMessage,
+    ModelOptions,
+    ReasoningPart,
+    SystemMessage,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
 from .model import ModelEvent
 
 __all__ = ["OpenAIResponsesModel", "map_incomplete_reason"]
@@ -208,8 +219,10 @@ class OpenAIResponsesModel(HTTPModelBase):
             elif isinstance(message, UserMessage):
                 items.append({"role": "user", "content": [{"type": "input_text", "text": message.content}]})
             elif isinstance(message, AssistantMessage):
-                call_ids = [c.id for c in message.tool_calls]
-                items.extend(dict(i) for i in self.memory.recall(call_ids))
+                reasoning = self._reasoning_items(message.reasoning_parts)
+                if not reasoning:
+                    reasoning = [dict(i) for i in self.memory.recall([c.id for c in message.tool_calls])]
+                items.extend(reasoning)
                 if message.content:
                     items.append({"role": "assistant", "content": [{"type": "output_text", "text": message.content}]})
                 for call in message.tool_calls:
@@ -226,6 +239,25 @@ class OpenAIResponsesModel(HTTPModelBase):
                     {"type": "function_call_output", "call_id": message.tool_call_id, "output": message.content}
                 )
         return items
+
+    def _reasoning_items(self, parts: Sequence[ReasoningPart]) -> list[dict[str, Any]]:
+        """A step's reasoning items from its stored reasoning parts (one
+        part per summary part, grouped by ``itemId``): by reference when
+        the conversation is stored server-side, else only the items that
+        kept their encrypted content (the API cannot find one by id)."""
+        grouped: dict[str, dict[str, Any]] = {}
+        for part in parts:
+            meta = part.provider_metadata.get("openai")
+            if not isinstance(meta, Mapping) or not isinstance(meta.get("itemId"), str):
+                continue
+            item = grouped.setdefault(meta["itemId"], {"type": "reasoning", "id": meta["itemId"], "summary": []})
+            if part.text:
+                item["summary"].append({"type": "summary_text", "text": part.text})
+            if isinstance(meta.get("reasoningEncryptedContent"), str):
+                item["encrypted_content"] = meta["reasoningEncryptedContent"]
+        if self.store:
+            return [{"type": "item_reference", "id": item_id} for item_id in grouped]
+        return [item for item in grouped.values() if "encrypted_content" in item]
 
     # -- the stream --------------------------------------------------------------
 
