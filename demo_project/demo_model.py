@@ -18,8 +18,10 @@ same events. It reads the last user message and:
 
 ``UISTREAM_DEMO_DELAY_MS`` (read at each call; default 30) is the pause
 between two deltas; 0 streams without pausing. ``make_model()`` returns an
-``OpenAIChatModel`` instead when ``OPENAI_MODEL`` (with ``OPENAI_BASE_URL``
-/ ``OPENAI_API_KEY``) is set.
+``OpenAIChatModel`` (or, with ``OPENAI_API=responses``, an
+``OpenAIResponsesModel``) instead when ``OPENAI_MODEL`` (with
+``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``) is set: the demo's settings use
+it for a compatible server without a key.
 
 The tools: ``get_weather`` returns made-up but stable data for any city;
 ``calculate`` evaluates arithmetic with a small AST walker (numbers,
@@ -384,14 +386,18 @@ class DemoModel:
 
 
 def make_model() -> ChatModel:
-    """The demo's model: an ``OpenAIChatModel`` when ``OPENAI_MODEL`` is set
-    (with ``OPENAI_BASE_URL``, default OpenAI's, and ``OPENAI_API_KEY``),
+    """The demo's model: when ``OPENAI_MODEL`` is set, an
+    ``OpenAIChatModel`` (or an ``OpenAIResponsesModel`` with
+    ``OPENAI_API=responses``) at ``OPENAI_BASE_URL`` (default OpenAI's),
+    with ``OPENAI_API_KEY`` if any (a local compatible server needs none);
     else ``DemoModel``."""
     model = os.environ.get("OPENAI_MODEL")
     if model:
-        from uistream_app.runs.openai import OpenAIChatModel
+        from uistream_app.runs.openai import OpenAIChatModel, OpenAIResponsesModel
 
-        return OpenAIChatModel(
+        responses = os.environ.get("OPENAI_API", "chat").strip().lower() == "responses"
+        factory = OpenAIResponsesModel if responses else OpenAIChatModel
+        return factory(
             model,
             base_url=os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1",
             api_key=os.environ.get("OPENAI_API_KEY") or None,

@@ -1,9 +1,11 @@
 """Settings of the uistream demo: runs offline on SQLite out of the box.
 
 Environment switches: ``DATABASE_URL`` (postgres://user@host:port/name),
-``REDIS_URL`` (the Redis live-run broker), ``OPENAI_BASE_URL`` /
-``OPENAI_API_KEY`` / ``OPENAI_MODEL`` (a real OpenAI-compatible model),
-``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY``, ``DJANGO_ALLOWED_HOSTS``.
+``REDIS_URL`` (the Redis live-run broker), ``OPENAI_MODEL`` /
+``OPENAI_API_KEY`` / ``OPENAI_API`` / ``OPENAI_BASE_URL`` (a real OpenAI or
+OpenAI-compatible model), ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_MODEL`` (a
+real Claude model), ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY``,
+``DJANGO_ALLOWED_HOSTS``.
 """
 
 from __future__ import annotations
@@ -124,10 +126,33 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
 }
 
+#: The Claude model the demo uses when ANTHROPIC_API_KEY is set and
+#: ANTHROPIC_MODEL is not.
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+
+
+def _demo_model() -> str:
+    """``UISTREAM["MODEL"]`` from the environment. ``OPENAI_MODEL`` is the
+    explicit switch, so it wins over an Anthropic key: with
+    ``OPENAI_API_KEY`` it names the OpenAI model (``OPENAI_API=responses``
+    for the Responses API, else Chat Completions; ``OPENAI_BASE_URL`` for
+    another server); without a key, a keyless OpenAI-compatible server
+    (``OPENAI_BASE_URL``: Ollama, vLLM…) through ``make_model``. Else
+    ``ANTHROPIC_API_KEY`` picks Claude (``ANTHROPIC_MODEL``), and with
+    neither the offline demo model answers."""
+    openai_model = os.environ.get("OPENAI_MODEL")
+    if openai_model and os.environ.get("OPENAI_API_KEY"):
+        api = os.environ.get("OPENAI_API", "chat").strip().lower()
+        return ("openai-responses:" if api == "responses" else "openai:") + openai_model
+    if not openai_model and os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic:" + (os.environ.get("ANTHROPIC_MODEL") or DEFAULT_ANTHROPIC_MODEL)
+    return "demo_project.demo_model.make_model"
+
+
 UISTREAM: dict[str, object] = {
-    # The offline demo model, or a real OpenAI-compatible server when
-    # OPENAI_MODEL (with OPENAI_BASE_URL / OPENAI_API_KEY) is set.
-    "MODEL": "demo_project.demo_model.make_model",
+    # A provider name ("anthropic:claude-…", "openai:…") when a key is set,
+    # else the offline demo model (see _demo_model).
+    "MODEL": _demo_model(),
     "TOOLS": [
         "demo_project.demo_model.get_weather",
         "demo_project.demo_model.calculate",

@@ -241,3 +241,90 @@ def test_unusable_policy_settings_are_e010(changes: dict, wrong: str) -> None:
 def test_the_demo_chat_rate_passes_the_checks() -> None:
     with override_settings(UISTREAM={**django_settings.UISTREAM, "THROTTLE_RATES": {"chat": "5/min"}}):
         assert check_policies() == []
+
+
+# -- MODEL by name ("anthropic:claude-…"): the check and get_model() -------------
+
+
+@pytest.fixture
+def fresh_spec_models() -> Any:
+    from uistream_app.hooks import _model_for_spec
+
+    _model_for_spec.cache_clear()
+    yield
+    _model_for_spec.cache_clear()
+
+
+def test_a_model_name_with_its_key_set_passes_every_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    with override_settings(UISTREAM={"MODEL": "anthropic:claude-sonnet-4-5"}):
+        assert check_settings() == []
+    # A name is a model: the routed bare views need nothing more (no E008).
+    with override_settings(ROOT_URLCONF=BareChatViewProject, UISTREAM={"MODEL": "anthropic:claude-sonnet-4-5"}):
+        assert check_routed_chat_models() == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "unset", "in_hint"),
+    [
+        ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY", "Set ANTHROPIC_API_KEY"),
+        ("openai-responses:gpt-5", "OPENAI_API_KEY", "Set OPENAI_API_KEY"),
+        ("openai:", "OPENAI_API_KEY", "'openai:<model>'"),
+        ("openai-compatible:http://localhost:11434/v1", "OPENAI_API_KEY", "#<model>"),
+    ],
+)
+def test_a_model_name_without_its_key_or_malformed_is_e011(
+    monkeypatch: pytest.MonkeyPatch, spec: str, unset: str, in_hint: str
+) -> None:
+    monkeypatch.delenv(unset, raising=False)
+    with override_settings(UISTREAM={"MODEL": spec}):
+        (message,) = check_settings()
+    assert message.id == "uistream_app.E011"
+    assert f"UISTREAM['MODEL'] = {spec!r}" in message.msg
+    assert in_hint in message.hint
+
+
+@pytest.mark.django_db
+def test_a_model_name_without_its_key_fails_the_check_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with (
+        override_settings(ROOT_URLCONF=SubclassProject, UISTREAM={"MODEL": "anthropic:claude-sonnet-4-5"}),
+        pytest.raises(SystemCheckError, match=r"E011.*needs an API key"),
+    ):
+        call_command("check")
+
+
+def test_get_model_resolves_a_model_name_once_per_process(
+    monkeypatch: pytest.MonkeyPatch, fresh_spec_models: None
+) -> None:
+    from uistream_app.runs.anthropic import AnthropicModel
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    with override_settings(UISTREAM={"MODEL": "anthropic:claude-sonnet-4-5"}):
+        first, second = ChatView().get_model(), ChatView().get_model()
+    assert isinstance(first, AnthropicModel)
+    assert (first.model, first.api_key) == ("claude-sonnet-4-5", "sk-ant-test")
+    assert second is first
+
+
+def test_a_view_may_name_its_model_too(monkeypatch: pytest.MonkeyPatch, fresh_spec_models: None) -> None:
+    from uistream_app.runs.openai_responses import OpenAIResponsesModel
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-oa-test")
+    with override_settings(UISTREAM={}):
+        model = ChatView(model="openai-responses:gpt-5").get_model()
+    assert isinstance(model, OpenAIResponsesModel)
+    assert model.model == "gpt-5"
+
+
+def test_get_model_names_the_key_of_an_unusable_model_name(
+    monkeypatch: pytest.MonkeyPatch, fresh_spec_models: None
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with (
+        override_settings(UISTREAM={"MODEL": "anthropic:claude-sonnet-4-5"}),
+        pytest.raises(
+            ImproperlyConfigured, match=r"UISTREAM\['MODEL'\] = 'anthropic:claude-sonnet-4-5'.*ANTHROPIC_API_KEY"
+        ),
+    ):
+        ChatView().get_model()

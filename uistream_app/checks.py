@@ -13,6 +13,7 @@
 | E008   | ``MODEL`` is unset and a routed chat endpoint has no model of its own |
 | E009   | ``MODEL`` names neither a chat model nor a callable returning one |
 | E010   | a policy or history setting (``*_CLASSES``, ``THROTTLE_RATES``, a limit) is unusable |
+| E011   | ``MODEL`` is a provider name (``"anthropic:…"``) that is malformed or whose API key is not set |
 | W001   | ``GZipMiddleware`` is installed: it buffers streaming responses |
 | W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
 | W003   | the Redis broker cannot be reached (``check --deploy``) |
@@ -109,11 +110,24 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 
 def _check_model_setting(setting: Any) -> list[CheckMessage]:
-    """E002 / E009 for a set ``MODEL``. A factory is not called here (it may
-    read keys or open clients): only its being callable is checked."""
+    """E002 / E009 / E011 for a set ``MODEL``. A factory is not called here
+    (it may read keys or open clients): only its being callable is checked.
+    A provider-qualified name (``"anthropic:claude-…"``) is resolved: that
+    reads the environment and sends nothing."""
     from .runs.model import ChatModel
+    from .runs.providers import ModelSpecError, is_model_spec, resolve_model
 
     value = setting
+    if is_model_spec(value):
+        # Made here as get_model() makes it (no request is sent): a
+        # malformed name or a missing key fails now, not at the first chat.
+        try:
+            resolve_model(value)
+        except ModelSpecError as exc:
+            return [
+                Error(f"UISTREAM['MODEL'] = {value!r} cannot be used: {exc}", hint=exc.hint, id="uistream_app.E011")
+            ]
+        return []
     if isinstance(value, str):
         try:
             value = import_string(value)
@@ -195,9 +209,9 @@ def check_routed_chat_models(app_configs: Any = None, **kwargs: Any) -> list[Che
         Error(
             f"UISTREAM['MODEL'] is not set, and these chat endpoints have no model of their own: {', '.join(needing)}.",
             hint=(
-                "Set UISTREAM['MODEL'] to the dotted path of a chat model class or of a "
-                "function returning one, or give each of these views a `model` attribute "
-                "(or as_view(model=...)) or a `get_model()` method."
+                "Set UISTREAM['MODEL'] to a provider name such as 'anthropic:<model>', or to the "
+                "dotted path of a chat model class or of a function returning one, or give each "
+                "of these views a `model` attribute (or as_view(model=...)) or a `get_model()` method."
             ),
             id="uistream_app.E008",
         )

@@ -8,6 +8,7 @@ uses; the store and the runner do the work.
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -19,10 +20,28 @@ from .conf import settings as uistream_settings
 from .models import Message, MessageQuerySet
 from .protocol.events import Event
 from .runner import Runner
-from .runs import ChatModel, SystemMessage, Tool, ToolCallRequest, ToolLoop, ui_to_model_messages
+from .runs import (
+    ChatModel,
+    ModelSpecError,
+    SystemMessage,
+    Tool,
+    ToolCallRequest,
+    ToolLoop,
+    is_model_spec,
+    resolve_model,
+    ui_to_model_messages,
+)
 from .store import ConversationStore, PreparedRun, latest_messages
 
 __all__ = ["ChatHooks", "ServerToolLoop"]
+
+
+@functools.cache
+def _model_for_spec(spec: str) -> ChatModel:
+    """The model a provider-qualified name names, made once per process:
+    the provider models hold no per-request state (each call opens its own
+    client), and their replay memory is per process anyway."""
+    return resolve_model(spec)
 
 
 class ServerToolLoop(ToolLoop):
@@ -46,11 +65,24 @@ class ChatHooks:
 
     def get_model(self) -> ChatModel:
         """The chat model of this request's run. Called once per request;
-        override to pick a model per user or per conversation."""
+        override to pick a model per user or per conversation.
+
+        ``model`` (else ``UISTREAM["MODEL"]``) is a model, a class or
+        factory (or its dotted path), or a provider-qualified name such as
+        ``"anthropic:claude-sonnet-4-5"`` (``runs.providers``), resolved
+        once per process and shared by every request."""
         # Read through the class so a plain function is not bound as a method.
         value = self.__dict__.get("model", type(self).model)
+        key = f"'{type(self).__name__}.model'"
         if value is None:
-            value = uistream_settings.import_setting("MODEL")
+            value, key = uistream_settings.MODEL, "UISTREAM['MODEL']"
+            if not is_model_spec(value):
+                value = uistream_settings.import_setting("MODEL")
+        if is_model_spec(value):
+            try:
+                return _model_for_spec(value)
+            except ModelSpecError as exc:
+                raise ImproperlyConfigured(f"{key} = {value!r} cannot be used: {exc}") from exc
         if value is None:
             raise ImproperlyConfigured(
                 f"'{type(self).__name__}' should either include a `model` attribute, "

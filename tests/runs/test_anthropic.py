@@ -476,6 +476,132 @@ async def test_web_search_is_a_provider_executed_call_with_its_sources() -> None
     assert (events[4].url, events[4].title) == ("https://a.example/", "A")  # type: ignore[union-attr]
 
 
+async def test_a_tool_loop_over_web_search_asks_the_model_once() -> None:
+    """Anthropic ran the search: the loop shows the call and its result and
+    does not answer it with an "unavailable tool" error and a second call."""
+    result = {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": [{"type": "web_search_result", "url": "https://a.example/", "title": "A", "page_age": None}],
+    }
+    async with ChatServer() as server:
+        server.add(
+            Reply(
+                body=[
+                    start(),
+                    block(0, {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}),
+                    delta(0, {"type": "input_json_delta", "partial_json": '{"query": "a"}'}),
+                    stop(0),
+                    block(1, result),
+                    stop(1),
+                    *text(2, "Found A."),
+                    *end(),
+                ]
+            )
+        )
+        events = [e async for e in ToolLoop(make_model(server)).run([UserMessage("search a")])]
+    assert len(server.requests) == 1
+    assert [type(e).__name__ for e in events if type(e).__name__.startswith("Tool")] == [
+        "ToolCallStart",
+        "ToolCallDelta",
+        "ToolCall",
+        "ToolResult",
+    ]
+    assert TextDelta("Found A.") in events
+
+
+async def test_an_approved_call_continued_from_stored_history_sends_the_signed_thinking() -> None:
+    """The approval case across processes: the run that asked for approval
+    is stored as the browser builds it (encoder → reader), the approval
+    comes back to a process that never streamed that step (an empty replay
+    memory), and the continuation still sends the thinking with its
+    signature, which the API requires with thinking on."""
+    from uistream_app.protocol.ui.encoder import UIMessageEncoder
+    from uistream_app.protocol.ui.reader import UIMessageReader
+    from uistream_app.protocol.ui.stream import aencode_events
+    from uistream_app.runs import approvals_from_ui, ui_to_model_messages
+    from uistream_app.runs._memory import ReplayMemory
+
+    @tool(requires_approval=True, run_sync_in_thread=False)
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return f"sent to {to}"
+
+    thinking_on = {"type": "enabled", "budget_tokens": 1024}
+    user = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "email ada"}]}
+    async with ChatServer() as server:
+        server.add(
+            Reply(
+                body=[
+                    start(),
+                    *thinking(0, "Ada wants mail.", "sig-stored"),
+                    block(1, {"type": "redacted_thinking", "data": "opaque-stored"}),
+                    stop(1),
+                    *tool_use(2, "toolu_mail", "send_email", '{"to": "ada@example.com"}'),
+                    *end("tool_use"),
+                ]
+            ),
+            Reply(body=[start("msg_2"), *text(0, "Sent."), *end()]),
+        )
+        first = make_model(server, thinking=thinking_on)
+        first.memory = ReplayMemory()
+        reader = UIMessageReader(message_id="a1")
+        run = ToolLoop(first, [send_email]).run(ui_to_model_messages([user]))
+        async for chunk in aencode_events(run, UIMessageEncoder("a1")):
+            reader.feed(chunk)
+        stored = reader.message
+        (call_part,) = [p for p in stored["parts"] if p["type"] == "tool-send_email"]
+        assert call_part["state"] == "approval-requested"
+        call_part["state"] = "approval-responded"
+        call_part["approval"] = {**call_part["approval"], "approved": True}
+
+        other_process = make_model(server, thinking=thinking_on)
+        other_process.memory = ReplayMemory()
+        history = [user, stored]
+        loop = ToolLoop(other_process, [send_email])
+        events = [e async for e in loop.run(ui_to_model_messages(history), approvals=approvals_from_ui(history))]
+    assert TextDelta("Sent.") in events
+    assert server.requests[1].json()["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "Ada wants mail.", "signature": "sig-stored"},
+                {"type": "redacted_thinking", "data": "opaque-stored"},
+                {"type": "tool_use", "id": "toolu_mail", "name": "send_email", "input": {"to": "ada@example.com"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_mail", "content": "sent to ada@example.com"}],
+        },
+    ]
+
+
+async def test_a_stored_web_search_is_not_sent_back_as_a_client_tool_call() -> None:
+    from uistream_app.runs import ui_to_model_messages
+
+    stored = {
+        "id": "a1",
+        "role": "assistant",
+        "parts": [
+            {"type": "step-start"},
+            {
+                "type": "tool-web_search",
+                "toolCallId": "srvtoolu_1",
+                "state": "output-available",
+                "input": {"query": "a"},
+                "output": [{"url": "https://a.example/"}],
+                "providerExecuted": True,
+            },
+            {"type": "text", "text": "Found A.", "state": "done"},
+        ],
+    }
+    user = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "search a"}]}
+    model = AnthropicModel("claude-test", api_key="k")
+    _, wire = model.messages_to_wire(ui_to_model_messages([user, stored]))
+    assert wire[1] == {"role": "assistant", "content": [{"type": "text", "text": "Found A."}]}
+
+
 # -- cases of our own, judged by the real @ai-sdk/anthropic and ai@7 ---------------
 
 

@@ -183,3 +183,53 @@ async def test_a_recorded_loop_run_reads_back_as_the_conversation_the_model_saw(
         *seen,
         AssistantMessage("Done."),
     ]
+
+
+SIGNED = {"anthropic": {"signature": "sig-1"}}
+REDACTED = {"anthropic": {"redactedData": "opaque"}}
+
+
+def test_reasoning_parts_keep_their_provider_metadata_and_provider_run_tools_stay_out() -> None:
+    from uistream_app.runs import ReasoningPart
+
+    assistant = {
+        "id": "a1",
+        "role": "assistant",
+        "parts": [
+            {"type": "step-start"},
+            {"type": "reasoning", "text": "Look it up.", "state": "done", "providerMetadata": SIGNED},
+            {"type": "reasoning", "text": "", "state": "done", "providerMetadata": REDACTED},
+            {"type": "reasoning", "text": " Plain.", "state": "done"},
+            {
+                "type": "tool-web_search",
+                "toolCallId": "srv1",
+                "state": "output-available",
+                "input": {"query": "a"},
+                "output": [],
+                "providerExecuted": True,
+            },
+            {"type": "text", "text": "Found nothing.", "state": "done"},
+        ],
+    }
+    assert ui_to_model_messages([assistant]) == [
+        AssistantMessage(
+            "Found nothing.",
+            (),
+            "Look it up. Plain.",
+            (ReasoningPart("Look it up.", SIGNED), ReasoningPart("", REDACTED)),
+        )
+    ]
+
+
+def test_reasoning_parts_go_back_to_ui_parts_with_their_metadata() -> None:
+    from uistream_app.runs import ReasoningPart
+
+    message = AssistantMessage(
+        "Hi.", (), "Look it up.", (ReasoningPart("Look it up.", SIGNED), ReasoningPart("", REDACTED))
+    )
+    (ui,) = model_to_ui_messages([message], id_factory=lambda: "a1")
+    assert ui["parts"][1:3] == [
+        {"type": "reasoning", "text": "Look it up.", "state": "done", "providerMetadata": SIGNED},
+        {"type": "reasoning", "text": "", "state": "done", "providerMetadata": REDACTED},
+    ]
+    assert ui_to_model_messages([ui]) == [message]

@@ -571,3 +571,84 @@ async def test_concurrent_runs_of_one_loop_each_see_their_own_client_results() -
     assert ToolResult("call_0", "from B", tool_name="ask_user") in rest_b
     assert model.requests[2].messages[-1] == ToolMessage("call_0", "from A", False, "ask_user")
     assert model.requests[3].messages[-1] == ToolMessage("call_0", "from B", False, "ask_user")
+
+
+async def test_a_call_the_provider_ran_is_shown_with_its_result_and_not_run_again() -> None:
+    """A provider-executed call (web search) and its result arrive in one
+    model stream: the loop runs nothing, asks the model once, and the tool
+    part the browser builds shows the provider's result."""
+    from uistream_app.protocol.ui.encoder import UIMessageEncoder
+    from uistream_app.protocol.ui.reader import UIMessageReader
+    from uistream_app.protocol.ui.stream import aencode_events
+
+    found = [{"url": "https://a.example/", "title": "A"}]
+    model = ScriptedModel(
+        [
+            ToolCallStart("srvtoolu_1", "web_search", provider_executed=True),
+            ToolCallDelta("srvtoolu_1", '{"query": "a"}'),
+            ToolCall("srvtoolu_1", "web_search", '{"query": "a"}', provider_executed=True),
+            ToolResult("srvtoolu_1", found, tool_name="web_search", provider_executed=True),
+            "Found A.",
+            Finish("stop"),
+        ]
+    )
+    reader = UIMessageReader(message_id="m1")
+    events: list[Any] = []
+
+    async def recorded() -> Any:
+        async for event in ToolLoop(model, [add]).run([UserMessage("search a")]):
+            events.append(event)
+            yield event
+
+    async for chunk in aencode_events(recorded(), UIMessageEncoder("m1")):
+        reader.feed(chunk)
+    assert len(model.requests) == 1
+    assert not [e for e in events if isinstance(e, ToolInputError)]
+    assert events[-2:] == [StepFinished(0), Done()]
+    tool_parts = [p for p in reader.message["parts"] if p["type"] == "tool-web_search"]
+    assert len(tool_parts) == 1
+    part = tool_parts[0]
+    assert (part["state"], part["output"], part["providerExecuted"]) == ("output-available", found, True)
+    assert part["input"] == {"query": "a"}
+
+
+async def test_a_provider_ran_call_next_to_a_client_call_runs_only_the_client_call() -> None:
+    model = ScriptedModel(
+        [
+            ToolCall("srvtoolu_1", "web_search", "{}", provider_executed=True),
+            ToolResult("srvtoolu_1", [], tool_name="web_search", provider_executed=True),
+            call("add", {"a": 1, "b": 2}, id="c1"),
+        ],
+        "3",
+    )
+    events = await run_all(ToolLoop(model, [add]))
+    assert len(model.requests) == 2
+    assert not [e for e in events if isinstance(e, ToolInputError)]
+    assert ToolResult("c1", 3, tool_name="add") in events
+    # The second call sees the client call and its result, not the provider's own.
+    assert model.requests[1].messages[1:] == (
+        AssistantMessage("", (ToolCallRequest("c1", "add", '{"a": 1, "b": 2}'),)),
+        ToolMessage("c1", "3", False, "add"),
+    )
+
+
+async def test_the_next_call_gets_the_reasoning_parts_that_came_with_provider_metadata() -> None:
+    from uistream_app.runs import ReasoningPart
+
+    signed = {"anthropic": {"signature": "sig-1"}}
+    model = ScriptedModel(
+        [
+            ReasoningDelta("Plain. "),
+            ReasoningEnd(),
+            ReasoningDelta("Signed"),
+            ReasoningDelta(" thought."),
+            ReasoningEnd(signed),
+            call("add", {"a": 1, "b": 2}, id="c1"),
+        ],
+        "3",
+    )
+    await run_all(ToolLoop(model, [add]))
+    step = model.requests[1].messages[1]
+    assert isinstance(step, AssistantMessage)
+    assert step.reasoning == "Plain. Signed thought."
+    assert step.reasoning_parts == (ReasoningPart("Signed thought.", signed),)

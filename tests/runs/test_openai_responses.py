@@ -523,3 +523,64 @@ async def test_reasoning_goes_back_only_in_a_form_the_api_can_find(
         await collect(model)
     items = model.input_items([AssistantMessage("", (ToolCallRequest("call_x", "f", "{}"),), "Think.")])
     assert items[:-1] == sent
+
+
+@pytest.mark.parametrize("store", [False, True])
+async def test_reasoning_goes_back_from_stored_history_in_another_process(store: bool) -> None:
+    """The step is stored as the browser builds it (encoder → reader) and
+    sent by a model that never streamed it (an empty replay memory): the
+    reasoning item goes back, its summary parts joined into one item."""
+    from uistream_app.protocol.ui.encoder import UIMessageEncoder
+    from uistream_app.protocol.ui.reader import UIMessageReader
+    from uistream_app.protocol.ui.stream import aencode_events
+    from uistream_app.runs import ui_to_model_messages
+    from uistream_app.runs._memory import ReplayMemory
+
+    @tool(requires_approval=True, run_sync_in_thread=False)
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return f"sent to {to}"
+
+    user = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "email ada"}]}
+    async with ChatServer() as server:
+        server.add(
+            Reply(
+                body=[
+                    created(),
+                    *reasoning(0, "rs_stored", ["Ada wants mail.", "Ask first."], "enc-stored"),
+                    *function_call(1, "call_mail", "send_email", '{"to": "ada@example.com"}'),
+                    completed(),
+                ]
+            )
+        )
+        first = make_model(server, store=store)
+        first.memory = ReplayMemory()
+        reader = UIMessageReader(message_id="a1")
+        run = ToolLoop(first, [send_email]).run(ui_to_model_messages([user]))
+        async for chunk in aencode_events(run, UIMessageEncoder("a1")):
+            reader.feed(chunk)
+    other_process = OpenAIResponsesModel("gpt-test", api_key="sk-test", store=store)
+    other_process.memory = ReplayMemory()
+    items = other_process.input_items(ui_to_model_messages([user, reader.message]))
+    expected = (
+        {"type": "item_reference", "id": "rs_stored"}
+        if store
+        else {
+            "type": "reasoning",
+            "id": "rs_stored",
+            "summary": [
+                {"type": "summary_text", "text": "Ada wants mail."},
+                {"type": "summary_text", "text": "Ask first."},
+            ],
+            "encrypted_content": "enc-stored",
+        }
+    )
+    assert items[1:] == [
+        expected,
+        {
+            "type": "function_call",
+            "call_id": "call_mail",
+            "name": "send_email",
+            "arguments": '{"to": "ada@example.com"}',
+        },
+    ]

@@ -34,28 +34,19 @@ import functools
 import json
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any
 
 import httpx
 
-from ..protocol.events import SourceDocument, SourceUrl, ToolApprovalRequest, ToolResult
 from ..protocol.sse import SSEEvent, SSEParser
 from .errors import ModelConnectionError, ModelError, ModelHTTPError, ModelTimeoutError
 from .messages import ModelMessage, ModelOptions, ToolSpec
 from .model import ModelEvent
 
-__all__ = ["HTTPModelBase", "ProviderEvent", "retry_after", "sse_events", "ssl_context"]
-
-#: What a native provider streams besides the model port's events: the
-#: results of tools the provider ran itself (web search, code execution…),
-#: the sources it cites, and its requests for approval of a remote (MCP)
-#: tool. All are protocol events the encoder takes.
-ProviderEvent: TypeAlias = ModelEvent | ToolResult | SourceUrl | SourceDocument | ToolApprovalRequest
-
-E = TypeVar("E", ModelEvent, ProviderEvent)
+__all__ = ["HTTPModelBase", "retry_after", "sse_events", "ssl_context"]
 
 
-class HTTPModelBase(Generic[E]):
+class HTTPModelBase:
     """A streaming model over one JSON POST (see the module docstring)."""
 
     #: The path under ``base_url`` the requests go to.
@@ -103,7 +94,7 @@ class HTTPModelBase(Generic[E]):
         """The provider's own headers (authentication, version)."""
         return {}
 
-    def _events(self, response: httpx.Response) -> AsyncIterator[E]:
+    def _events(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
         raise NotImplementedError
 
     async def stream(
@@ -111,7 +102,7 @@ class HTTPModelBase(Generic[E]):
         messages: Sequence[ModelMessage],
         tools: Sequence[ToolSpec] = (),
         options: ModelOptions | None = None,
-    ) -> AsyncGenerator[E, None]:
+    ) -> AsyncGenerator[ModelEvent, None]:
         body = self.request_body(messages, tools, options)
         client = self.client if self.client is not None else httpx.AsyncClient(verify=ssl_context())
         attempt = 0

@@ -1,19 +1,21 @@
-"""What a provider needs back on the next call that ``AssistantMessage``
-does not carry.
+"""The fallback for what a provider needs back on the next call when an
+``AssistantMessage`` does not carry it.
 
-``AssistantMessage`` holds a step's text, reasoning text and tool calls;
-the Anthropic Messages API also wants a thinking block's signature back
+The Anthropic Messages API wants a thinking block's signature back
 (required when a tool loop continues with thinking on), and the Responses
-API a reasoning item's id and encrypted content. A model that streamed a
-step remembers those items here, keyed by the step's tool call ids, and
-puts them back when that step is sent again: that is where both APIs need
-them (a tool loop continuing after its calls), and call ids are unique, so
-one conversation's items never go out in another's request (a key made of
-reasoning text could collide across conversations).
+API a reasoning item's id and encrypted content. ``AssistantMessage``
+carries them in ``reasoning_parts`` (the tool loop and
+``ui_to_model_messages`` fill them from the events and the stored parts);
+a message built without them (by hand, or by code that predates them)
+still gets them from here: a model that streamed a step remembers those
+items, keyed by the step's tool call ids, and puts them back when that
+step is sent again. Call ids are unique, so one conversation's items never
+go out in another's request (a key made of reasoning text could collide
+across conversations).
 
-The memory is per process: a step replayed from stored history in another
-process, or a step without tool calls, goes out without them (its
-reasoning is then not sent; both APIs accept that).
+The memory is per process: a step it does not hold, and whose message has
+no ``reasoning_parts``, goes out without its reasoning (both APIs accept
+that).
 """
 
 from __future__ import annotations

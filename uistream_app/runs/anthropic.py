@@ -4,7 +4,7 @@ Speaks ``POST {base_url}/messages`` with ``stream: true`` (``base_url`` is
 the API root the official SDK uses, ending in ``/v1``) and reads the stream
 the way ``@ai-sdk/anthropic`` does, into the model port's events
 (``runs.model``) plus the results and sources of the tools Anthropic runs
-itself (``runs._http.ProviderEvent``).
+itself (all ``runs.model.ModelEvent``).
 
 The rules of the stream reader (``_Reader``), in the order events arrive:
 
@@ -49,11 +49,13 @@ History goes out in the API's form: system messages in ``system``, tool
 results as ``tool_result`` blocks of a user message (consecutive messages
 of one role merged), and an assistant step's thinking blocks *with their
 signatures* first, as the API requires when a tool loop continues with
-thinking on. ``AssistantMessage`` carries reasoning text but no signature,
-so the model keeps the blocks it streamed (``runs._memory``: a bounded
-in-process memory keyed by the step's tool call ids) and puts them back
-when that step is sent again; a step it does not remember goes out
-without its reasoning (unsigned thinking is rejected by the API).
+thinking on. They come from the step's ``reasoning_parts`` (the
+signature and redacted data kept in the stored parts' provider metadata,
+so a conversation reloaded in another process sends them too); a step
+without them falls back on the blocks this process streamed
+(``runs._memory``: a bounded memory keyed by the step's tool call ids);
+else it goes out without its reasoning (unsigned thinking is rejected by
+the API).
 """
 
 from __future__ import annotations
@@ -80,10 +82,20 @@ from ..protocol.events import (
     ToolResult,
     Usage,
 )
-from ._http import HTTPModelBase, ProviderEvent, sse_events
+from ._http import HTTPModelBase, sse_events
 from ._memory import ReplayMemory
 from .errors import ModelResponseError
-from .messages import AssistantMessage, ModelMessage, ModelOptions, SystemMessage, ToolMessage, ToolSpec, UserMessage
+from .messages import (
+    AssistantMessage,
+    ModelMessage,
+    ModelOptions,
+    ReasoningPart,
+    SystemMessage,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
+from .model import ModelEvent
 
 __all__ = ["ANTHROPIC_VERSION", "STOP_REASON_MAP", "AnthropicModel", "map_stop_reason"]
 
@@ -119,7 +131,7 @@ def map_stop_reason(reason: str | None) -> str:
 _MEMORY = ReplayMemory()
 
 
-class AnthropicModel(HTTPModelBase[ProviderEvent]):
+class AnthropicModel(HTTPModelBase):
     """An Anthropic Messages model (see the module docstring).
 
     ``max_tokens`` is required by the API (``ModelOptions.max_tokens``
@@ -239,8 +251,9 @@ class AnthropicModel(HTTPModelBase[ProviderEvent]):
         return "\n\n".join(system), wire
 
     def _assistant_blocks(self, message: AssistantMessage) -> list[dict[str, Any]]:
-        call_ids = [c.id for c in message.tool_calls]
-        blocks = [dict(b) for b in self.memory.recall(call_ids)]
+        blocks = _thinking_blocks(message.reasoning_parts)
+        if not blocks:
+            blocks = [dict(b) for b in self.memory.recall([c.id for c in message.tool_calls])]
         if message.content:
             blocks.append({"type": "text", "text": message.content})
         for call in message.tool_calls:
@@ -249,7 +262,7 @@ class AnthropicModel(HTTPModelBase[ProviderEvent]):
 
     # -- the stream --------------------------------------------------------------
 
-    async def _events(self, response: httpx.Response) -> AsyncIterator[ProviderEvent]:
+    async def _events(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
         reader = _Reader()
         async for sse in sse_events(response):
             payload = sse.data
@@ -301,7 +314,7 @@ class _Reader:
         self.call_ids: list[str] = []
         self.thinking_blocks: list[dict[str, Any]] = []
 
-    def feed(self, obj: dict[str, Any]) -> list[ProviderEvent]:
+    def feed(self, obj: dict[str, Any]) -> list[ModelEvent]:
         kind = obj.get("type")
         if kind == "message_start":
             return self._message_start(obj.get("message") or {})
@@ -325,14 +338,14 @@ class _Reader:
             raise exc
         return []  # ping, and events this reader does not know
 
-    def end(self) -> list[ProviderEvent]:
+    def end(self) -> list[ModelEvent]:
         """The body ended: a message cut before ``message_stop`` is
         interrupted (its open blocks closed, complete calls kept)."""
         if self.stopped:
             return []
         if self.message_id is None:
             raise ModelResponseError("the model stream ended before any message began")
-        out: list[ProviderEvent] = []
+        out: list[ModelEvent] = []
         for index in sorted(self.blocks):
             out.extend(self._block_stop(index))
         out.append(Finish("interrupted"))
@@ -341,7 +354,7 @@ class _Reader:
 
     # -- rule 1 ------------------------------------------------------------------
 
-    def _message_start(self, message: dict[str, Any]) -> list[ProviderEvent]:
+    def _message_start(self, message: dict[str, Any]) -> list[ModelEvent]:
         message_id = message.get("id")
         if self.open:
             if message_id == self.message_id:
@@ -357,7 +370,7 @@ class _Reader:
             self.usage = dict(usage)
         if message.get("stop_reason"):
             self.stop_reason = message["stop_reason"]
-        out: list[ProviderEvent] = []
+        out: list[ModelEvent] = []
         for part in message.get("content") or ():
             if isinstance(part, dict) and part.get("type") == "tool_use":
                 text = json.dumps(part.get("input") or {}, separators=(",", ":"), ensure_ascii=False)
@@ -369,7 +382,7 @@ class _Reader:
 
     # -- rule 2 ------------------------------------------------------------------
 
-    def _block_start(self, index: int, part: dict[str, Any]) -> list[ProviderEvent]:
+    def _block_start(self, index: int, part: dict[str, Any]) -> list[ModelEvent]:
         kind = part.get("type")
         if kind in ("text", "compaction"):
             self.blocks[index] = _Block("text")
@@ -395,7 +408,7 @@ class _Reader:
             block = _Block("call", part["id"], part["name"], [initial] if initial else [], first_delta=not initial)
             self.blocks[index] = block
             self.call_ids.append(block.call_id)
-            out: list[ProviderEvent] = [ToolCallStart(block.call_id, block.name)]
+            out: list[ModelEvent] = [ToolCallStart(block.call_id, block.name)]
             if initial:
                 out.append(ToolCallDelta(block.call_id, initial))
             return out
@@ -425,7 +438,7 @@ class _Reader:
             return self._server_tool_result(kind, part)
         return []  # e.g. the server-side "fallback" marker
 
-    def _server_tool_start(self, index: int, part: dict[str, Any]) -> list[ProviderEvent]:
+    def _server_tool_start(self, index: int, part: dict[str, Any]) -> list[ModelEvent]:
         raw_name = part.get("name", "")
         name = "code_execution" if raw_name in _CODE_EXECUTION_SUBTOOLS else raw_name
         input_type = raw_name if raw_name in _CODE_EXECUTION_SUBTOOLS else None
@@ -452,7 +465,7 @@ class _Reader:
         self.tool_names[block.call_id] = raw_name
         return [ToolCallStart(block.call_id, name, provider_executed=True)]
 
-    def _server_tool_result(self, kind: str, part: dict[str, Any]) -> list[ProviderEvent]:
+    def _server_tool_result(self, kind: str, part: dict[str, Any]) -> list[ModelEvent]:
         call_id = part.get("tool_use_id", "")
         provider_name = self.tool_names.get(call_id, "")
         if kind == "tool_search_tool_result":
@@ -460,7 +473,7 @@ class _Reader:
         else:
             name = _SERVER_TOOL_RESULTS.get(kind, kind.removesuffix("_tool_result"))
         content = part.get("content")
-        out: list[ProviderEvent] = []
+        out: list[ModelEvent] = []
         if kind == "web_search_tool_result" and isinstance(content, list):
             results = [r for r in content if isinstance(r, dict)]
             output: Any = [
@@ -494,7 +507,7 @@ class _Reader:
 
     # -- rule 3 ------------------------------------------------------------------
 
-    def _block_delta(self, index: int, delta: dict[str, Any]) -> list[ProviderEvent]:
+    def _block_delta(self, index: int, delta: dict[str, Any]) -> list[ModelEvent]:
         block = self.blocks.get(index)
         kind = delta.get("type")
         if block is None:
@@ -529,14 +542,14 @@ class _Reader:
 
     # -- rule 4 ------------------------------------------------------------------
 
-    def _block_stop(self, index: int) -> list[ProviderEvent]:
+    def _block_stop(self, index: int) -> list[ModelEvent]:
         block = self.blocks.pop(index, None)
         if block is None:
             return []
         if block.kind == "text":
             return [TextEnd()] if block.got_delta else [TextDelta(""), TextEnd()]
         if block.kind == "reasoning":
-            out: list[ProviderEvent] = [] if block.got_delta else [ReasoningDelta("")]
+            out: list[ModelEvent] = [] if block.got_delta else [ReasoningDelta("")]
             if block.redacted is not None:
                 self.thinking_blocks.append({"type": "redacted_thinking", "data": block.redacted})
                 out.append(ReasoningEnd({"anthropic": {"redactedData": block.redacted}}))
@@ -564,8 +577,8 @@ class _Reader:
         delta = obj.get("delta") or {}
         self.stop_reason = delta.get("stop_reason")
 
-    def _message_stop(self) -> list[ProviderEvent]:
-        out: list[ProviderEvent] = []
+    def _message_stop(self) -> list[ModelEvent]:
+        out: list[ModelEvent] = []
         for index in sorted(self.blocks):
             out.extend(self._block_stop(index))
         self.open = False
@@ -573,6 +586,22 @@ class _Reader:
         out.append(_usage(self.usage))
         out.append(Finish(map_stop_reason(self.stop_reason)))
         return out
+
+
+def _thinking_blocks(parts: Sequence[ReasoningPart]) -> list[dict[str, Any]]:
+    """The thinking blocks of a step's reasoning parts: signed thinking and
+    redacted thinking (a part without either, or another provider's, is
+    not sent: the API rejects unsigned thinking)."""
+    blocks: list[dict[str, Any]] = []
+    for part in parts:
+        meta = part.provider_metadata.get("anthropic")
+        if not isinstance(meta, Mapping):
+            continue
+        if isinstance(meta.get("signature"), str):
+            blocks.append({"type": "thinking", "thinking": part.text, "signature": meta["signature"]})
+        elif isinstance(meta.get("redactedData"), str):
+            blocks.append({"type": "redacted_thinking", "data": meta["redactedData"]})
+    return blocks
 
 
 def _usage(raw: Mapping[str, Any]) -> Usage:

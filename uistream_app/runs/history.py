@@ -13,7 +13,15 @@ from typing import Any
 
 from ..protocol.ui.parts import is_tool_type, tool_name
 from .loop import ToolApproval
-from .messages import AssistantMessage, ModelMessage, SystemMessage, ToolCallRequest, ToolMessage, UserMessage
+from .messages import (
+    AssistantMessage,
+    ModelMessage,
+    ReasoningPart,
+    SystemMessage,
+    ToolCallRequest,
+    ToolMessage,
+    UserMessage,
+)
 from .tools import tool_output_text
 
 __all__ = ["approvals_from_ui", "model_to_ui_messages", "ui_to_model_messages"]
@@ -62,6 +70,14 @@ def _denial(part: Mapping[str, Any]) -> str:
     return "The user denied this tool call." + (f" Reason: {reason}" if reason else "")
 
 
+def _reasoning_parts(step: Iterable[Mapping[str, Any]]) -> tuple[ReasoningPart, ...]:
+    return tuple(
+        ReasoningPart(str(p.get("text", "")), p["providerMetadata"])
+        for p in step
+        if p.get("type") == "reasoning" and isinstance(p.get("providerMetadata"), Mapping) and p["providerMetadata"]
+    )
+
+
 def ui_to_model_messages(messages: Iterable[Mapping[str, Any]]) -> list[ModelMessage]:
     """The conversation as a model reads it (see the module rules)."""
     ui = list(messages)
@@ -80,7 +96,9 @@ def ui_to_model_messages(messages: Iterable[Mapping[str, Any]]) -> list[ModelMes
                 calls: list[ToolCallRequest] = []
                 results: list[ToolMessage] = []
                 for part in step:
-                    if not _is_tool_part(part):
+                    if not _is_tool_part(part) or part.get("providerExecuted"):
+                        # A call the provider ran (web search…) is not the
+                        # model port's to send back: see the module rules.
                         continue
                     state = part.get("state")
                     call_id = str(part.get("toolCallId", ""))
@@ -100,7 +118,7 @@ def ui_to_model_messages(messages: Iterable[Mapping[str, Any]]) -> list[ModelMes
                     results.append(result)
                 content, reasoning = _text(step), _text(step, "reasoning")
                 if content or reasoning or calls:
-                    out.append(AssistantMessage(content, tuple(calls), reasoning))
+                    out.append(AssistantMessage(content, tuple(calls), reasoning, _reasoning_parts(step)))
                     out.extend(results)
     return out
 
@@ -150,7 +168,18 @@ def model_to_ui_messages(
                 calls = {}
             parts: list[dict[str, Any]] = current["parts"]
             parts.append({"type": "step-start"})
-            if message.reasoning:
+            kept = message.reasoning_parts
+            if kept and "".join(r.text for r in kept) == message.reasoning:
+                for r in kept:
+                    parts.append(
+                        {
+                            "type": "reasoning",
+                            "text": r.text,
+                            "state": "done",
+                            "providerMetadata": dict(r.provider_metadata),
+                        }
+                    )
+            elif message.reasoning:
                 parts.append({"type": "reasoning", "text": message.reasoning, "state": "done"})
             if message.content:
                 parts.append({"type": "text", "text": message.content, "state": "done"})

@@ -20,6 +20,7 @@ from ..protocol.events import (
     Done,
     Event,
     ReasoningDelta,
+    ReasoningEnd,
     StepFinished,
     TextDelta,
     ToolApprovalRequest,
@@ -29,7 +30,7 @@ from ..protocol.events import (
     ToolResult,
 )
 from .errors import ToolError
-from .messages import AssistantMessage, ModelMessage, ModelOptions, ToolCallRequest, ToolMessage
+from .messages import AssistantMessage, ModelMessage, ModelOptions, ReasoningPart, ToolCallRequest, ToolMessage
 from .model import ChatModel
 from .tools import Tool, ToolArgumentsError, ToolContext, tool_output_text
 
@@ -183,6 +184,11 @@ class ToolLoop:
             texts: list[str] = []
             reasoning: list[str] = []
             calls: list[ToolCall] = []
+            # Reasoning parts that came with provider metadata (a thinking
+            # signature, an encrypted reasoning item): the next call sends
+            # them back. ``mark`` is where the open part's text began.
+            reasoning_parts: list[ReasoningPart] = []
+            mark = 0
             stream = model_stream(conversation, specs, self.options)
             try:
                 async for event in stream:
@@ -191,7 +197,15 @@ class ToolLoop:
                         texts.append(event.text)  # type: ignore[union-attr]
                     elif cls is ReasoningDelta:
                         reasoning.append(event.text)  # type: ignore[union-attr]
-                    elif cls is ToolCall:
+                    elif cls is ReasoningEnd:
+                        metadata = event.provider_metadata  # type: ignore[union-attr]
+                        if metadata:
+                            reasoning_parts.append(ReasoningPart("".join(reasoning[mark:]), metadata))
+                        mark = len(reasoning)
+                    elif cls is ToolCall and not event.provider_executed:  # type: ignore[union-attr]
+                        # A call the provider runs itself (web search, code
+                        # execution…) is answered in this same stream by its
+                        # ``ToolResult``; only the others are the loop's.
                         calls.append(event)  # type: ignore[arg-type]
                     yield event
             finally:
@@ -200,7 +214,7 @@ class ToolLoop:
                     await aclose()
 
             requests = tuple(ToolCallRequest(c.tool_call_id, c.tool_name, c.input) for c in calls)
-            conversation.append(AssistantMessage("".join(texts), requests, "".join(reasoning)))
+            conversation.append(AssistantMessage("".join(texts), requests, "".join(reasoning), tuple(reasoning_parts)))
             if requests:
                 # Closed explicitly: a nested generator left to the garbage
                 # collector would cancel its tools late, or never.

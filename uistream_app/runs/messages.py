@@ -15,6 +15,7 @@ __all__ = [
     "AssistantMessage",
     "ModelMessage",
     "ModelOptions",
+    "ReasoningPart",
     "SystemMessage",
     "ToolCallRequest",
     "ToolMessage",
@@ -48,14 +49,30 @@ class ToolCallRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningPart:
+    """One reasoning part of a step that a provider wants back on the next
+    call: its text and the provider metadata it streamed with it, as the
+    stored part keeps it (``{"anthropic": {"signature": …}}`` or
+    ``{"anthropic": {"redactedData": …}}`` for a thinking block,
+    ``{"openai": {"itemId": …, "reasoningEncryptedContent": …}}`` for a
+    Responses reasoning item)."""
+
+    text: str
+    provider_metadata: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class AssistantMessage:
     """One model call's output: its text, its reasoning (kept for the
     record; chat-completions servers are not sent it back) and its tool
-    calls."""
+    calls. ``reasoning_parts`` are the reasoning parts that came with
+    provider metadata, in order: what the native providers send back
+    (Anthropic thinking with its signature, Responses reasoning items)."""
 
     content: str = ""
     tool_calls: tuple[ToolCallRequest, ...] = ()
     reasoning: str = ""
+    reasoning_parts: tuple[ReasoningPart, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,11 +15,15 @@ from ..protocol.events import (
     Finish,
     ReasoningDelta,
     ReasoningEnd,
+    SourceDocument,
+    SourceUrl,
     TextDelta,
     TextEnd,
+    ToolApprovalRequest,
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
+    ToolResult,
     Usage,
 )
 from .messages import ModelMessage, ModelOptions, ToolSpec
@@ -27,8 +31,24 @@ from .messages import ModelMessage, ModelOptions, ToolSpec
 __all__ = ["ChatModel", "ModelEvent", "model_name"]
 
 #: The events a model call produces (a subset of ``protocol.events.Event``).
+#: ``ToolResult``, the sources and ``ToolApprovalRequest`` come only from
+#: providers that run tools themselves (web search, code execution, remote
+#: MCP tools): the result of a call marked ``provider_executed``, the pages
+#: it cites, a remote tool's request for approval.
 ModelEvent: TypeAlias = (
-    TextDelta | TextEnd | ReasoningDelta | ReasoningEnd | ToolCallStart | ToolCallDelta | ToolCall | Usage | Finish
+    TextDelta
+    | TextEnd
+    | ReasoningDelta
+    | ReasoningEnd
+    | ToolCallStart
+    | ToolCallDelta
+    | ToolCall
+    | ToolResult
+    | SourceUrl
+    | SourceDocument
+    | ToolApprovalRequest
+    | Usage
+    | Finish
 )
 
 

@@ -104,7 +104,7 @@ class _StreamState:
     usage: Usage | None = None
 
 
-class OpenAIChatModel(HTTPModelBase[ModelEvent]):
+class OpenAIChatModel(HTTPModelBase):
     """A chat-completions model (see the module docstring)."""
 
     path = "/chat/completions"

@@ -4,7 +4,7 @@ Speaks ``POST {base_url}/responses`` with ``stream: true`` to OpenAI and the
 servers that copy it (Azure, LM Studio…) and reads the stream the way
 ``@ai-sdk/openai``'s Responses model does, into the model port's events
 plus the results, sources and approval requests of the tools OpenAI runs
-itself (``runs._http.ProviderEvent``). Each event's kind is read from its
+itself (all ``runs.model.ModelEvent``). Each event's kind is read from its
 payload's ``type``, never from the ``event:`` line, so compatible servers
 that send bare ``data:`` lines (with or without a space, ending in
 ``[DONE]`` or not) read the same.
@@ -47,8 +47,10 @@ The rules of the stream reader (``_Reader``), keyed by ``output_index``
    ends before the response did is ``Finish("interrupted")``.
 
 History goes out as Responses input items: system and user messages,
-an assistant step as its reasoning items (remembered from the stream that
-produced them, ``runs._memory``: with ``store=False``, the default, those
+an assistant step as its reasoning items (from the step's
+``reasoning_parts``, the item id and encrypted content kept in the stored
+parts' provider metadata; else remembered from the stream that
+produced them, ``runs._memory``; with ``store=False``, the default, those
 that came with their encrypted content, which ``include`` asks for when
 ``reasoning`` is set; with ``store=True``, references to the stored
 items), an ``output_text`` message and ``function_call`` items, and each
@@ -82,10 +84,20 @@ from ..protocol.events import (
     ToolResult,
     Usage,
 )
-from ._http import HTTPModelBase, ProviderEvent, sse_events
+from ._http import HTTPModelBase, sse_events
 from ._memory import ReplayMemory
 from .errors import ModelResponseError
-from .messages import AssistantMessage, ModelMessage, ModelOptions, SystemMessage, ToolMessage, ToolSpec, UserMessage
+from .messages import (
+    AssistantMessage,
+    ModelMessage,
+    ModelOptions,
+    ReasoningPart,
+    SystemMessage,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
+from .model import ModelEvent
 
 __all__ = ["OpenAIResponsesModel", "map_incomplete_reason"]
 
@@ -104,7 +116,7 @@ def map_incomplete_reason(reason: str | None, has_function_call: bool) -> str:
     return "tool-calls" if has_function_call else "other"
 
 
-class OpenAIResponsesModel(HTTPModelBase[ProviderEvent]):
+class OpenAIResponsesModel(HTTPModelBase):
     """An OpenAI Responses model (see the module docstring).
 
     ``store`` is sent as given (``False`` by default: the conversation
@@ -207,8 +219,10 @@ class OpenAIResponsesModel(HTTPModelBase[ProviderEvent]):
             elif isinstance(message, UserMessage):
                 items.append({"role": "user", "content": [{"type": "input_text", "text": message.content}]})
             elif isinstance(message, AssistantMessage):
-                call_ids = [c.id for c in message.tool_calls]
-                items.extend(dict(i) for i in self.memory.recall(call_ids))
+                reasoning = self._reasoning_items(message.reasoning_parts)
+                if not reasoning:
+                    reasoning = [dict(i) for i in self.memory.recall([c.id for c in message.tool_calls])]
+                items.extend(reasoning)
                 if message.content:
                     items.append({"role": "assistant", "content": [{"type": "output_text", "text": message.content}]})
                 for call in message.tool_calls:
@@ -226,9 +240,28 @@ class OpenAIResponsesModel(HTTPModelBase[ProviderEvent]):
                 )
         return items
 
+    def _reasoning_items(self, parts: Sequence[ReasoningPart]) -> list[dict[str, Any]]:
+        """A step's reasoning items from its stored reasoning parts (one
+        part per summary part, grouped by ``itemId``): by reference when
+        the conversation is stored server-side, else only the items that
+        kept their encrypted content (the API cannot find one by id)."""
+        grouped: dict[str, dict[str, Any]] = {}
+        for part in parts:
+            meta = part.provider_metadata.get("openai")
+            if not isinstance(meta, Mapping) or not isinstance(meta.get("itemId"), str):
+                continue
+            item = grouped.setdefault(meta["itemId"], {"type": "reasoning", "id": meta["itemId"], "summary": []})
+            if part.text:
+                item["summary"].append({"type": "summary_text", "text": part.text})
+            if isinstance(meta.get("reasoningEncryptedContent"), str):
+                item["encrypted_content"] = meta["reasoningEncryptedContent"]
+        if self.store:
+            return [{"type": "item_reference", "id": item_id} for item_id in grouped]
+        return [item for item in grouped.values() if "encrypted_content" in item]
+
     # -- the stream --------------------------------------------------------------
 
-    async def _events(self, response: httpx.Response) -> AsyncIterator[ProviderEvent]:
+    async def _events(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
         reader = _Reader()
         async for sse in sse_events(response):
             payload = sse.data
@@ -283,7 +316,7 @@ class _Reader:
         self._hosted_searches: list[str] = []
         self.source_urls: set[str] = set()
 
-    def feed(self, obj: dict[str, Any]) -> list[ProviderEvent]:
+    def feed(self, obj: dict[str, Any]) -> list[ModelEvent]:
         kind = obj.get("type")
         if not isinstance(kind, str):
             if isinstance(obj.get("choices"), list):
@@ -372,7 +405,7 @@ class _Reader:
             raise _stream_error(obj.get("error") or obj)
         return []
 
-    def end(self) -> list[ProviderEvent]:
+    def end(self) -> list[ModelEvent]:
         """The body ended: a response cut before it finished is
         interrupted (open items closed, complete calls kept)."""
         if self.finished:
@@ -384,10 +417,10 @@ class _Reader:
         self.finished = True
         return out
 
-    def _close_open(self) -> list[ProviderEvent]:
+    def _close_open(self) -> list[ModelEvent]:
         """Close the text and reasoning items still open (a call left
         open never got its arguments: it is dropped, as the AI SDK does)."""
-        out: list[ProviderEvent] = []
+        out: list[ModelEvent] = []
         for index in sorted(self.items):
             item = self.items.pop(index)
             if item.kind == "message" and item.got_delta:
@@ -404,7 +437,7 @@ class _Reader:
 
     # -- rule 1 ------------------------------------------------------------------
 
-    def _added(self, index: int, item: dict[str, Any]) -> list[ProviderEvent]:
+    def _added(self, index: int, item: dict[str, Any]) -> list[ModelEvent]:
         kind = item.get("type")
         item_id = item.get("id", "")
         if kind == "message":
@@ -439,7 +472,7 @@ class _Reader:
 
     # -- rule 2 ------------------------------------------------------------------
 
-    def _summary_part(self, index: int, obj: dict[str, Any]) -> list[ProviderEvent]:
+    def _summary_part(self, index: int, obj: dict[str, Any]) -> list[ModelEvent]:
         item = self.items.get(index) or self._by_id(obj.get("item_id"))
         if item is None or item.kind != "reasoning" or obj.get("summary_index", 0) == 0:
             return []
@@ -449,7 +482,7 @@ class _Reader:
         return out
 
     @staticmethod
-    def _end_summary_part(item: _Item, metadata: dict[str, Any]) -> list[ProviderEvent]:
+    def _end_summary_part(item: _Item, metadata: dict[str, Any]) -> list[ModelEvent]:
         if not item.part_open:
             return []
         item.part_open = False
@@ -457,7 +490,7 @@ class _Reader:
         # still a (empty) reasoning part of the message.
         return [*([] if item.summary[-1] else [ReasoningDelta("")]), ReasoningEnd(metadata)]
 
-    def _close_reasoning(self, item: _Item, encrypted: str | None) -> list[ProviderEvent]:
+    def _close_reasoning(self, item: _Item, encrypted: str | None) -> list[ModelEvent]:
         metadata = {"openai": {"itemId": item.item_id, "reasoningEncryptedContent": encrypted}}
         out = self._end_summary_part(item, metadata)
         texts = ["".join(part) for part in item.summary]
@@ -473,7 +506,7 @@ class _Reader:
 
     # -- rule 3 ------------------------------------------------------------------
 
-    def _done(self, index: int, item: dict[str, Any]) -> list[ProviderEvent]:
+    def _done(self, index: int, item: dict[str, Any]) -> list[ModelEvent]:
         kind = item.get("type")
         open_item = self.items.pop(index, None)
         if kind == "message":
@@ -489,7 +522,7 @@ class _Reader:
             self.has_function_call = True
             call_id = item.get("call_id", "")
             self.call_ids.append(call_id)
-            out: list[ProviderEvent] = []
+            out: list[ModelEvent] = []
             if open_item is None:
                 out.append(ToolCallStart(call_id, item.get("name", "")))
             out.append(ToolCall(call_id, item.get("name", ""), item.get("arguments", "")))
@@ -585,7 +618,7 @@ class _Reader:
 
     # -- rule 4 ------------------------------------------------------------------
 
-    def _finished(self, response: dict[str, Any]) -> list[ProviderEvent]:
+    def _finished(self, response: dict[str, Any]) -> list[ModelEvent]:
         out = self._close_open()
         self.finished = True
         details = response.get("incomplete_details")
@@ -653,7 +686,7 @@ def _source_id() -> str:
     return f"src_{uuid.uuid4().hex[:24]}"
 
 
-def _annotation(annotation: dict[str, Any]) -> list[ProviderEvent]:
+def _annotation(annotation: dict[str, Any]) -> list[ModelEvent]:
     kind = annotation.get("type")
     source_id = _source_id()
     if kind == "url_citation":

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from .model import ChatModel
 
@@ -40,8 +40,19 @@ __all__ = ["MODEL_SCHEMES", "ModelSpecError", "is_model_spec", "resolve_model"]
 MODEL_SCHEMES: Final = ("anthropic", "openai", "openai-chat", "openai-responses", "openai-compatible")
 
 
+_SPEC_FORMS: Final = (
+    "Write it as 'anthropic:<model>', 'openai:<model>', 'openai-responses:<model>' "
+    "or 'openai-compatible:<base_url>#<model>'."
+)
+
+
 class ModelSpecError(ValueError):
-    """A model name that names no known provider, or lacks what it needs."""
+    """A model name that names no known provider, or lacks what it needs.
+    ``hint`` says how to fix it (a system check shows it)."""
+
+    def __init__(self, message: str, hint: str = _SPEC_FORMS) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 def is_model_spec(value: object) -> bool:
@@ -74,12 +85,17 @@ def resolve_model(spec: str, *, env: Mapping[str, str] | None = None, **options:
     if env.get(f"{prefix}_BASE_URL"):
         kwargs["base_url"] = env[f"{prefix}_BASE_URL"]
     if kwargs["api_key"] is None and options.get("api_key") is None:
-        raise ModelSpecError(f"{spec!r} needs an API key: set {prefix}_API_KEY in the environment")
+        raise ModelSpecError(
+            f"{spec!r} needs an API key: set {prefix}_API_KEY in the environment",
+            f"Set {prefix}_API_KEY in the environment of every process that serves chats "
+            "(the web server and any worker), or give the model an api_key of your own.",
+        )
     return _build(scheme, rest, kwargs, options)
 
 
 def _build(scheme: str, model: str, kwargs: dict[str, Any], options: Mapping[str, Any]) -> ChatModel:
-    factory: Callable[..., Any]
+    # Typed as making a ``ChatModel``: mypy checks each model keeps the port.
+    factory: Callable[..., ChatModel]
     if scheme == "anthropic":
         from .anthropic import AnthropicModel
 
@@ -92,8 +108,4 @@ def _build(scheme: str, model: str, kwargs: dict[str, Any], options: Mapping[str
         from .openai import OpenAIChatModel
 
         factory = OpenAIChatModel
-    # The native models also stream ``ToolResult``, sources and approval
-    # requests of the tools the provider runs (``runs._http.ProviderEvent``),
-    # which ``ModelEvent`` does not list yet; the loop passes them on and the
-    # encoder takes them.
-    return cast(ChatModel, factory(model, **{**kwargs, **options}))
+    return factory(model, **{**kwargs, **options})

@@ -17,11 +17,15 @@ from ..protocol.events import (
     Finish,
     ReasoningDelta,
     ReasoningEnd,
+    SourceDocument,
+    SourceUrl,
     TextDelta,
     TextEnd,
+    ToolApprovalRequest,
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
+    ToolResult,
     Usage,
 )
 from .errors import ScriptExhaustedError
@@ -96,7 +100,19 @@ def usage(input_tokens: int | None = None, output_tokens: int | None = None) -> 
 
 
 _MODEL_EVENTS = (
-    TextDelta | TextEnd | ReasoningDelta | ReasoningEnd | ToolCallStart | ToolCallDelta | ToolCall | Usage | Finish
+    TextDelta
+    | TextEnd
+    | ReasoningDelta
+    | ReasoningEnd
+    | ToolCallStart
+    | ToolCallDelta
+    | ToolCall
+    | ToolResult
+    | SourceUrl
+    | SourceDocument
+    | ToolApprovalRequest
+    | Usage
+    | Finish
 )
 _Compiled: TypeAlias = "list[ModelEvent | BaseException]"
 
