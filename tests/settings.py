@@ -6,7 +6,20 @@
 import os
 import tempfile
 
-from demo_project.settings import *  # noqa: F403
+# The suite runs on the offline demo model whatever the shell holds: the
+# demo would pick a real provider from these (and the servers the tests
+# start inherit this process's environment).
+for _name in (
+    "OPENAI_MODEL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_API",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_MODEL",
+):
+    os.environ.pop(_name, None)
+
+from demo_project.settings import *  # noqa: E402, F403
 
 SECRET_KEY = "uistream-tests"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
