@@ -2,13 +2,15 @@
 safe, and the server-sent events of its answer.
 
 ``HTTPModelBase`` holds the keyword arguments the provider models have in
-common and the request cycle: ``_open`` sends the JSON body and returns the
+common (``HTTPOptions``; a subclass adds its own and passes the rest on
+with ``**options: Unpack[HTTPOptions]``) and the request cycle: ``_open`` sends the JSON body and returns the
 open 2xx response, retrying 429, 5xx (Anthropic's 529 "overloaded"
 included) and failed connects with backoff or the server's
 ``Retry-After``, but only before the first byte of a successful response;
 ``_sse`` yields the response's events with transport failures typed
-(``runs.errors``). A subclass writes ``request_body``, ``_headers`` and
-``_events`` (the provider's events → the model port's).
+(``runs.errors``). A subclass sets ``path`` and ``default_base_url`` and writes
+``request_body`` and ``_events`` (the provider's events → the model
+port's), and ``_headers`` where the API does not take a bearer token.
 
 Why httpx and our own SSE parser rather than the official ``anthropic`` /
 ``openai`` SDKs: reading the same 20,000-delta answer from a local server,
@@ -34,7 +36,7 @@ import functools
 import json
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 
@@ -43,20 +45,48 @@ from .errors import ModelConnectionError, ModelError, ModelHTTPError, ModelTimeo
 from .messages import ModelMessage, ModelOptions, ToolSpec
 from .model import ModelEvent
 
-__all__ = ["HTTPModelBase", "retry_after", "sse_events", "ssl_context"]
+__all__ = ["HTTPModelBase", "HTTPOptions", "retry_after", "sse_events", "ssl_context"]
+
+
+class HTTPOptions(TypedDict, total=False):
+    """The keyword arguments every provider model takes (see
+    ``HTTPModelBase``); a subclass's ``**options`` are typed with it."""
+
+    base_url: str
+    api_key: str | None
+    client: httpx.AsyncClient | None
+    timeout: float | httpx.Timeout
+    max_retries: int
+    retry_backoff: float
+    max_retry_wait: float
+    headers: Mapping[str, str] | None
+    extra_body: Mapping[str, Any] | None
+    sleep: Callable[[float], Awaitable[Any]]
 
 
 class HTTPModelBase:
-    """A streaming model over one JSON POST (see the module docstring)."""
+    """A streaming model over one JSON POST (see the module docstring).
+
+    ``base_url`` is the API root the official SDKs use (ending in ``/v1``),
+    ``default_base_url`` when not given; ``api_key`` goes out as the
+    subclass's ``_headers`` say (a bearer token unless overridden);
+    ``timeout`` is in seconds (connect capped at 10) or an
+    ``httpx.Timeout``; ``max_retries`` bounds the retries of one call,
+    ``retry_backoff`` doubling from its value, each wait capped at
+    ``max_retry_wait``; ``headers`` and ``extra_body`` are added to every
+    request; ``sleep`` is what waits between retries (a test passes a fake).
+    """
 
     #: The path under ``base_url`` the requests go to.
     path = ""
+    #: The API root when the caller gives no ``base_url``.
+    default_base_url = ""
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str,
+        base_url: str | None = None,
         api_key: str | None = None,
         client: httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout = 60.0,
@@ -69,7 +99,10 @@ class HTTPModelBase:
     ) -> None:
         self.model = model
         self.name = model
-        self.url = base_url.rstrip("/") + self.path
+        root = base_url if base_url is not None else self.default_base_url
+        if not root:
+            raise TypeError(f"{type(self).__name__} needs a base_url")
+        self.url = root.rstrip("/") + self.path
         self.api_key = api_key
         self.client = client
         self.timeout = (
@@ -90,9 +123,35 @@ class HTTPModelBase:
     ) -> dict[str, Any]:
         raise NotImplementedError
 
+    #: The body key the API reads ``ModelOptions.max_tokens`` into.
+    max_tokens_key = "max_tokens"
+
+    def tool_choice_to_wire(self, choice: str) -> Any:
+        """``ModelOptions.tool_choice`` (``"auto"``, ``"none"``,
+        ``"required"`` or a tool's name) as the API takes it."""
+        return choice
+
+    def _finish_body(
+        self, body: dict[str, Any], tools: Sequence[ToolSpec], options: ModelOptions | None
+    ) -> dict[str, Any]:
+        """``body`` with ``extra_body`` and then the call's ``options``
+        (temperature, max tokens, tool choice when there are tools, and
+        ``options.extra`` last, so the call wins) added."""
+        body.update(self.extra_body)
+        if options is not None:
+            if options.temperature is not None:
+                body["temperature"] = options.temperature
+            if options.max_tokens is not None:
+                body[self.max_tokens_key] = options.max_tokens
+            if options.tool_choice is not None and tools:
+                body["tool_choice"] = self.tool_choice_to_wire(options.tool_choice)
+            body.update(options.extra)
+        return body
+
     def _headers(self) -> dict[str, str]:
-        """The provider's own headers (authentication, version)."""
-        return {}
+        """The provider's own headers (authentication, version): by default
+        the API key as a bearer token, as OpenAI's APIs take it."""
+        return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def _events(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
         raise NotImplementedError

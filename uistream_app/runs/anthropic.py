@@ -60,12 +60,11 @@ the API).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Unpack
 
 import httpx
 
@@ -82,7 +81,7 @@ from ..protocol.events import (
     ToolResult,
     Usage,
 )
-from ._http import HTTPModelBase, sse_events
+from ._http import HTTPModelBase, HTTPOptions, sse_events
 from ._memory import ReplayMemory
 from .errors import ModelResponseError
 from .messages import (
@@ -141,39 +140,19 @@ class AnthropicModel(HTTPModelBase):
     """
 
     path = "/messages"
+    default_base_url = "https://api.anthropic.com/v1"
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str = "https://api.anthropic.com/v1",
-        api_key: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout = 60.0,
-        max_retries: int = 2,
-        retry_backoff: float = 0.5,
-        max_retry_wait: float = 20.0,
         max_tokens: int = 4096,
         thinking: Mapping[str, Any] | None = None,
         betas: Sequence[str] = (),
         version: str = ANTHROPIC_VERSION,
-        headers: Mapping[str, str] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        **options: Unpack[HTTPOptions],
     ) -> None:
-        super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            client=client,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_backoff=retry_backoff,
-            max_retry_wait=max_retry_wait,
-            headers=headers,
-            extra_body=extra_body,
-            sleep=sleep,
-        )
+        super().__init__(model, **options)
         self.max_tokens = max_tokens
         self.thinking = dict(thinking) if thinking is not None else None
         self.betas = tuple(betas)
@@ -187,6 +166,9 @@ class AnthropicModel(HTTPModelBase):
         if self.betas:
             headers["anthropic-beta"] = ",".join(self.betas)
         return headers
+
+    def tool_choice_to_wire(self, choice: str) -> dict[str, str]:
+        return _tool_choice(choice)
 
     # -- request ---------------------------------------------------------------
 
@@ -207,16 +189,7 @@ class AnthropicModel(HTTPModelBase):
             body["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)} for t in tools
             ]
-        body.update(self.extra_body)
-        if options is not None:
-            if options.temperature is not None:
-                body["temperature"] = options.temperature
-            if options.max_tokens is not None:
-                body["max_tokens"] = options.max_tokens
-            if options.tool_choice is not None and tools:
-                body["tool_choice"] = _tool_choice(options.tool_choice)
-            body.update(options.extra)
-        return body
+        return self._finish_body(body, tools, options)
 
     def messages_to_wire(self, messages: Sequence[ModelMessage]) -> tuple[str, list[dict[str, Any]]]:
         """The system text and the ``messages`` list: one role per message,

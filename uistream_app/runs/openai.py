@@ -43,12 +43,11 @@ to reuse connections where the loop is one.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Unpack
 
 import httpx
 
@@ -62,7 +61,7 @@ from ..protocol.events import (
     ToolCallStart,
     Usage,
 )
-from ._http import HTTPModelBase, sse_events
+from ._http import HTTPModelBase, HTTPOptions, sse_events
 from .errors import ModelConnectionError, ModelResponseError
 from .messages import AssistantMessage, ModelMessage, ModelOptions, SystemMessage, ToolSpec, UserMessage
 from .model import ModelEvent
@@ -108,40 +107,17 @@ class OpenAIChatModel(HTTPModelBase):
     """A chat-completions model (see the module docstring)."""
 
     path = "/chat/completions"
+    default_base_url = "https://api.openai.com/v1"
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str = "https://api.openai.com/v1",
-        api_key: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout = 60.0,
-        max_retries: int = 2,
-        retry_backoff: float = 0.5,
-        max_retry_wait: float = 20.0,
         include_usage: bool = True,
-        headers: Mapping[str, str] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        **options: Unpack[HTTPOptions],
     ) -> None:
-        super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            client=client,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_backoff=retry_backoff,
-            max_retry_wait=max_retry_wait,
-            headers=headers,
-            extra_body=extra_body,
-            sleep=sleep,
-        )
+        super().__init__(model, **options)
         self.include_usage = include_usage
-
-    def _headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     # -- request ---------------------------------------------------------------
 
@@ -167,16 +143,7 @@ class OpenAIChatModel(HTTPModelBase):
                 }
                 for t in tools
             ]
-        body.update(self.extra_body)
-        if options is not None:
-            if options.temperature is not None:
-                body["temperature"] = options.temperature
-            if options.max_tokens is not None:
-                body["max_tokens"] = options.max_tokens
-            if options.tool_choice is not None and tools:
-                body["tool_choice"] = options.tool_choice
-            body.update(options.extra)
-        return body
+        return self._finish_body(body, tools, options)
 
     @staticmethod
     def message_to_wire(message: ModelMessage) -> dict[str, Any]:

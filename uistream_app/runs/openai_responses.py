@@ -59,12 +59,11 @@ tool result as a ``function_call_output``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Unpack
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
@@ -84,7 +83,7 @@ from ..protocol.events import (
     ToolResult,
     Usage,
 )
-from ._http import HTTPModelBase, sse_events
+from ._http import HTTPModelBase, HTTPOptions, sse_events
 from ._memory import ReplayMemory
 from .errors import ModelResponseError
 from .messages import (
@@ -127,43 +126,27 @@ class OpenAIResponsesModel(HTTPModelBase):
     """
 
     path = "/responses"
+    default_base_url = "https://api.openai.com/v1"
+
+    max_tokens_key = "max_output_tokens"
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str = "https://api.openai.com/v1",
-        api_key: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout = 60.0,
-        max_retries: int = 2,
-        retry_backoff: float = 0.5,
-        max_retry_wait: float = 20.0,
         store: bool = False,
         reasoning: Mapping[str, Any] | None = None,
-        headers: Mapping[str, str] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        **options: Unpack[HTTPOptions],
     ) -> None:
-        super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            client=client,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_backoff=retry_backoff,
-            max_retry_wait=max_retry_wait,
-            headers=headers,
-            extra_body=extra_body,
-            sleep=sleep,
-        )
+        super().__init__(model, **options)
         self.store = store
         self.reasoning = dict(reasoning) if reasoning is not None else None
         self.memory = _MEMORY
 
-    def _headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+    def tool_choice_to_wire(self, choice: str) -> str | dict[str, str]:
+        if choice in ("auto", "none", "required"):
+            return choice
+        return {"type": "function", "name": choice}
 
     # -- request ---------------------------------------------------------------
 
@@ -195,20 +178,7 @@ class OpenAIResponsesModel(HTTPModelBase):
                 }
                 for t in tools
             ]
-        body.update(self.extra_body)
-        if options is not None:
-            if options.temperature is not None:
-                body["temperature"] = options.temperature
-            if options.max_tokens is not None:
-                body["max_output_tokens"] = options.max_tokens
-            if options.tool_choice is not None and tools:
-                body["tool_choice"] = (
-                    options.tool_choice
-                    if options.tool_choice in ("auto", "none", "required")
-                    else {"type": "function", "name": options.tool_choice}
-                )
-            body.update(options.extra)
-        return body
+        return self._finish_body(body, tools, options)
 
     def input_items(self, messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
         """The conversation as Responses input items."""
