@@ -41,11 +41,11 @@ from typing import Any, TypedDict
 import httpx
 
 from ..protocol.sse import SSEEvent, SSEParser
-from .errors import ModelConnectionError, ModelError, ModelHTTPError, ModelTimeoutError
+from .errors import ModelConnectionError, ModelError, ModelHTTPError, ModelResponseError, ModelTimeoutError
 from .messages import ModelMessage, ModelOptions, ToolSpec
 from .model import ModelEvent
 
-__all__ = ["HTTPModelBase", "HTTPOptions", "retry_after", "sse_events", "ssl_context"]
+__all__ = ["HTTPModelBase", "HTTPOptions", "int_field", "json_object", "retry_after", "sse_events", "ssl_context"]
 
 
 class HTTPOptions(TypedDict, total=False):
@@ -243,6 +243,26 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[SSEEvent]:
         raise ModelTimeoutError("the model stream stalled past the read timeout") from exc
     except httpx.TransportError as exc:
         raise ModelConnectionError(f"the model stream broke off: {exc}") from exc
+
+
+def json_object(payload: str, what: str = "event") -> dict[str, Any]:
+    """One SSE ``data`` payload as the JSON object it must be; anything
+    else is a ``ModelResponseError`` quoting the start of it (``what``
+    names the API's word for one, "event" or "chunk")."""
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        raise ModelResponseError(f"a stream line is not JSON: {payload[:200]!r}") from None
+    if not isinstance(obj, dict):
+        raise ModelResponseError(f"a stream {what} is not an object: {payload[:200]!r}")
+    return obj
+
+
+def int_field(obj: Any, key: str) -> int | None:
+    """``obj[key]`` when ``obj`` is a mapping holding an int there (a usage
+    count), else ``None``."""
+    value = obj.get(key) if isinstance(obj, Mapping) else None
+    return value if isinstance(value, int) else None
 
 
 @functools.cache

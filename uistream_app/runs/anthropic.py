@@ -81,7 +81,7 @@ from ..protocol.events import (
     ToolResult,
     Usage,
 )
-from ._http import HTTPModelBase, HTTPOptions, sse_events
+from ._http import HTTPModelBase, HTTPOptions, json_object, sse_events
 from ._memory import ReplayMemory
 from .errors import ModelResponseError
 from .messages import (
@@ -241,12 +241,7 @@ class AnthropicModel(HTTPModelBase):
             payload = sse.data
             if payload == "[DONE]":
                 break
-            try:
-                obj = json.loads(payload)
-            except ValueError:
-                raise ModelResponseError(f"a stream line is not JSON: {payload[:200]!r}") from None
-            if not isinstance(obj, dict):
-                raise ModelResponseError(f"a stream event is not an object: {payload[:200]!r}")
+            obj = json_object(payload)
             for event in reader.feed(obj):
                 yield event
             if reader.stopped:

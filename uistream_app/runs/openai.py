@@ -43,7 +43,6 @@ to reuse connections where the loop is one.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,7 +60,7 @@ from ..protocol.events import (
     ToolCallStart,
     Usage,
 )
-from ._http import HTTPModelBase, HTTPOptions, sse_events
+from ._http import HTTPModelBase, HTTPOptions, int_field, json_object, sse_events
 from .errors import ModelConnectionError, ModelResponseError
 from .messages import AssistantMessage, ModelMessage, ModelOptions, SystemMessage, ToolSpec, UserMessage
 from .model import ModelEvent
@@ -174,12 +173,7 @@ class OpenAIChatModel(HTTPModelBase):
             if payload == "[DONE]":
                 done = True
                 break
-            try:
-                obj = json.loads(payload)
-            except ValueError:
-                raise ModelResponseError(f"a stream line is not JSON: {payload[:200]!r}") from None
-            if not isinstance(obj, dict):
-                raise ModelResponseError(f"a stream chunk is not an object: {payload[:200]!r}")
+            obj = json_object(payload, "chunk")
             for event in self._chunk_events(obj, state):
                 yield event
         if state.finish_reason is None:
@@ -304,13 +298,9 @@ def _thinking_texts(thinking: Any) -> list[str]:
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
-    def count(obj: Any, key: str) -> int | None:
-        value = obj.get(key) if isinstance(obj, dict) else None
-        return value if isinstance(value, int) else None
-
     return Usage(
-        input_tokens=count(raw, "prompt_tokens"),
-        output_tokens=count(raw, "completion_tokens"),
-        reasoning_tokens=count(raw.get("completion_tokens_details"), "reasoning_tokens"),
-        cached_input_tokens=count(raw.get("prompt_tokens_details"), "cached_tokens"),
+        input_tokens=int_field(raw, "prompt_tokens"),
+        output_tokens=int_field(raw, "completion_tokens"),
+        reasoning_tokens=int_field(raw.get("completion_tokens_details"), "reasoning_tokens"),
+        cached_input_tokens=int_field(raw.get("prompt_tokens_details"), "cached_tokens"),
     )

@@ -83,7 +83,7 @@ from ..protocol.events import (
     ToolResult,
     Usage,
 )
-from ._http import HTTPModelBase, HTTPOptions, sse_events
+from ._http import HTTPModelBase, HTTPOptions, int_field, json_object, sse_events
 from ._memory import ReplayMemory
 from .errors import ModelResponseError
 from .messages import (
@@ -237,12 +237,7 @@ class OpenAIResponsesModel(HTTPModelBase):
             payload = sse.data
             if payload == "[DONE]":
                 break
-            try:
-                obj = json.loads(payload)
-            except ValueError:
-                raise ModelResponseError(f"a stream line is not JSON: {payload[:200]!r}") from None
-            if not isinstance(obj, dict):
-                raise ModelResponseError(f"a stream event is not an object: {payload[:200]!r}")
+            obj = json_object(payload)
             for event in reader.feed(obj):
                 yield event
             if reader.finished:
@@ -601,15 +596,11 @@ class _Reader:
 
 
 def _usage(raw: Mapping[str, Any]) -> Usage:
-    def count(obj: Any, key: str) -> int | None:
-        value = obj.get(key) if isinstance(obj, Mapping) else None
-        return value if isinstance(value, int) else None
-
     return Usage(
-        input_tokens=count(raw, "input_tokens"),
-        output_tokens=count(raw, "output_tokens"),
-        reasoning_tokens=count(raw.get("output_tokens_details"), "reasoning_tokens"),
-        cached_input_tokens=count(raw.get("input_tokens_details"), "cached_tokens"),
+        input_tokens=int_field(raw, "input_tokens"),
+        output_tokens=int_field(raw, "output_tokens"),
+        reasoning_tokens=int_field(raw.get("output_tokens_details"), "reasoning_tokens"),
+        cached_input_tokens=int_field(raw.get("input_tokens_details"), "cached_tokens"),
     )
 
 
