@@ -9,7 +9,7 @@ included) and failed connects with backoff or the server's
 ``Retry-After``, but only before the first byte of a successful response;
 ``_sse`` yields the response's events with transport failures typed
 (``runs.errors``). A subclass sets ``path`` and ``default_base_url`` and writes
-``request_body`` and ``_events`` (the provider's events → the model
+``api_body`` and ``_events`` (the provider's events → the model
 port's), and ``_headers`` where the API does not take a bearer token.
 
 Why httpx and our own SSE parser rather than the official ``anthropic`` /
@@ -81,6 +81,8 @@ class HTTPModelBase:
     path = ""
     #: The API root when the caller gives no ``base_url``.
     default_base_url = ""
+    #: The body key the API reads ``ModelOptions.max_tokens`` into.
+    max_tokens_key = "max_tokens"
 
     def __init__(
         self,
@@ -121,22 +123,11 @@ class HTTPModelBase:
         tools: Sequence[ToolSpec] = (),
         options: ModelOptions | None = None,
     ) -> dict[str, Any]:
-        raise NotImplementedError
-
-    #: The body key the API reads ``ModelOptions.max_tokens`` into.
-    max_tokens_key = "max_tokens"
-
-    def tool_choice_to_wire(self, choice: str) -> Any:
-        """``ModelOptions.tool_choice`` (``"auto"``, ``"none"``,
-        ``"required"`` or a tool's name) as the API takes it."""
-        return choice
-
-    def _finish_body(
-        self, body: dict[str, Any], tools: Sequence[ToolSpec], options: ModelOptions | None
-    ) -> dict[str, Any]:
-        """``body`` with ``extra_body`` and then the call's ``options``
+        """The JSON body of one streaming request: the API's own
+        (``api_body``), then ``extra_body``, then the call's ``options``
         (temperature, max tokens, tool choice when there are tools, and
-        ``options.extra`` last, so the call wins) added."""
+        ``options.extra`` last, so the call wins)."""
+        body = self.api_body(messages, tools)
         body.update(self.extra_body)
         if options is not None:
             if options.temperature is not None:
@@ -147,6 +138,17 @@ class HTTPModelBase:
                 body["tool_choice"] = self.tool_choice_to_wire(options.tool_choice)
             body.update(options.extra)
         return body
+
+    def api_body(self, messages: Sequence[ModelMessage], tools: Sequence[ToolSpec]) -> dict[str, Any]:
+        """The body the API reads for ``messages`` and ``tools`` (model,
+        messages in its form, tool specs, the model's own settings), before
+        ``extra_body`` and the call's options."""
+        raise NotImplementedError
+
+    def tool_choice_to_wire(self, choice: str) -> Any:
+        """``ModelOptions.tool_choice`` (``"auto"``, ``"none"``,
+        ``"required"`` or a tool's name) as the API takes it."""
+        return choice
 
     def _headers(self) -> dict[str, str]:
         """The provider's own headers (authentication, version): by default

@@ -87,7 +87,6 @@ from .errors import ModelResponseError
 from .messages import (
     AssistantMessage,
     ModelMessage,
-    ModelOptions,
     ReasoningPart,
     SystemMessage,
     ToolMessage,
@@ -172,13 +171,7 @@ class AnthropicModel(HTTPModelBase):
 
     # -- request ---------------------------------------------------------------
 
-    def request_body(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolSpec] = (),
-        options: ModelOptions | None = None,
-    ) -> dict[str, Any]:
-        """The JSON body of one streaming request."""
+    def api_body(self, messages: Sequence[ModelMessage], tools: Sequence[ToolSpec]) -> dict[str, Any]:
         system, wire = self.messages_to_wire(messages)
         body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": wire, "stream": True}
         if system:
@@ -189,7 +182,7 @@ class AnthropicModel(HTTPModelBase):
             body["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)} for t in tools
             ]
-        return self._finish_body(body, tools, options)
+        return body
 
     def messages_to_wire(self, messages: Sequence[ModelMessage]) -> tuple[str, list[dict[str, Any]]]:
         """The system text and the ``messages`` list: one role per message,

@@ -62,7 +62,7 @@ from ..protocol.events import (
 )
 from ._http import HTTPModelBase, HTTPOptions, int_field, json_object, sse_events
 from .errors import ModelConnectionError, ModelResponseError
-from .messages import AssistantMessage, ModelMessage, ModelOptions, SystemMessage, ToolSpec, UserMessage
+from .messages import AssistantMessage, ModelMessage, SystemMessage, ToolSpec, UserMessage
 from .model import ModelEvent
 from .openai_responses import OpenAIResponsesModel
 
@@ -120,13 +120,7 @@ class OpenAIChatModel(HTTPModelBase):
 
     # -- request ---------------------------------------------------------------
 
-    def request_body(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolSpec] = (),
-        options: ModelOptions | None = None,
-    ) -> dict[str, Any]:
-        """The JSON body of one streaming request."""
+    def api_body(self, messages: Sequence[ModelMessage], tools: Sequence[ToolSpec]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [self.message_to_wire(m) for m in messages],
@@ -142,7 +136,7 @@ class OpenAIChatModel(HTTPModelBase):
                 }
                 for t in tools
             ]
-        return self._finish_body(body, tools, options)
+        return body
 
     @staticmethod
     def message_to_wire(message: ModelMessage) -> dict[str, Any]:

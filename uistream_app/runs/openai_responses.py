@@ -89,7 +89,6 @@ from .errors import ModelResponseError
 from .messages import (
     AssistantMessage,
     ModelMessage,
-    ModelOptions,
     ReasoningPart,
     SystemMessage,
     ToolMessage,
@@ -127,7 +126,6 @@ class OpenAIResponsesModel(HTTPModelBase):
 
     path = "/responses"
     default_base_url = "https://api.openai.com/v1"
-
     max_tokens_key = "max_output_tokens"
 
     def __init__(
@@ -150,13 +148,7 @@ class OpenAIResponsesModel(HTTPModelBase):
 
     # -- request ---------------------------------------------------------------
 
-    def request_body(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolSpec] = (),
-        options: ModelOptions | None = None,
-    ) -> dict[str, Any]:
-        """The JSON body of one streaming request."""
+    def api_body(self, messages: Sequence[ModelMessage], tools: Sequence[ToolSpec]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
             "input": self.input_items(messages),
@@ -178,7 +170,7 @@ class OpenAIResponsesModel(HTTPModelBase):
                 }
                 for t in tools
             ]
-        return self._finish_body(body, tools, options)
+        return body
 
     def input_items(self, messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
         """The conversation as Responses input items."""
