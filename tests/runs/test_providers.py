@@ -79,3 +79,10 @@ def test_misconfiguration_says_what_to_set(spec: str, says: str) -> None:
 )
 def test_a_spec_is_told_from_a_dotted_path(value: object, expected: bool) -> None:
     assert is_model_spec(value) is expected
+
+
+@pytest.mark.parametrize("cls", [AnthropicModel, OpenAIChatModel, OpenAIResponsesModel])
+def test_a_misspelt_keyword_is_refused_by_name(cls: type) -> None:
+    with pytest.raises(TypeError, match="max_retry"):
+        cls("m", max_retry=1)
+    assert cls("m", max_retries=1).max_retries == 1
