@@ -17,15 +17,11 @@ from ..protocol.events import (
     Finish,
     ReasoningDelta,
     ReasoningEnd,
-    SourceDocument,
-    SourceUrl,
     TextDelta,
     TextEnd,
-    ToolApprovalRequest,
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
-    ToolResult,
     Usage,
 )
 from .errors import ScriptExhaustedError
@@ -99,21 +95,6 @@ def usage(input_tokens: int | None = None, output_tokens: int | None = None) -> 
     return Usage(input_tokens=input_tokens, output_tokens=output_tokens)
 
 
-_MODEL_EVENTS = (
-    TextDelta
-    | TextEnd
-    | ReasoningDelta
-    | ReasoningEnd
-    | ToolCallStart
-    | ToolCallDelta
-    | ToolCall
-    | ToolResult
-    | SourceUrl
-    | SourceDocument
-    | ToolApprovalRequest
-    | Usage
-    | Finish
-)
 _Compiled: TypeAlias = "list[ModelEvent | BaseException]"
 
 
@@ -171,7 +152,7 @@ class ScriptedModel:
                     if piece:
                         out.append(ToolCallDelta(call_id, piece))
                 out.append(ToolCall(call_id, item.name, item.arguments))
-            elif isinstance(item, BaseException | _MODEL_EVENTS):
+            elif isinstance(item, BaseException | ModelEvent):
                 out.append(item)
             else:
                 self._flatten(item, out)
