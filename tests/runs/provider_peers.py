@@ -186,3 +186,36 @@ def oracle(node: str, provider: str, body: bytes, directory: Path, tools: Sequen
     )
     answer: dict[str, Any] = json.loads(result.stdout)
     return answer
+
+
+async def collect(model: Any, messages: Any = None, **kwargs: Any) -> list[Any]:
+    """Every event one ``stream()`` call of ``model`` yields (default: "hi")."""
+    return [e async for e in model.stream(messages or [UserMessage("hi")], **kwargs)]
+
+
+async def collect_until_error(model: Any) -> tuple[list[Any], BaseException]:
+    """The events before the error a stream of ``model`` raises, and the error."""
+    events: list[Any] = []
+
+    async def drain() -> None:
+        async for event in model.stream([UserMessage("hi")]):
+            events.append(event)
+
+    with pytest.raises(Exception) as info:  # noqa: PT011 - the callers check the type
+        await drain()
+    return events, info.value
+
+
+def ended_in_error(outcome: Any, expect: dict[str, Any]) -> bool:
+    """For a case the AI SDK reports as an error: ours raised after the same
+    text, with no finish (True: nothing more to compare). Else, checks that
+    ours did not fail and read the same text and reasoning (False)."""
+    if expect["errors"]:
+        assert outcome.error is not None, outcome.events
+        assert outcome.text == expect["text"]
+        assert outcome.finish is None
+        return True
+    assert outcome.error is None, outcome.error
+    assert outcome.text == expect["text"]
+    assert outcome.reasoning == expect["reasoning"]
+    return False

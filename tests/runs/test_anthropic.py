@@ -38,7 +38,7 @@ from uistream_app.runs import (
 from uistream_app.runs.anthropic import AnthropicModel, map_stop_reason
 
 from .chat_server import ChatServer, Reply
-from .provider_peers import oracle, run_case
+from .provider_peers import collect, collect_until_error, oracle, run_case
 from .test_anthropic_peer_cases import normalized
 
 pytestmark = pytest.mark.asyncio
@@ -119,22 +119,6 @@ def tool_use(index: int, call_id: str, name: str, *fragments: str) -> list[bytes
 def make_model(server: ChatServer, **kwargs: Any) -> AnthropicModel:
     kwargs.setdefault("retry_backoff", 0)
     return AnthropicModel("claude-test", base_url=server.base_url, api_key="sk-ant-test", **kwargs)
-
-
-async def collect(model: AnthropicModel, messages: Any = None, **kwargs: Any) -> list[Any]:
-    return [e async for e in model.stream(messages or [UserMessage("hi")], **kwargs)]
-
-
-async def collect_until_error(model: AnthropicModel) -> tuple[list[Any], BaseException]:
-    events: list[Any] = []
-
-    async def drain() -> None:
-        async for event in model.stream([UserMessage("hi")]):
-            events.append(event)
-
-    with pytest.raises(Exception) as info:  # noqa: PT011 - the callers check the type
-        await drain()
-    return events, info.value
 
 
 async def test_thinking_text_and_parallel_tool_calls_and_the_request_sent() -> None:

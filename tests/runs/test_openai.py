@@ -37,6 +37,7 @@ from uistream_app.runs import (
 from uistream_app.runs.openai import OpenAIChatModel, map_finish_reason
 
 from .chat_server import DONE, ChatServer, Reply, chunk, sse, usage_chunk
+from .provider_peers import collect, collect_until_error
 
 pytestmark = pytest.mark.asyncio
 
@@ -44,22 +45,6 @@ pytestmark = pytest.mark.asyncio
 def make_model(server: ChatServer, **kwargs: Any) -> OpenAIChatModel:
     kwargs.setdefault("retry_backoff", 0)
     return OpenAIChatModel("test-model", base_url=server.base_url, api_key="sk-test", **kwargs)
-
-
-async def collect(model: OpenAIChatModel, messages: Any = None, **kwargs: Any) -> list[Any]:
-    return [e async for e in model.stream(messages or [UserMessage("hi")], **kwargs)]
-
-
-async def collect_until_error(model: OpenAIChatModel) -> tuple[list[Any], BaseException]:
-    events: list[Any] = []
-
-    async def drain() -> None:
-        async for event in model.stream([UserMessage("hi")]):
-            events.append(event)
-
-    with pytest.raises(Exception) as info:  # noqa: PT011 - the callers check the type
-        await drain()
-    return events, info.value
 
 
 async def test_plain_text_usage_and_the_request_sent() -> None:

@@ -39,7 +39,7 @@ from uistream_app.runs.openai import OpenAIResponsesModel
 from uistream_app.runs.openai_responses import map_incomplete_reason
 
 from .chat_server import ChatServer, Reply
-from .provider_peers import oracle, run_case
+from .provider_peers import collect, collect_until_error, oracle, run_case
 from .test_openai_responses_peer_cases import normalized
 
 pytestmark = pytest.mark.asyncio
@@ -120,22 +120,6 @@ def function_call(index: int, call_id: str, name: str, *fragments: str) -> list[
 def make_model(server: ChatServer, **kwargs: Any) -> OpenAIResponsesModel:
     kwargs.setdefault("retry_backoff", 0)
     return OpenAIResponsesModel("gpt-test", base_url=server.base_url, api_key="sk-test", **kwargs)
-
-
-async def collect(model: OpenAIResponsesModel, messages: Any = None, **kwargs: Any) -> list[Any]:
-    return [e async for e in model.stream(messages or [UserMessage("hi")], **kwargs)]
-
-
-async def collect_until_error(model: OpenAIResponsesModel) -> tuple[list[Any], BaseException]:
-    events: list[Any] = []
-
-    async def drain() -> None:
-        async for event in model.stream([UserMessage("hi")]):
-            events.append(event)
-
-    with pytest.raises(Exception) as info:  # noqa: PT011 - the callers check the type
-        await drain()
-    return events, info.value
 
 
 def _weather_spec() -> Any:
