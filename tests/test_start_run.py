@@ -83,3 +83,12 @@ async def test_a_refused_request_frees_the_slot_for_the_next_one() -> None:
     again = await start(submit("chat-b", "u-2", "hello"), owner)
     await again.task
     assert await Run.objects.filter(conversation_id="chat-b", status="completed").acount() == 1
+
+
+async def test_a_run_is_live_in_its_process_until_its_task_ends() -> None:
+    from uistream_app.runner import live_runs
+
+    handle = await start(submit("live-1", "u-1", "hello"), Owner.of_session("s" * 32))
+    assert handle in live_runs()
+    await handle.task  # its done callbacks ran before this await returns
+    assert handle not in live_runs()

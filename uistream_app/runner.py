@@ -26,12 +26,12 @@ from .protocol.ui.stream import aencode_batches
 from .recording import RunRecorder
 from .store import PreparedRun
 
-__all__ = ["RunHandle", "Runner", "execute_run"]
+__all__ = ["RunHandle", "Runner", "execute_run", "live_runs"]
 
 logger = logging.getLogger("uistream_app.runner")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RunHandle:
     """A started run: its row and its task (cancel the task to cancel the run)."""
 
@@ -47,9 +47,19 @@ class RunHandle:
             self.task.cancel()
 
 
+#: The runs executing in this process (every event loop), until their task
+#: ends: what a heartbeat renews and a shutdown settles.
+_LIVE: set[RunHandle] = set()
+
+
+def live_runs() -> frozenset[RunHandle]:
+    """The runs executing in this process right now."""
+    return frozenset(_LIVE)
+
+
 class Runner:
-    """Starts prepared runs in this process's event loop. Issue 11's
-    executors (other processes, workers) plug in here."""
+    """Starts prepared runs in this process's event loop. Other executors
+    (other processes, workers) plug in by overriding ``start``."""
 
     async def start(self, prepared: PreparedRun, source: AsyncIterator[Event], *, metadata: Any = None) -> RunHandle:
         # A continuation goes on from the parts the message already holds:
@@ -70,8 +80,15 @@ class Runner:
             name=f"uistream-run-{prepared.run.pk}",
         )
         watcher = asyncio.create_task(_watch_stop(prepared.channel, task, stopped))
-        task.add_done_callback(lambda _t: watcher.cancel())
-        return RunHandle(prepared.run, task)
+        handle = RunHandle(prepared.run, task)
+        _LIVE.add(handle)
+
+        def ended(_task: asyncio.Task[None]) -> None:
+            watcher.cancel()
+            _LIVE.discard(handle)
+
+        task.add_done_callback(ended)
+        return handle
 
 
 async def execute_run(
