@@ -1,0 +1,111 @@
+"""The README's "subclass the chat view" path, as a project writes it:
+class attributes and ``get_*`` hooks, ``get_source`` passed through or
+replaced by an agent of one's own, and the first release's names."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from django.test import AsyncClient, override_settings
+from django.urls import path
+
+from uistream_app.models import Message
+from uistream_app.protocol import events as ev
+from uistream_app.protocol.sse import SSEParser
+from uistream_app.runs import SystemMessage, tool
+from uistream_app.testing import ScriptedModel, call
+from uistream_app.views import ChatView
+
+from .test_consumer import runs_finished
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+
+MODEL = ScriptedModel()
+
+
+@tool
+def get_weather(city: str) -> dict[str, Any]:
+    """The weather in a city.
+
+    Args:
+        city: The city's name.
+    """
+    return {"city": city, "temperature": 18}
+
+
+class SupportChatView(ChatView):
+    """The README's example, word for word but for the model."""
+
+    system_prompt = "You are our support agent."
+    max_steps = 4
+
+    def get_model(self) -> Any:
+        return MODEL
+
+    def get_tools(self) -> Any:
+        return [get_weather]
+
+    def get_source(self, history: Any, chat: Any, model: Any) -> Any:
+        return super().get_source(history, chat, model)
+
+
+class OwnAgentChatView(ChatView):
+    """``get_source`` replaced by an agent of one's own, reading useChat's
+    extra body keys from the run."""
+
+    model = MODEL
+
+    def get_source(self, history: Any, run: Any, model: Any) -> AsyncIterator[ev.Event]:
+        async def agent() -> AsyncIterator[ev.Event]:
+            yield ev.TextDelta(f"{len(history)} message(s), plan {run.extra.get('plan')}, chat {run.chat_id}")
+            yield ev.Finish("stop")
+
+        return agent()
+
+
+urlpatterns = [
+    path("support/chat", SupportChatView.as_view()),
+    path("own/chat", OwnAgentChatView.as_view()),
+]
+
+
+async def chat(path_: str, chat_id: str, text: str, **extra: Any) -> list[dict[str, Any]]:
+    client = AsyncClient()
+    body = {"id": chat_id, "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}]}
+    with override_settings(ROOT_URLCONF="tests.test_subclassing", UISTREAM={"ALLOW_ANONYMOUS": True}):
+        response = await client.post(path_, json.dumps({**body, **extra}), content_type="application/json")
+        assert response.status_code == 200, response.content
+        raw = b"".join([chunk async for chunk in response.streaming_content])
+    await runs_finished()
+    return [json.loads(e.data) for e in SSEParser().feed(raw) if e.data != "[DONE]"]
+
+
+async def test_the_readme_subclass_runs_its_prompt_tools_and_model() -> None:
+    MODEL.enqueue([call("get_weather", {"city": "Paris"})], "It is 18 °C in Paris.")
+    chunks = await chat("/support/chat", "s1", "Weather in Paris?")
+    assert [c["output"] for c in chunks if c["type"] == "tool-output-available"] == [
+        {"city": "Paris", "temperature": 18}
+    ]
+    first = MODEL.requests[-2]
+    assert first.messages[0] == SystemMessage("You are our support agent.")
+    assert [t.name for t in first.tools] == ["get_weather"]
+    stored = await Message.objects.filter(conversation_id="s1", role="assistant").aget()
+    assert [p["text"] for p in stored.parts if p["type"] == "text"] == ["It is 18 °C in Paris."]
+
+
+async def test_an_agent_of_ones_own_through_get_source() -> None:
+    chunks = await chat("/own/chat", "o1", "hello", plan="pro")
+    assert "".join(c["delta"] for c in chunks if c["type"] == "text-delta") == "1 message(s), plan pro, chat o1"
+
+
+async def test_the_first_releases_names_still_import() -> None:
+    from uistream_app.chat import ChatRunMixin, execute_run, not_found
+    from uistream_app.hooks import ChatHooks
+    from uistream_app.runner import execute_run as runner_execute_run
+
+    assert ChatRunMixin is ChatHooks
+    assert execute_run is runner_execute_run
+    assert (not_found().status, not_found().code) == (404, "not_found")
