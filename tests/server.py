@@ -128,6 +128,26 @@ def serve_wsgi_demo(monkeypatch: Any, delay_ms: int) -> Iterator[str]:
         server.server_close()
 
 
+def shared_database_url() -> str:
+    """A ``DATABASE_URL`` naming the test database this process uses (a
+    SQLite file or a PostgreSQL database), for a server in another process:
+    the test needs ``django_db(transaction=True)`` so both see every row."""
+    from urllib.parse import quote
+
+    from django.db import connection
+
+    settings = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{settings['NAME']}"
+    if connection.vendor != "postgresql":
+        raise RuntimeError(f"no DATABASE_URL for a {connection.vendor} test database")
+    user = quote(settings["USER"] or "", safe="")
+    if settings["PASSWORD"]:
+        user += ":" + quote(settings["PASSWORD"], safe="")
+    port = f":{settings['PORT']}" if settings["PORT"] else ""
+    return f"postgres://{user}@{settings['HOST'] or ''}{port}/{quote(settings['NAME'], safe='')}"
+
+
 class ServerProcess:
     """A demo server in its own process (``demo_server``): its URL and its
     process, for the tests that signal or kill it."""

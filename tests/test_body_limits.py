@@ -16,12 +16,11 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from django.db import connection
 from django.test import override_settings
 
 from uistream_app.models import Conversation, Run
 
-from .server import demo_server, serve_demo
+from .server import demo_server, serve_demo, shared_database_url
 from .test_chat_http import Browser
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -91,11 +90,9 @@ def session_headers(base: str) -> dict[str, str]:
 
 @pytest.fixture
 def demo_env() -> dict[str, str]:
-    if connection.vendor != "sqlite":
-        pytest.skip("the server process shares the test database through its file (SQLite)")
     return {
         "DJANGO_SETTINGS_MODULE": "demo_project.settings",
-        "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+        "DATABASE_URL": shared_database_url(),
     }
 
 

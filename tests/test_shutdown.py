@@ -15,14 +15,13 @@ from contextlib import ExitStack
 from typing import Any
 
 import pytest
-from django.db import connection
 
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol.ui.reader import UIMessageReader
 from uistream_app.shutdown import INTERRUPTED_TEXT
 
 from .conftest import JS_DIR
-from .server import ServerProcess, demo_server
+from .server import ServerProcess, demo_server, shared_database_url
 from .test_chat_http import Browser, SSEStream, text_of, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,12 +31,10 @@ INTERRUPTED = {"type": "error", "errorText": INTERRUPTED_TEXT}
 
 
 def server_env(**uistream: Any) -> dict[str, str]:
-    if connection.vendor != "sqlite":
-        pytest.skip("the server process shares the test database through its file (SQLite)")
     settings = {"ALLOW_ANONYMOUS": True, "MODEL": "demo_project.demo_model.make_model", **uistream}
     return {
         "DJANGO_SETTINGS_MODULE": "tests.server_settings",
-        "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+        "DATABASE_URL": shared_database_url(),
         "UISTREAM_TEST_SETTINGS": json.dumps(settings),
         "UISTREAM_DEMO_DELAY_MS": "20",
     }
