@@ -24,7 +24,7 @@ SIGTERM it:
 3. waits (up to ``DRAIN_SECONDS``) until every HTTP request in flight has
    been answered, so the streams' last bytes are out;
 4. hands the signal to the server's own handler, which stops as it would
-   have (a second SIGTERM meanwhile does so at once).
+   have. A second SIGTERM meanwhile goes to it at once.
 
 Why ``error`` and not ``abort``: ``abort`` is what the Stop button ends an
 answer with, and useChat treats it as a normal end (``isAbort``, status
@@ -114,7 +114,7 @@ def install() -> None:
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         global _signalled
-        if _signalled:  # a second SIGTERM: stop now
+        if _signalled or loop.is_closed():  # a second SIGTERM, or no loop left to drain: stop now
             _hand_over(previous, signum, frame)
             return
         _signalled = True
