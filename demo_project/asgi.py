@@ -1,6 +1,10 @@
 """ASGI entry point of the demo (daphne / uvicorn): Django for HTTP, the
 chat consumer for WebSockets at ``/ws/chat/``.
 
+``limit_request_bodies`` answers a request body over
+``UISTREAM["MAX_REQUEST_BYTES"]`` with a 413 as soon as it passes the
+limit (docs/operations.md, "Body limits").
+
 WebSockets get no CSRF protection, so the Origin check stands in for it:
 ``AllowedHostsOriginValidator`` refuses a handshake whose ``Origin`` is not
 one of ``ALLOWED_HOSTS`` (or has none). ``AuthMiddlewareStack`` gives the
@@ -20,11 +24,12 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from uistream_app.asgi import limit_request_bodies  # noqa: E402
 from uistream_app.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_application,
+        "http": limit_request_bodies(django_application),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -65,6 +65,17 @@ TEMPLATES = [
 ]
 
 
+#: The options of every SQLite database of the demo, the default file and a
+#: ``sqlite:///`` DATABASE_URL alike. WAL and immediate transactions: many
+#: streams write their logs at once (without them a burst of new chats fails
+#: with "database is locked"); the timeout lets a writer wait its turn.
+SQLITE_OPTIONS: dict[str, object] = {
+    "timeout": 20,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
+
+
 def _database_from_url(url: str) -> dict[str, object]:
     parts = urlsplit(url)
     engines = {
@@ -76,7 +87,11 @@ def _database_from_url(url: str) -> dict[str, object]:
         raise ValueError(f"DATABASE_URL scheme {parts.scheme!r} is not one of {sorted(engines)}")
     if parts.scheme == "sqlite":
         # sqlite:///relative.db, sqlite:////absolute/path.db
-        return {"ENGINE": engines["sqlite"], "NAME": unquote(parts.path[1:]) or ":memory:"}
+        return {
+            "ENGINE": engines["sqlite"],
+            "NAME": unquote(parts.path[1:]) or ":memory:",
+            "OPTIONS": dict(SQLITE_OPTIONS),
+        }
     return {
         "ENGINE": engines[parts.scheme],
         "NAME": unquote(parts.path.lstrip("/")),
@@ -90,17 +105,11 @@ def _database_from_url(url: str) -> dict[str, object]:
 if os.environ.get("DATABASE_URL"):
     DATABASES = {"default": _database_from_url(os.environ["DATABASE_URL"])}
 else:
-    # WAL and immediate transactions: many streams write their logs at once
-    # (without them a burst of new chats fails with "database is locked").
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": BASE_DIR / "db.sqlite3",
-            "OPTIONS": {
-                "timeout": 20,
-                "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
+            "OPTIONS": dict(SQLITE_OPTIONS),
         }
     }
 

@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -125,3 +126,88 @@ def serve_wsgi_demo(monkeypatch: Any, delay_ms: int) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def shared_database_url() -> str:
+    """A ``DATABASE_URL`` naming the test database this process uses (a
+    SQLite file or a PostgreSQL database), for a server in another process:
+    the test needs ``django_db(transaction=True)`` so both see every row."""
+    from urllib.parse import quote
+
+    from django.db import connection
+
+    settings = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{settings['NAME']}"
+    if connection.vendor != "postgresql":
+        raise RuntimeError(f"no DATABASE_URL for a {connection.vendor} test database")
+    user = quote(settings["USER"] or "", safe="")
+    if settings["PASSWORD"]:
+        user += ":" + quote(settings["PASSWORD"], safe="")
+    port = f":{settings['PORT']}" if settings["PORT"] else ""
+    return f"postgres://{user}@{settings['HOST'] or ''}{port}/{quote(settings['NAME'], safe='')}"
+
+
+class ServerProcess:
+    """A demo server in its own process (``demo_server``): its URL and its
+    process, for the tests that signal or kill it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], url: str, log: Any) -> None:
+        self.proc = proc
+        self.url = url
+        self.log = log
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def output(self) -> str:
+        """What the server has written to stderr so far."""
+        self.log.seek(0)
+        return bytes(self.log.read()).decode(errors="replace")
+
+
+#: How each server is started on ``port`` with the demo's ASGI application.
+SERVER_COMMANDS: dict[str, list[str]] = {
+    "daphne": ["-m", "daphne", "-b", "127.0.0.1", "-p", "{port}", "demo_project.asgi:application"],
+    "uvicorn": [
+        "-m",
+        "uvicorn",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "{port}",
+        "--log-level",
+        "warning",
+        "demo_project.asgi:application",
+    ],
+}
+
+
+@contextmanager
+def demo_server(server: str, env: dict[str, str]) -> Iterator[ServerProcess]:
+    """``server`` ("daphne" or "uvicorn") serving the demo in its own
+    process, with ``env`` added; killed at the end if still running."""
+    port = free_port()
+    command = [sys.executable, *(arg.format(port=port) for arg in SERVER_COMMANDS[server])]
+    # A file, not a pipe: a chatty server never blocks on it.
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=log)
+        handle = ServerProcess(proc, f"http://127.0.0.1:{port}", log)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                        break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"{server} did not start: {handle.output()[-2000:]}") from None
+                    time.sleep(0.05)
+            yield handle
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)

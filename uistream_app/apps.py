@@ -14,4 +14,5 @@ class UIStreamConfig(AppConfig):
         from . import (
             checks,  # noqa: F401  (registers the system checks)
             conf,  # noqa: F401  (connects the setting_changed reset)
+            shutdown,  # noqa: F401  (counts the requests a graceful stop waits for)
         )

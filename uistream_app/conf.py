@@ -56,6 +56,9 @@ DEFAULTS: Final[dict[str, Any]] = {
     "HISTORY_MAX_MESSAGES": 100,
     # Whether anyone may read the OpenAPI schema (schema/); False: staff only.
     "SCHEMA_PUBLIC": False,
+    # On SIGTERM, how long the runs of this process may go on to finish
+    # before they are interrupted (uistream_app.shutdown).
+    "SHUTDOWN_GRACE_SECONDS": 5,
 }
 
 LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")

@@ -199,6 +199,7 @@ class Run(models.Model):
         CANCELLED = "cancelled", _("cancelled")
         #: Stopped on purpose through the stop endpoint.
         STOPPED = "stopped", _("stopped")
+        INTERRUPTED = "interrupted", _("interrupted")
 
     id = models.UUIDField(_("id"), primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(

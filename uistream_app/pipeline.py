@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Protocol
 
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils.decorators import classonlymethod
@@ -27,6 +28,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 
+from .asgi import too_large
 from .chat_request import valid_id
 from .conf import SDK_VERSIONS
 from .conf import settings as uistream_settings
@@ -117,18 +119,26 @@ def check_csrf(request: HttpRequest) -> None:
 
 
 def check_json_request(request: HttpRequest) -> int:
-    """A JSON body's checks before a byte of it is read: its declared size
-    within ``MAX_REQUEST_BYTES`` (413) and a JSON content type (415).
+    """A JSON body's checks: its declared size within ``MAX_REQUEST_BYTES``
+    (413) and a JSON content type (415) before a byte of it is read, then
+    its actual size (413 too: a chunked body declares none, and Django's
+    own ``DATA_UPLOAD_MAX_MEMORY_SIZE`` would answer it with an HTML 400).
     Returns the size limit, for the parser."""
     max_bytes = int(uistream_settings.MAX_REQUEST_BYTES)
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > max_bytes:
-        raise BadRequest(f"the request body is larger than {max_bytes} bytes", code="too_large", status=413)
+        raise too_large(max_bytes)
     content_type = request.content_type or ""
     if content_type != "application/json":
         raise BadRequest(
             f"send application/json, not {content_type or 'nothing'!r}", code="unsupported_media_type", status=415
         )
+    try:
+        body = request.body  # read once here; the handler's read is the cached bytes
+    except RequestDataTooBig:
+        raise too_large(max_bytes) from None
+    if len(body) > max_bytes:
+        raise too_large(max_bytes)
     return max_bytes
 
 

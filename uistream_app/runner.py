@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,18 @@ class RunHandle:
     def cancel_unless_done(self) -> None:
         if not self.task.done():
             self.task.cancel()
+
+    def interrupt(self, error_text: str) -> None:
+        """End the run because this process is stopping (``shutdown``): it
+        closes with an ``error`` chunk carrying ``error_text`` and is stored
+        as ``interrupted``. Call it in the run's own event loop."""
+        if not self.task.done():
+            _INTERRUPTED[self.task] = error_text
+            self.task.cancel()
+
+
+#: The runs ``RunHandle.interrupt`` cancelled, with the text their clients get.
+_INTERRUPTED: weakref.WeakKeyDictionary[asyncio.Task[None], str] = weakref.WeakKeyDictionary()
 
 
 #: The runs executing in this process (every event loop), until their task
@@ -82,6 +95,9 @@ class Runner:
         watcher = asyncio.create_task(_watch_stop(prepared.channel, task, stopped))
         handle = RunHandle(prepared.run, task)
         _LIVE.add(handle)
+        from . import shutdown  # (imports this module)
+
+        shutdown.install()
 
         def ended(_task: asyncio.Task[None]) -> None:
             watcher.cancel()
@@ -119,8 +135,14 @@ async def execute_run(
         if failure:
             status = "failed"
     except asyncio.CancelledError:
-        status = "stopped" if stopped.is_set() else "cancelled"
-        tail = encoder.abort("stopped" if stopped.is_set() else None)
+        task = asyncio.current_task()
+        interrupted = _INTERRUPTED.get(task) if task is not None else None
+        if interrupted is not None:  # the process is stopping (RunHandle.interrupt)
+            status = "interrupted"
+            tail = encoder.error(interrupted)
+        else:
+            status = "stopped" if stopped.is_set() else "cancelled"
+            tail = encoder.abort("stopped" if stopped.is_set() else None)
         if tail:
             await asyncio.shield(_record_and_publish(recorder, channel, tail, closing=True))
         raise

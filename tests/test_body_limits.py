@@ -1,0 +1,172 @@
+"""A request body over ``MAX_REQUEST_BYTES`` gets the pipeline's 413 JSON,
+however it is sent: ``limit_request_bodies`` (the demo's ``asgi.py``)
+answers a chunked body as soon as it passes the limit, and under uvicorn
+the server stops reading it; the views answer the same when a body reaches
+them whole (no guard, or a server that spooled it)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from django.test import override_settings
+
+from uistream_app.models import Conversation, Run
+
+from .server import demo_server, serve_demo, shared_database_url
+from .test_chat_http import Browser
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MB = 1024 * 1024
+LIMIT = 1 * MB  # the default MAX_REQUEST_BYTES, which the demo keeps
+
+
+def too_large(response_status: int, body: bytes) -> bool:
+    return response_status == 413 and json.loads(body)["error"]["code"] == "too_large"
+
+
+def chat_body_pieces(total: int, piece: int = 64 * 1024) -> Iterator[bytes]:
+    """A useChat body of about ``total`` bytes (one huge text part), in pieces."""
+    yield b'{"id": "big", "trigger": "submit-message", "messages": [{"id": "u1", "role": "user", '
+    yield b'"parts": [{"type": "text", "text": "'
+    for _ in range(total // piece):
+        yield b"a" * piece
+    yield b'"}]}]}'
+
+
+class ChunkedUpload:
+    """Sends a chunked POST from one thread while the test reads the answer
+    on the same socket: what a client that keeps sending sees, and how
+    much it had managed to send when the answer came."""
+
+    def __init__(self, url: str, path: str, headers: dict[str, str], pieces: Iterator[bytes]) -> None:
+        parts = urlsplit(url)
+        self.sock = socket.create_connection((parts.hostname, parts.port), timeout=30)
+        # A small send buffer of our own: what was sent is (nearly) what the
+        # server's side has taken, not what sits in this process's kernel.
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+        head = f"POST {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nTransfer-Encoding: chunked\r\n"
+        head += "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        self.sock.sendall(head.encode() + b"\r\n")
+        self.sent = 0
+        self.pieces = pieces
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        try:
+            for piece in self.pieces:
+                self.sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.sent += len(piece)
+            self.sock.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass  # the server closed the connection: it stopped reading
+
+    def answer(self) -> tuple[int, bytes, int]:
+        """The status and body of the answer, and the body bytes sent when
+        the answer's head arrived."""
+        response = http.client.HTTPResponse(self.sock)
+        response.begin()
+        sent_by_then = self.sent
+        body = response.read()
+        self.sock.close()
+        self.thread.join(timeout=30)
+        return response.status, body, sent_by_then
+
+
+def session_headers(base: str) -> dict[str, str]:
+    browser = Browser(base)
+    cookie = "; ".join(f"{name}={value}" for name, value in browser.client.cookies.items())
+    return {"Content-Type": "application/json", "X-CSRFToken": browser.token, "Cookie": cookie}
+
+
+@pytest.fixture
+def demo_env() -> dict[str, str]:
+    return {
+        "DJANGO_SETTINGS_MODULE": "demo_project.settings",
+        "DATABASE_URL": shared_database_url(),
+    }
+
+
+def test_uvicorn_refuses_a_30_mb_chunked_body_with_413_json_after_reading_little_of_it(
+    demo_env: dict[str, str],
+) -> None:
+    with demo_server("uvicorn", demo_env) as server:
+        upload = ChunkedUpload(server.url, "/api/chat", session_headers(server.url), chat_body_pieces(30 * MB))
+        status, body, sent = upload.answer()
+        assert too_large(status, body), (status, body[:300])
+        # The answer came while the client still had most of its body to
+        # send: the server read the limit and its buffers, not the body.
+        assert sent < 8 * MB, sent
+        # And the server is fine: the next request on a new connection works.
+        assert httpx.get(server.url + "/api/csrf").status_code == 200
+    assert Conversation.objects.count() == 0
+    assert Run.objects.count() == 0
+
+
+def test_daphne_refuses_a_30_mb_chunked_body_with_413_json(demo_env: dict[str, str]) -> None:
+    # daphne reads a whole body before the application runs (docs/operations.md):
+    # the answer is the same 413 JSON, after all of it has arrived.
+    with demo_server("daphne", demo_env) as server:
+        upload = ChunkedUpload(server.url, "/api/chat", session_headers(server.url), chat_body_pieces(30 * MB))
+        status, body, _sent = upload.answer()
+        assert too_large(status, body), (status, body[:300])
+    assert Conversation.objects.count() == 0
+
+
+def test_a_declared_length_over_the_limit_is_refused_before_the_body(demo_env: dict[str, str]) -> None:
+    with demo_server("uvicorn", demo_env) as server:
+        parts = urlsplit(server.url)
+        with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
+            head = f"POST /api/chat HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Length: {30 * MB}\r\n"
+            head += "".join(f"{name}: {value}\r\n" for name, value in session_headers(server.url).items())
+            sock.sendall(head.encode() + b"\r\n")  # and not a byte of the body
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            assert too_large(response.status, response.read())
+
+
+@pytest.fixture
+def unguarded(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Django's own ASGI application, no guard in front: the views' checks."""
+    with override_settings(UISTREAM={"ALLOW_ANONYMOUS": True, "MODEL": "demo_project.demo_model.make_model"}):
+        yield from serve_demo(monkeypatch, delay_ms=1)
+
+
+@pytest.mark.parametrize(
+    "size",
+    [
+        pytest.param(int(1.5 * MB), id="over MAX_REQUEST_BYTES"),
+        pytest.param(3 * MB, id="over DATA_UPLOAD_MAX_MEMORY_SIZE too"),
+    ],
+)
+def test_the_views_refuse_a_chunked_body_over_the_limit_with_the_same_413_json(unguarded: str, size: int) -> None:
+    browser = Browser(unguarded)
+    response = browser.client.post(
+        "/api/chat",
+        content=chat_body_pieces(size),  # an iterator: sent chunked, no Content-Length
+        headers={"Content-Type": "application/json", "X-CSRFToken": browser.token},
+    )
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "too_large"
+    assert Conversation.objects.count() == 0
+
+
+def test_a_body_within_the_limit_sent_chunked_still_starts_a_chat(unguarded: str) -> None:
+    browser = Browser(unguarded)
+    body: dict[str, Any] = browser.chat_body("small", "count to 3")
+    response = browser.client.post(
+        "/api/chat",
+        content=iter([json.dumps(body).encode()]),
+        headers={"Content-Type": "application/json", "X-CSRFToken": browser.token},
+    )
+    assert response.status_code == 200
+    assert '"type":"finish"' in response.text.replace(" ", "")
