@@ -38,6 +38,7 @@ from .hooks import ChatHooks
 from .live import BrokerError, get_broker
 from .models import Conversation
 from .owners import Owner
+from .pipeline import BROKER_UNAVAILABLE
 from .policies import Policies, SocketRequest, check_policies
 from .protocol.ws import (
     CLOSE_MESSAGE_TOO_BIG,
@@ -368,8 +369,10 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
                 for text in renderer.chunks(first, chunks):
                     await send(text_data=text)
         except BrokerError:
+            # Redis gone: the request ends with a masked error the client
+            # sees at once (the HTTP stream's in-band error chunk).
             logger.exception("the broker failed while run %s streamed to a socket", request.run_id)
-            await send(text_data=renderer.error(uistream_settings.ERROR_TEXT, "internal"))
+            await send(text_data=renderer.error(uistream_settings.ERROR_TEXT, BROKER_UNAVAILABLE))
             return False
         finally:
             aclose = getattr(subscription, "aclose", None)
@@ -400,11 +403,14 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
         (the detail goes to the log), as a run's failure is masked."""
         try:
             await work
-        except Exception:
+        except Exception as exc:
             logger.exception("a chat socket request failed")
+            # A broker that fails before the request streams is the HTTP
+            # endpoints' 503: the same code, nothing written.
+            code = BROKER_UNAVAILABLE if isinstance(exc, BrokerError) else "internal"
             if not self._closed:
                 with suppress(Exception):  # the socket itself may be what failed
-                    await self.send(text_data=renderer.error(uistream_settings.ERROR_TEXT, "internal"))
+                    await self.send(text_data=renderer.error(uistream_settings.ERROR_TEXT, code))
 
     def _forget(self, request: _Request) -> Callable[[asyncio.Task[None]], None]:
         def done(task: asyncio.Task[None]) -> None:
