@@ -354,8 +354,9 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
 
     async def _forward(self, request: _Request, renderer: ChatFrameRenderer, from_seq: int) -> bool:
         """Send the run's chunks from ``from_seq`` to its end as frames, then
-        ``end``; True when the run's stream was delivered whole. A resume
-        that finds nothing to replay answers ``no-active``."""
+        ``end``; True when the request ended on its own (the run's stream
+        delivered whole, or a broker failure reported), False when it was
+        cut. A resume that finds nothing to replay answers ``no-active``."""
         assert request.run_id is not None
         send = self.send
         request.streaming = True  # from here on, cancelling the task loses nothing
@@ -373,7 +374,9 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
             # sees at once (the HTTP stream's in-band error chunk).
             logger.exception("the broker failed while run %s streamed to a socket", request.run_id)
             await send(text_data=renderer.error(uistream_settings.ERROR_TEXT, BROKER_UNAVAILABLE))
-            return False
+            # Not a disconnect, so ON_DISCONNECT does not apply: the run's
+            # own failed publish settles it (``runner.execute_run``).
+            return True
         finally:
             aclose = getattr(subscription, "aclose", None)
             if aclose is not None:
