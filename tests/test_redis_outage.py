@@ -228,3 +228,91 @@ def test_after_redis_is_back_the_first_request_of_every_process_works(redis: Red
         for n, browser in enumerate(browsers):
             assert text_of(answered(browser, f"back-{n}", "count to 3", message_id="u2")) == "1 2 3", SERVERS[n]
     assert not Run.objects.exclude(status="completed").exists()
+
+
+def test_an_agui_stream_ends_with_run_error_when_redis_goes_away(redis: RedisProcess, site: str) -> None:
+    browser = Browser(site)
+    body = {"threadId": "agui-1", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "count to 3000"}]}
+    with browser.client.stream("POST", "/api/agui", json=body, headers={"X-CSRFToken": browser.token}) as response:
+        assert response.status_code == 200
+        received = b""
+        raw = response.iter_raw()
+        while received.count(b"TEXT_MESSAGE_CONTENT") < 5:
+            received += next(raw)
+        redis.kill()
+        deadline = time.monotonic() + END_WITHIN
+        for piece in raw:  # httpx raises on a chunked body that stops short
+            received += piece
+            assert time.monotonic() < deadline, f"the AG-UI stream did not end within {END_WITHIN} s"
+    events = sse_chunks(received)
+    assert events[-1]["type"] == "RUN_ERROR"
+    assert events[-1]["message"] == ERROR_TEXT
+    assert not [e for e in events if e["type"] == "RUN_FINISHED"]
+    wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be settled", END_WITHIN)
+    run = Run.objects.get(conversation_id="agui-1")
+    assert (run.status, run.error_code) == ("failed", "BrokerUnavailable")
+
+
+def socket_frame(kind: str, request_id: str, chat_id: str, text: str, message_id: str) -> str:
+    """A ``send`` frame as ai@7's WebSocketChatTransport writes it."""
+    message = {"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}
+    return json.dumps(
+        {
+            "type": kind,
+            "requestId": request_id,
+            "id": chat_id,
+            "trigger": "submit-message",
+            "messages": [message],
+            "headers": {},
+            "body": {},
+        }
+    )
+
+
+def frames_until_the_end(socket: Any, request_id: str, deadline: float) -> list[dict[str, Any]]:
+    """The frames of ``request_id`` up to its ``end`` or ``error`` frame."""
+    frames = []
+    while True:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, "the socket's request did not end in time"
+        frame = json.loads(socket.recv(timeout=remaining))
+        if frame.get("requestId") != request_id:
+            continue
+        frames.append(frame)
+        if frame["type"] in ("end", "error"):
+            return frames
+
+
+def test_a_socket_request_ends_with_an_error_frame_when_redis_goes_away(redis: RedisProcess) -> None:
+    from websockets.sync.client import connect
+
+    with server_process("daphne", server_env(redis)) as base:
+        browser = Browser(base)
+        answered(browser, "ws-1", "count to 3")  # the visitor's session
+        url = base.replace("http://", "ws://") + "/ws/chat/"
+        with connect(url, origin=base, additional_headers={"Cookie": cookie_of(browser)}) as socket:  # type: ignore[arg-type]
+            socket.send(socket_frame("send", "q1", "ws-1", "count to 3000", "u2"))
+            chunks = 0
+            while chunks < 5:
+                frame = json.loads(socket.recv(timeout=END_WITHIN))
+                chunks += frame["type"] == "chunk"
+            redis.kill()
+            last = frames_until_the_end(socket, "q1", time.monotonic() + END_WITHIN)[-1]
+            assert last == {"type": "error", "requestId": "q1", "errorText": ERROR_TEXT, "code": "broker_unavailable"}
+
+            # While Redis is down a send is refused with the 503's code,
+            # nothing written, and the socket stays open.
+            wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be settled", END_WITHIN)
+            before = stored_counts()
+            socket.send(socket_frame("send", "q2", "ws-1", "count to 3", "u3"))
+            refused = frames_until_the_end(socket, "q2", time.monotonic() + END_WITHIN)
+            assert [(f["type"], f.get("code")) for f in refused] == [("error", "broker_unavailable")]
+            assert stored_counts() == before
+
+            redis.start()
+            socket.send(socket_frame("send", "q3", "ws-1", "count to 3", "u3"))
+            frames = frames_until_the_end(socket, "q3", time.monotonic() + 30)
+            assert frames[-1]["type"] == "end"
+            assert text_of([f["chunk"] for f in frames if f["type"] == "chunk"]) == "1 2 3"
+    failed = Run.objects.get(conversation_id="ws-1", status="failed")
+    assert failed.error_code == "BrokerUnavailable"
