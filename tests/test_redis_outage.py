@@ -316,3 +316,29 @@ def test_a_socket_request_ends_with_an_error_frame_when_redis_goes_away(redis: R
             assert text_of([f["chunk"] for f in frames if f["type"] == "chunk"]) == "1 2 3"
     failed = Run.objects.get(conversation_id="ws-1", status="failed")
     assert failed.error_code == "BrokerUnavailable"
+
+
+def test_a_redis_restarted_at_once_still_ends_open_streams_with_an_error(redis: RedisProcess, site: str) -> None:
+    # Killed and started again straight away: the subscribers' retries may
+    # reach the new, empty Redis, where their run's stream is gone. That
+    # is a lost run, not a finished one (rule 13): an error, never a bare end.
+    browser = Browser(site)
+    with browser.stream("restart-1", "count to 3000") as response:
+        assert response.status_code == 200
+        received = b""
+        raw = response.iter_raw()
+        while received.count(b"text-delta") < 5:
+            received += next(raw)
+        redis.kill()
+        redis.start()
+        deadline = time.monotonic() + END_WITHIN
+        for piece in raw:  # httpx raises on a chunked body that stops short
+            received += piece
+            assert time.monotonic() < deadline, f"the stream did not end within {END_WITHIN} s"
+    assert received.endswith(b"data: [DONE]\n\n")
+    assert sse_chunks(received)[-1] == {"type": "error", "errorText": ERROR_TEXT}
+    wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be settled", END_WITHIN)
+    run = Run.objects.get(conversation_id="restart-1")
+    assert run.status == "failed"
+    assert run.error_code in ("BrokerUnavailable", "RunLost")
+    assert text_of(answered(browser, "restart-1", "count to 3", message_id="u2")) == "1 2 3"

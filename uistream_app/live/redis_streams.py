@@ -440,7 +440,7 @@ class RedisBroker:
         block_seconds = self.block_seconds if keepalive is None else min(self.block_seconds, keepalive)
         block_ms = max(int(block_seconds * 1000), 10)
         loop = asyncio.get_running_loop()
-        quiet_since = loop.time()
+        quiet_since = subscribed_at = loop.time()
         with self._unavailable():
             pipe = redis.pipeline(transaction=False)
             pipe.exists(key)
@@ -476,7 +476,21 @@ class RedisBroker:
             with self._unavailable():
                 reply = await redis.xread({key: last_id}, count=READ_COUNT, block=block_ms)
                 if not reply and not await redis.exists(key):
+                    if await self._restarted_since(loop.time() - subscribed_at):
+                        # Rule 13: the stream went with the server, not
+                        # with the run's process.
+                        raise RunLost(f"Redis restarted while run {run_id!r} was live: its stream is gone.")
                     return  # expired: the run's process died (rule 7)
+
+    async def _restarted_since(self, seconds: float) -> bool:
+        """Rule 13: did the server start less than ``seconds`` ago? (False
+        when it won't say: ``INFO`` renamed away.)"""
+        try:
+            info = await self._client().redis.info("server")
+        except ResponseError:
+            return False
+        uptime = info.get("uptime_in_seconds")
+        return isinstance(uptime, int) and uptime < seconds
 
     async def request_stop(self, conversation_id: str) -> bool:
         redis = self._client().redis
