@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -131,35 +132,39 @@ def serve_wsgi_demo(monkeypatch: Any, delay_ms: int) -> Iterator[str]:
 def server_process(server: str, env: dict[str, str]) -> Iterator[str]:
     """``subprocess_server`` for either server: ``"daphne"`` or
     ``"uvicorn"`` (with websockets off: HTTP only) in its own process,
-    killable for real. Yields its base URL."""
+    killable for real. Yields its base URL. Its stderr goes to a file, not
+    a pipe nobody reads: a server that logs a lot (tracebacks of failures
+    the test provokes) would block once a pipe's buffer is full."""
     port = free_port()
     if server == "daphne":
         command = ["daphne", "-b", "127.0.0.1", "-p", str(port)]
     else:
         command = ["uvicorn", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--ws", "none"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", *command, "demo_project.asgi:application"],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read().decode() if proc.stderr else ""
-                    raise RuntimeError(f"{server} did not start: {err[-2000:]}") from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", *command, "demo_project.asgi:application"],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                        break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        log.seek(0)
+                        err = log.read().decode(errors="replace")
+                        raise RuntimeError(f"{server} did not start: {err[-2000:]}") from None
+                    time.sleep(0.05)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
