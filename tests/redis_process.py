@@ -36,7 +36,8 @@ def redis_server_binary() -> str:
 
 class RedisProcess:
     """One ``redis-server`` on ``port``: ``start()``, ``kill()`` (SIGKILL),
-    ``start()`` again on the same port."""
+    ``start()`` again on the same port; ``pause()`` and ``resume()``
+    (SIGSTOP, SIGCONT) for a Redis that hangs."""
 
     def __init__(self, binary: str) -> None:
         self.binary = binary
@@ -70,6 +71,15 @@ class RedisProcess:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
         self.process = None
+
+    def pause(self) -> None:
+        """SIGSTOP: Redis hangs, its connections stay open and silent."""
+        assert self.process is not None, "not running"
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None, "not running"
+        self.process.send_signal(signal.SIGCONT)
 
     def stop(self) -> None:
         if self.process is not None:

@@ -175,8 +175,10 @@ def test_killing_redis_mid_answer_ends_every_stream_with_an_error(node: str, red
     assert stored.startswith(text_of(resumed_chunks))
     assert len(stored.split()) < 3000
 
-    # Redis back: a new turn on the same chat, through the real client.
+    # Redis back: nothing live to resume; a new turn on the same chat,
+    # through the real client.
     redis.start()
+    assert resumer.get("/api/chat/outage-1/stream").status_code == 204
     after = client_result(start_client(node, site, browser, chatId="outage-1", steps=[{"send": "count to 4"}]), 30)
     assert (after["status"], after["error"]) == ("ready", None)
     assert message_text(after["messages"][-1]) == "1 2 3 4"
@@ -342,3 +344,31 @@ def test_a_redis_restarted_at_once_still_ends_open_streams_with_an_error(redis: 
     assert run.status == "failed"
     assert run.error_code in ("BrokerUnavailable", "RunLost")
     assert text_of(answered(browser, "restart-1", "count to 3", message_id="u2")) == "1 2 3"
+
+
+def test_a_redis_that_hangs_ends_open_streams_within_the_socket_timeout(redis: RedisProcess, site: str) -> None:
+    # SIGSTOP: no connection is closed, Redis just stops answering. The
+    # servers' socket timeout is BLOCK_SECONDS (1) + 5 s.
+    browser = Browser(site)
+    try:
+        with browser.stream("hang-1", "count to 3000") as response:
+            assert response.status_code == 200
+            received = b""
+            raw = response.iter_raw()
+            while received.count(b"text-delta") < 5:
+                received += next(raw)
+            redis.pause()
+            deadline = time.monotonic() + END_WITHIN
+            for piece in raw:
+                received += piece
+                assert time.monotonic() < deadline, f"the stream did not end within {END_WITHIN} s"
+        assert received.endswith(b"data: [DONE]\n\n")
+        assert sse_chunks(received)[-1] == {"type": "error", "errorText": ERROR_TEXT}
+        refused = browser.post("/api/chat", browser.chat_body("hang-2", "count to 3"), timeout=END_WITHIN)
+        assert (refused.status_code, refused.json()["error"]["code"]) == (503, "broker_unavailable")
+        wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be settled", END_WITHIN)
+    finally:
+        redis.resume()
+    run = Run.objects.get(conversation_id="hang-1")
+    assert (run.status, run.error_code) == ("failed", "BrokerUnavailable")
+    assert not Conversation.objects.filter(pk="hang-2").exists()
