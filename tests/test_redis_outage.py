@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -43,11 +44,20 @@ def redis() -> Iterator[RedisProcess]:
     yield from redis_process()
 
 
+def shared_database_url() -> str:
+    """The test database as a ``DATABASE_URL`` for the server processes."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    if connection.vendor == "postgresql":
+        user = quote(db["USER"] or "", safe="") + (":" + quote(db["PASSWORD"], safe="") if db["PASSWORD"] else "")
+        return f"postgres://{user}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{quote(db['NAME'])}"
+    raise AssertionError(f"the server processes cannot share a {connection.vendor} database")
+
+
 def server_env(redis: RedisProcess) -> dict[str, str]:
     """A server process's environment: the test database, the demo model
     pacing its deltas 10 ms apart, the Redis broker on the test's Redis."""
-    if connection.vendor != "sqlite":
-        pytest.skip("the server processes share the database through its file (SQLite)")
     uistream = {
         "ALLOW_ANONYMOUS": True,
         "MODEL": "demo_project.demo_model.make_model",
@@ -60,7 +70,7 @@ def server_env(redis: RedisProcess) -> dict[str, str]:
     }
     return {
         "DJANGO_SETTINGS_MODULE": "tests.server_settings",
-        "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+        "DATABASE_URL": shared_database_url(),
         "UISTREAM_TEST_SETTINGS": json.dumps(uistream),
         "UISTREAM_DEMO_DELAY_MS": "10",
     }
