@@ -211,3 +211,10 @@ def demo_server(server: str, env: dict[str, str]) -> Iterator[ServerProcess]:
             if proc.poll() is None:
                 proc.kill()
             proc.wait(timeout=10)
+
+
+@contextmanager
+def server_process(server: str, env: dict[str, str]) -> Iterator[str]:
+    """``demo_server``'s base URL, for tests that only need to reach it."""
+    with demo_server(server, env) as handle:
+        yield handle.url

@@ -38,6 +38,7 @@ from .hooks import ChatHooks
 from .live import BrokerError, get_broker
 from .models import Conversation
 from .owners import Owner
+from .pipeline import BROKER_UNAVAILABLE
 from .policies import Policies, SocketRequest, check_policies
 from .protocol.ws import (
     CLOSE_MESSAGE_TOO_BIG,
@@ -353,8 +354,9 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
 
     async def _forward(self, request: _Request, renderer: ChatFrameRenderer, from_seq: int) -> bool:
         """Send the run's chunks from ``from_seq`` to its end as frames, then
-        ``end``; True when the run's stream was delivered whole. A resume
-        that finds nothing to replay answers ``no-active``."""
+        ``end``; True when the request ended on its own (the run's stream
+        delivered whole, or a broker failure reported), False when it was
+        cut. A resume that finds nothing to replay answers ``no-active``."""
         assert request.run_id is not None
         send = self.send
         request.streaming = True  # from here on, cancelling the task loses nothing
@@ -368,9 +370,13 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
                 for text in renderer.chunks(first, chunks):
                     await send(text_data=text)
         except BrokerError:
+            # Redis gone: the request ends with a masked error the client
+            # sees at once (the HTTP stream's in-band error chunk).
             logger.exception("the broker failed while run %s streamed to a socket", request.run_id)
-            await send(text_data=renderer.error(uistream_settings.ERROR_TEXT, "internal"))
-            return False
+            await send(text_data=renderer.error(uistream_settings.ERROR_TEXT, BROKER_UNAVAILABLE))
+            # Not a disconnect, so ON_DISCONNECT does not apply: the run's
+            # own failed publish settles it (``runner.execute_run``).
+            return True
         finally:
             aclose = getattr(subscription, "aclose", None)
             if aclose is not None:
@@ -400,11 +406,14 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
         (the detail goes to the log), as a run's failure is masked."""
         try:
             await work
-        except Exception:
+        except Exception as exc:
             logger.exception("a chat socket request failed")
+            # A broker that fails before the request streams is the HTTP
+            # endpoints' 503: the same code, nothing written.
+            code = BROKER_UNAVAILABLE if isinstance(exc, BrokerError) else "internal"
             if not self._closed:
                 with suppress(Exception):  # the socket itself may be what failed
-                    await self.send(text_data=renderer.error(uistream_settings.ERROR_TEXT, "internal"))
+                    await self.send(text_data=renderer.error(uistream_settings.ERROR_TEXT, code))
 
     def _forget(self, request: _Request) -> Callable[[asyncio.Task[None]], None]:
         def done(task: asyncio.Task[None]) -> None:

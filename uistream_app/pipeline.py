@@ -13,6 +13,7 @@ handed to the handler, never on the view.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -33,7 +34,7 @@ from .chat_request import valid_id
 from .conf import SDK_VERSIONS
 from .conf import settings as uistream_settings
 from .errors import BadRequest, not_found
-from .live import Broker, get_broker
+from .live import Broker, BrokerError, get_broker
 from .models import Conversation
 from .owners import Owner
 from .policies import Policies, check_policies, translate_api_exception
@@ -43,10 +44,12 @@ from .protocol.ui.chunks import Chunk
 from .runner import RunHandle
 
 __all__ = [
+    "BROKER_UNAVAILABLE",
     "SSE_HEADERS",
     "RequestContext",
     "StreamRenderer",
     "StreamView",
+    "broker_unavailable",
     "check_json_request",
     "render_subscription",
     "resolve_sdk_version",
@@ -61,6 +64,12 @@ SSE_HEADERS: dict[str, str] = {
 }
 SDK_VERSION_HEADER = "x-uistream-sdk-version"
 SAFE_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
+
+logger = logging.getLogger("uistream_app.pipeline")
+
+#: The error code of a request refused because the broker fails (503), on
+#: HTTP and on the WebSocket alike.
+BROKER_UNAVAILABLE = "broker_unavailable"
 
 
 class StreamRenderer(Protocol):
@@ -160,6 +169,18 @@ def resolve_sdk_version(request: HttpRequest, default: int) -> int:
     return version
 
 
+def broker_unavailable(exc: BrokerError) -> BadRequest:
+    """The answer to a request that needs the broker while it fails (Redis
+    gone): 503, ``broker_unavailable``; the detail goes to the log."""
+    logger.warning("the broker failed: %s", exc)
+    return BadRequest(
+        "the live broker cannot be reached: try again shortly",
+        code=BROKER_UNAVAILABLE,
+        status=503,
+        headers={"Retry-After": "5"},
+    )
+
+
 async def render_subscription(
     broker: Broker,
     run_id: str,
@@ -172,18 +193,29 @@ async def render_subscription(
     after ``keepalive_seconds`` of silence, the renderer's end at the end.
     What the broker hands over together goes out in one write.
     ``on_close(completed)`` runs however the response ends (a disconnect
-    closes this generator: ``completed`` is then False)."""
+    closes this generator: ``completed`` is then False).
+
+    A broker that fails mid-stream (Redis gone) ends the stream in band: a
+    masked ``error`` chunk in the renderer's dialect, then its end, so the
+    client sees an error and the response body is complete."""
     subscription = broker.subscribe_batches(run_id, keepalive=keepalive_seconds)
     render_many = renderer.render_many
     completed = False
     try:
-        async for _seq, chunks in subscription:
-            if not chunks:
-                yield KEEPALIVE_FRAME
-                continue
-            frames = render_many(chunks)
-            if frames:
-                yield frames
+        try:
+            async for _seq, chunks in subscription:
+                if not chunks:
+                    yield KEEPALIVE_FRAME
+                    continue
+                frames = render_many(chunks)
+                if frames:
+                    yield frames
+        except BrokerError:
+            logger.exception("the broker failed while run %s streamed", run_id)
+            yield render_many([{"type": "error", "errorText": str(uistream_settings.ERROR_TEXT)}])
+        # Also after a broker failure: the client was told and was not lost,
+        # so ON_DISCONNECT does not apply; the run's own failed publish
+        # settles it (``runner.execute_run``).
         completed = True
         yield renderer.done()
     finally:
@@ -268,6 +300,10 @@ class StreamView(Policies, View):
             return await handler(request, context, *args, **kwargs)  # type: ignore[no-any-return]
         except BadRequest as exc:
             return self.handle_exception(exc)
+        except BrokerError as exc:
+            # Before any byte of an answer: nothing was written (the store
+            # takes the run's slot from the broker before it writes).
+            return self.handle_exception(broker_unavailable(exc))
 
     def handle_exception(self, exc: BadRequest) -> HttpResponse:
         """Every refusal as the same JSON body (and its headers)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .conf import settings as uistream_settings
-from .live import RunChannel
+from .live import BrokerError, RunChannel
 from .models import Run
 from .protocol.events import Event
 from .protocol.ui.chunks import Chunk
@@ -132,6 +132,9 @@ async def execute_run(
             # cancellation (stop, disconnect) can't split the two, and
             # publish takes its chunks before it first waits (RunChannel).
             await _record_and_publish(recorder, channel, batch)
+        # A broker that failed after the last publish (Redis gone) fails
+        # the run here, before its outcome is stored.
+        await channel.flush()
         if failure:
             status = "failed"
     except asyncio.CancelledError:
@@ -185,7 +188,12 @@ async def _finish(recorder: RunRecorder, channel: RunChannel, status: str, **fie
     try:
         await recorder.finish(status, **fields)
     finally:
-        await channel.close()
+        try:
+            await channel.close()
+        except BrokerError as exc:
+            # The outcome is stored already (a broker failure is in it as
+            # the run's error); the broker's keys expire by themselves.
+            logger.warning("could not close run %s in the broker: %s", recorder.run.pk, exc)
 
 
 async def _watch_stop(channel: RunChannel, task: asyncio.Task[None], stopped: asyncio.Event) -> None:
