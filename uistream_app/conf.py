@@ -56,11 +56,20 @@ DEFAULTS: Final[dict[str, Any]] = {
     "HISTORY_MAX_MESSAGES": 100,
     # Whether anyone may read the OpenAPI schema (schema/); False: staff only.
     "SCHEMA_PUBLIC": False,
+    # Where runs execute: "inprocess" (the web process that took the
+    # request), "celery" (a Celery worker; needs the Redis broker), or the
+    # dotted path of a Runner subclass (docs/operations.md, "Executors").
+    "EXECUTOR": "inprocess",
 }
 
 LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")
 
 ON_DISCONNECT_CHOICES: Final = ("cancel", "finish")
+#: ``EXECUTOR`` aliases.
+EXECUTORS: Final = {
+    "inprocess": "uistream_app.runner.Runner",
+    "celery": "uistream_app.executors.CeleryRunner",
+}
 SDK_VERSIONS: Final = (5, 6, 7)
 
 
