@@ -56,8 +56,9 @@ class Process:
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.log = tempfile.NamedTemporaryFile(prefix="uistream-celery-test-", suffix=".log", delete=False)  # noqa: SIM115
+        # A session of its own: a kill reaches a worker's pool processes too.
         self.proc = subprocess.Popen(
-            args, cwd=ROOT, env={**os.environ, **env}, stdout=self.log, stderr=subprocess.STDOUT
+            args, cwd=ROOT, env={**os.environ, **env}, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
     def output(self) -> str:
@@ -72,7 +73,7 @@ class Process:
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc.poll() is None:
-            self.proc.send_signal(sig)
+            os.killpg(self.proc.pid, sig)
         try:
             self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
@@ -306,3 +307,35 @@ def test_stop_through_the_web_process_stops_the_worker_run(stack: Stack) -> None
     assert answer.status_code == 200
     wait_for(lambda: settled("stopped"), "the second run to be stored")
     assert run_status("stopped") == ["stopped", "completed"]
+
+
+def test_killing_the_worker_settles_the_run_interrupted(stack: Stack) -> None:
+    from uistream_app.conf import DEFAULTS
+
+    if "LEASE_SECONDS" not in DEFAULTS:
+        pytest.skip("needs the leases and the sweeper (issue 15, part A), not on this branch yet")
+    stack.env["UISTREAM_DEMO_DELAY_MS"] = "30"
+    settings = json.loads(stack.env["UISTREAM_TEST_SETTINGS"])
+    lease = float(settings.get("LEASE_SECONDS", DEFAULTS["LEASE_SECONDS"]))
+    web, _ = stack.web()
+    worker = stack.worker()
+    browser = Browser(web)
+    with browser.stream("orphan", "count to 400") as response:
+        seen, done = read_chunks(response, stop=lambda cs: len(text_of(cs).split()) >= 10)
+        assert not done
+        worker.kill(signal.SIGKILL)
+        rest, done = read_chunks(response)
+    # The client is not left hanging: a terminal chunk, then [DONE].
+    assert done
+    assert rest[-1]["type"] in ("error", "abort")
+    wait_for(lambda: settled("orphan"), "the run to be settled", timeout=lease + 15)
+    assert run_status("orphan") == ["interrupted"]
+    said = text_of(seen + rest).split()
+    assert answer_text(stored_messages("orphan")[-1]).split() == said
+
+    # A new worker; the task the dead one held is not run again, a new turn is.
+    stack.worker()
+    answer = browser.post("/api/chat", browser.chat_body("orphan", "count to 2", message_id="u2"))
+    assert answer.status_code == 200
+    wait_for(lambda: settled("orphan"), "the second run to be stored")
+    assert run_status("orphan") == ["interrupted", "completed"]

@@ -1,0 +1,101 @@
+"""The executor setting (``UISTREAM["EXECUTOR"]``): which runner a view
+gets, its system check (E020), and the core without Celery installed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from uistream_app.checks import check_executor
+from uistream_app.executors import CeleryRunner, executor_class
+from uistream_app.runner import Runner
+from uistream_app.views import ChatView
+
+from .server import ROOT
+
+REDIS = {"BACKEND": "redis", "URL": "redis://127.0.0.1:6379/0"}
+
+
+class LoudRunner(Runner):
+    """A project's own executor, named by dotted path."""
+
+
+class ShopView(ChatView):
+    pass
+
+
+def test_the_default_runs_in_process() -> None:
+    with override_settings(UISTREAM={}):
+        runner = ShopView().get_runner()
+        assert type(runner) is Runner
+        assert check_executor() == []
+
+
+def test_celery_names_the_view_class_for_the_worker() -> None:
+    with override_settings(UISTREAM={"EXECUTOR": "celery", "BROKER": REDIS}):
+        runner = ShopView().get_runner()
+        assert check_executor() == []
+    assert isinstance(runner, CeleryRunner)
+    assert runner.hooks_class is ShopView
+
+
+def test_a_dotted_path_names_a_runner_class() -> None:
+    with override_settings(UISTREAM={"EXECUTOR": f"{__name__}.LoudRunner"}):
+        assert type(ShopView().get_runner()) is LoudRunner
+        assert check_executor() == []
+
+
+@pytest.mark.parametrize(
+    "uistream",
+    [
+        {"EXECUTOR": "threads"},
+        {"EXECUTOR": "collections.OrderedDict"},
+        # The worker publishes the chunks, the web processes relay them.
+        {"EXECUTOR": "celery"},
+        {"EXECUTOR": "celery", "BROKER": {"BACKEND": "memory"}},
+    ],
+)
+def test_e020(uistream: dict[str, object]) -> None:
+    with override_settings(UISTREAM=uistream):
+        messages = check_executor()
+        assert [m.id for m in messages] == ["uistream_app.E020"]
+        assert all(m.hint for m in messages)
+        if uistream["EXECUTOR"] != "celery":
+            with pytest.raises(ImproperlyConfigured, match="EXECUTOR"):
+                executor_class()
+
+
+def test_the_core_imports_without_celery_and_names_the_extra() -> None:
+    script = """
+import sys
+sys.modules["celery"] = None  # as if it were not installed
+import django
+django.setup()
+from django.test import override_settings
+from django.core.exceptions import ImproperlyConfigured
+import uistream_app.views, uistream_app.executors
+from uistream_app.executors import _task
+from uistream_app.checks import check_executor
+with override_settings(UISTREAM={"EXECUTOR": "celery", "BROKER": {"BACKEND": "redis"}}):
+    print([(m.id, m.hint) for m in check_executor()])
+try:
+    _task()
+except ImproperlyConfigured as exc:
+    print(exc)
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"DJANGO_SETTINGS_MODULE": "tests.settings", "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    check_line, error_line = result.stdout.strip().splitlines()
+    assert check_line == "[('uistream_app.E020', \"pip install 'django-uistream[celery]'\")]"
+    assert "pip install 'django-uistream[celery]'" in error_line
