@@ -21,7 +21,6 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-@app.on_after_configure.connect
 def _executor_options(sender: Celery, **kwargs: object) -> None:
     from uistream_app.executors import celery_options
 
@@ -29,3 +28,6 @@ def _executor_options(sender: Celery, **kwargs: object) -> None:
     # The project's own transport options (a key prefix) go on top.
     transport = {**options.pop("broker_transport_options"), **(sender.conf.broker_transport_options or {})}
     sender.conf.update(options, broker_transport_options=transport)
+
+
+app.on_after_configure.connect(_executor_options)
