@@ -102,9 +102,9 @@ class Stack:
         self.tag = tag
         self.processes: list[Process] = []
 
-    def web(self, **settings: Any) -> tuple[str, Process]:
+    def web(self, env_overrides: dict[str, str] | None = None, **settings: Any) -> tuple[str, Process]:
         """A daphne web server (``settings`` replace keys of its UISTREAM)."""
-        env = dict(self.env)
+        env = {**self.env, **(env_overrides or {})}
         if settings:
             env["UISTREAM_TEST_SETTINGS"] = json.dumps({**json.loads(env["UISTREAM_TEST_SETTINGS"]), **settings})
         port = free_port()
@@ -339,3 +339,47 @@ def test_killing_the_worker_settles_the_run_interrupted(stack: Stack) -> None:
     assert answer.status_code == 200
     wait_for(lambda: settled("orphan"), "the second run to be stored")
     assert run_status("orphan") == ["interrupted", "completed"]
+
+
+def test_an_agui_run_through_a_worker_is_the_in_process_run(stack: Stack) -> None:
+    worker_web, _ = stack.web()
+    stack.worker()
+    inprocess_web, _ = stack.web(EXECUTOR="inprocess")
+    streams = []
+    for base, thread in ((worker_web, "agui-worker"), (inprocess_web, "agui-here")):
+        browser = Browser(base)
+        body = {
+            "threadId": thread,
+            "runId": "r1",
+            "messages": [{"id": "u1", "role": "user", "content": "What's the weather in Paris?"}],
+        }
+        response = browser.client.post(
+            "/api/agui", json=body, headers={"X-CSRFToken": browser.token, "Accept": "text/event-stream"}
+        )
+        assert response.status_code == 200
+        events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+        for event in events:
+            event.pop("timestamp", None)
+            event.pop("metadata", None)  # names the stored run
+            event.pop("threadId", None)
+        streams.append(json.loads(without_server_ids(json.dumps(events).encode())))
+    on_worker, here = streams
+    assert on_worker == here
+    assert on_worker[-1]["type"] == "RUN_FINISHED"
+    assert [e["type"] for e in on_worker].count("TOOL_CALL_START") == 1
+    wait_for(lambda: settled("agui-worker"), "the run to be stored")
+    assert run_status("agui-worker") == ["completed"]
+
+
+def test_a_run_that_cannot_be_enqueued_fails_in_band(stack: Stack) -> None:
+    # Celery's broker is unreachable (the chunk broker is not).
+    web, _ = stack.web({"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
+    browser = Browser(web)
+    with browser.stream("unqueued", "count to 3") as response:
+        assert response.status_code == 200
+        chunks, done = read_chunks(response)
+    assert done
+    assert chunks[-1] == {"type": "error", "errorText": "An error occurred."}
+    wait_for(lambda: settled("unqueued"), "the run to be stored")
+    assert run_status("unqueued") == ["failed"]
+    assert Run.objects.get(conversation_id="unqueued").error_detail

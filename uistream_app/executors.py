@@ -192,10 +192,10 @@ class CeleryRunner(Runner):
         try:
             await asyncio.shield(task)
         except Exception:
-            # Nothing will run it: close the run as failed so the chat is free.
+            # Nothing will run it: the run fails here, in-band and stored,
+            # and the chat is free again.
             logger.exception("run %s could not be enqueued", payload["run_id"])
-            await _fail_unstarted(prepared)
-            raise
+            return await Runner().start(prepared, _failing(RuntimeError("the run could not be handed to a worker")))
         return WorkerRunHandle(prepared.run, task, conversation_id=prepared.chat_id)
 
 
@@ -211,10 +211,6 @@ def _task() -> Any:
             f"UISTREAM['EXECUTOR'] = 'celery' needs Celery: pip install 'django-uistream[celery]' ({exc})"
         ) from exc
     return execute_run_task
-
-
-async def _fail_unstarted(prepared: PreparedRun) -> None:
-    await Runner().start(prepared, _failing(RuntimeError("the run could not be handed to a worker")))
 
 
 async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None = None) -> str:
