@@ -3,6 +3,7 @@ gets, its system check (E020), and the core without Celery installed."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ from uistream_app.executors import CeleryRunner, executor_class
 from uistream_app.runner import Runner
 from uistream_app.views import ChatView
 
+from .live.conftest import redis_config  # noqa: F401  (fixture)
 from .server import ROOT
 
 REDIS = {"BACKEND": "redis", "URL": "redis://127.0.0.1:6379/0"}
@@ -99,3 +101,41 @@ except ImproperlyConfigured as exc:
     check_line, error_line = result.stdout.strip().splitlines()
     assert check_line == "[('uistream_app.E020', \"pip install 'django-uistream[celery]'\")]"
     assert "pip install 'django-uistream[celery]'" in error_line
+
+
+@pytest.mark.asyncio
+async def test_a_handed_off_run_is_adopted_once(redis_config: dict[str, object]) -> None:
+    from uistream_app.live import RedisBroker, broker_from_config
+
+    web = broker_from_config(redis_config)
+    worker = broker_from_config(redis_config)
+    assert isinstance(web, RedisBroker)
+    assert isinstance(worker, RedisBroker)
+    try:
+        channel = await web.open_run("chat-1", "run-1")
+        await channel.publish([{"type": "start"}])
+        await channel.flush()
+        await channel.hand_off()
+        assert await web.active_run("chat-1") == "run-1"  # still held
+
+        adopted = await worker.adopt_run("chat-1", "run-1")
+        assert adopted is not None
+        # A second delivery of the task finds it taken.
+        assert await worker.adopt_run("chat-1", "run-1") is None
+        assert adopted.next_seq == 1  # goes on after what was published
+        await adopted.publish([{"type": "finish"}])
+        # A stop through any process reaches the adopted run.
+        assert await web.request_stop("chat-1") is True
+        async with asyncio.timeout(10):
+            await adopted.stop_requested.wait()
+        await adopted.close()
+
+        received = [chunk async for _, chunk in web.subscribe("run-1")]
+        assert received == [{"type": "start"}, {"type": "finish"}]
+        assert await web.active_run("chat-1") is None
+        # Neither a closed run nor one never opened can be adopted.
+        assert await worker.adopt_run("chat-1", "run-1") is None
+        assert await worker.adopt_run("chat-2", "run-2") is None
+    finally:
+        await web.aclose()
+        await worker.aclose()
