@@ -139,3 +139,28 @@ async def test_a_handed_off_run_is_adopted_once(redis_config: dict[str, object])
     finally:
         await web.aclose()
         await worker.aclose()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_the_executor_cannot_take_fails_in_band(monkeypatch: pytest.MonkeyPatch) -> None:
+    from uistream_app.models import Run
+
+    from .server import serve_demo
+    from .test_chat_http import Browser, read_chunks, run_finished, wait_for
+
+    # Check E020's case: the Celery executor on the in-process broker.
+    uistream = {"ALLOW_ANONYMOUS": True, "MODEL": "demo_project.demo_model.make_model", "EXECUTOR": "celery"}
+    with override_settings(UISTREAM=uistream):
+        for url in serve_demo(monkeypatch, 1):
+            browser = Browser(url)
+            with browser.stream("misconfigured", "count to 3") as response:
+                assert response.status_code == 200
+                chunks, done = read_chunks(response)
+            assert done
+            assert chunks[-1] == {"type": "error", "errorText": "An error occurred."}
+            wait_for(run_finished, "the run to be stored")
+            run = Run.objects.get()
+            assert run.status == "failed"
+            assert "Redis broker" in run.error_detail
+            # Nothing holds the chat.
+            assert browser.client.get("/api/chat/misconfigured/stream").status_code == 204

@@ -166,10 +166,16 @@ class CeleryRunner(Runner):
     async def start(self, prepared: PreparedRun, source: AsyncIterator[Event], *, metadata: Any = None) -> RunHandle:
         from .live import RedisRunChannel
 
-        task_function = _task()
         channel = prepared.channel
-        if not isinstance(channel, RedisRunChannel):
-            raise ImproperlyConfigured("UISTREAM['EXECUTOR'] = 'celery' needs the Redis broker (check E020).")
+        try:
+            task_function = _task()
+            if not isinstance(channel, RedisRunChannel):
+                raise ImproperlyConfigured("UISTREAM['EXECUTOR'] = 'celery' needs the Redis broker (check E020).")
+        except ImproperlyConfigured as exc:
+            # The run is prepared (its rows, the chat's slot): end it as
+            # failed, in-band and stored, rather than leave it running.
+            logger.exception("run %s cannot be handed to a worker", prepared.run.pk)
+            return await Runner().start(prepared, _failing(exc))
         aclose = getattr(source, "aclose", None)
         if aclose is not None:
             await aclose()  # the worker builds its own
