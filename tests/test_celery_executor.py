@@ -33,6 +33,7 @@ from uistream_app.protocol.sse import KEEPALIVE_FRAME
 from .conftest import in_ci
 from .live.conftest import redis_config  # noqa: F401  (fixture)
 from .server import ROOT, free_port
+from .test_approvals import EMAIL
 from .test_chat_http import Browser, read_chunks, text_of, wait_for
 from .test_chat_real_client import run_client, stored_messages
 
@@ -148,7 +149,11 @@ def stack(redis_config: dict[str, Any]) -> Iterator[Stack]:
     uistream = {
         "ALLOW_ANONYMOUS": True,
         "MODEL": "demo_project.demo_model.make_model",
-        "TOOLS": ["demo_project.demo_model.get_weather", "demo_project.demo_model.calculate"],
+        "TOOLS": [
+            "demo_project.demo_model.get_weather",
+            "demo_project.demo_model.calculate",
+            "demo_project.demo_model.send_email",
+        ],
         "BROKER": redis_config,
         "EXECUTOR": "celery",
         "ON_DISCONNECT": "finish",
@@ -383,3 +388,22 @@ def test_a_run_that_cannot_be_enqueued_fails_in_band(stack: Stack) -> None:
     wait_for(lambda: settled("unqueued"), "the run to be stored")
     assert run_status("unqueued") == ["failed"]
     assert Run.objects.get(conversation_id="unqueued").error_detail
+
+
+@pytest.mark.parametrize("approved", [True, False])
+def test_an_approval_crosses_to_the_worker(node: str, stack: Stack, approved: bool) -> None:
+    web, _ = stack.web()
+    stack.worker()
+    browser = Browser(web)
+    steps = [{"send": EMAIL}, {"approve": approved}]
+    out = run_client(node, web, browser, chatId="approval", version=7, steps=steps)
+    assert out["error"] is None
+    wait_for(lambda: settled("approval"), "the runs to be stored")
+    assert run_status("approval") == ["completed", "completed"]
+    messages = stored_messages("approval")
+    assert out["messages"] == messages
+    assert [m["role"] for m in messages] == ["user", "assistant"]  # the same message went on
+    (part,) = [p for p in messages[1]["parts"] if p["type"] == "tool-send_email"]
+    assert part["state"] == ("output-available" if approved else "output-denied")
+    continued = Run.objects.get(conversation_id="approval", trigger="continue")
+    assert continued.decisions[0]["approved"] is approved
