@@ -82,3 +82,16 @@ if os.environ.get("UISTREAM_BENCH_GC_DEBUG"):  # diagnosis: log every collection
             print(f"gc gen2: {ms:.1f} ms, {info.get('collected')} collected", file=sys.stderr, flush=True)
 
     gc.callbacks.append(_gc_callback)
+
+# bench/executor_bench.py: the Redis broker under a prefix of the run's own,
+# and the executor ("celery": Celery's queues in the same Redis, same prefix).
+if os.environ.get("UISTREAM_BENCH_REDIS_URL"):
+    UISTREAM["BROKER"] = {
+        "BACKEND": "redis",
+        "URL": os.environ["UISTREAM_BENCH_REDIS_URL"],
+        "PREFIX": os.environ["UISTREAM_BENCH_REDIS_PREFIX"],
+    }
+if os.environ.get("UISTREAM_BENCH_EXECUTOR"):
+    UISTREAM["EXECUTOR"] = os.environ["UISTREAM_BENCH_EXECUTOR"]
+    CELERY_BROKER_URL = os.environ["UISTREAM_BENCH_REDIS_URL"]
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": os.environ["UISTREAM_BENCH_REDIS_PREFIX"] + ":celery:"}

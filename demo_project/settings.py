@@ -1,7 +1,9 @@
 """Settings of the uistream demo: runs offline on SQLite out of the box.
 
 Environment switches: ``DATABASE_URL`` (postgres://user@host:port/name),
-``REDIS_URL`` (the Redis live-run broker), ``OPENAI_MODEL`` /
+``REDIS_URL`` (the Redis live-run broker), ``UISTREAM_DEMO_EXECUTOR``
+(``celery``: runs execute on Celery workers, with ``REDIS_URL`` as
+Celery's broker too; see demo_project/celery.py), ``OPENAI_MODEL`` /
 ``OPENAI_API_KEY`` / ``OPENAI_API`` / ``OPENAI_BASE_URL`` (a real OpenAI or
 OpenAI-compatible model), ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_MODEL`` (a
 real Claude model), ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY``,
@@ -181,6 +183,11 @@ if os.environ.get("UISTREAM_DEMO_CHAT_RATE"):
     UISTREAM["THROTTLE_RATES"] = {"chat": os.environ["UISTREAM_DEMO_CHAT_RATE"]}
 if os.environ.get("REDIS_URL"):
     UISTREAM["BROKER"] = {"BACKEND": "redis", "URL": os.environ["REDIS_URL"]}
+if os.environ.get("UISTREAM_DEMO_EXECUTOR"):
+    # "celery": every run executes on a worker (celery -A demo_project
+    # worker); the web process only relays the broker's stream.
+    UISTREAM["EXECUTOR"] = os.environ["UISTREAM_DEMO_EXECUTOR"]
+    CELERY_BROKER_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 LOGGING = {
     "version": 1,

@@ -11,3 +11,8 @@ import os
 from tests.settings import *  # noqa: F403
 
 UISTREAM = json.loads(os.environ["UISTREAM_TEST_SETTINGS"])
+
+if os.environ.get("UISTREAM_TEST_CELERY_PREFIX"):
+    # The Celery executor's tests: Celery's keys in Redis under the test's own prefix.
+    CELERY_BROKER_URL = os.environ["REDIS_URL"]
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": os.environ["UISTREAM_TEST_CELERY_PREFIX"]}

@@ -14,6 +14,7 @@
 | E009   | ``MODEL`` names neither a chat model nor a callable returning one |
 | E010   | a policy or history setting (``*_CLASSES``, ``THROTTLE_RATES``, a limit) is unusable |
 | E011   | ``MODEL`` is a provider name (``"anthropic:…"``) that is malformed or whose API key is not set |
+| E020   | ``EXECUTOR`` names no executor, or "celery" without Celery or the Redis broker |
 | W001   | ``GZipMiddleware`` is installed: it buffers streaming responses |
 | W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
 | W003   | the Redis broker cannot be reached (``check --deploy``) |
@@ -296,6 +297,49 @@ def check_broker(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
             )
         ]
     return []
+
+
+@register(Tags.compatibility)
+def check_executor(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E020: an executor that can't be used; runs on workers relay through
+    the broker, so the "celery" executor needs Redis (and Celery)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from .executors import CeleryRunner, executor_class
+
+    user = getattr(django_settings, "UISTREAM", {})
+    if not isinstance(user, dict):
+        return []
+    value = user.get("EXECUTOR", DEFAULTS["EXECUTOR"])
+    hint = 'Use "inprocess" (the default), "celery" or the dotted path of a uistream_app.runner.Runner subclass.'
+    try:
+        cls = executor_class()
+    except ImproperlyConfigured as exc:
+        return [Error(str(exc), hint=hint, id="uistream_app.E020")]
+    if not issubclass(cls, CeleryRunner):
+        return []
+    errors: list[CheckMessage] = []
+    try:
+        import celery  # noqa: F401
+    except ImportError:
+        errors.append(
+            Error(
+                f"UISTREAM['EXECUTOR'] = {value!r} needs Celery, which is not installed.",
+                hint="pip install 'django-uistream[celery]'",
+                id="uistream_app.E020",
+            )
+        )
+    broker = user.get("BROKER", DEFAULTS["BROKER"])
+    if not isinstance(broker, dict) or broker.get("BACKEND") != "redis":
+        errors.append(
+            Error(
+                f"UISTREAM['EXECUTOR'] = {value!r} needs the Redis broker: the worker publishes the run's "
+                "chunks and the web processes relay them.",
+                hint='Set UISTREAM["BROKER"] = {"BACKEND": "redis", "URL": "redis://…"}.',
+                id="uistream_app.E020",
+            )
+        )
+    return errors
 
 
 @register(Tags.compatibility, deploy=True)

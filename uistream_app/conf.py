@@ -59,11 +59,20 @@ DEFAULTS: Final[dict[str, Any]] = {
     # On SIGTERM, how long the runs of this process may go on to finish
     # before they are interrupted (uistream_app.shutdown).
     "SHUTDOWN_GRACE_SECONDS": 5,
+    # Where runs execute: "inprocess" (the web process that took the
+    # request), "celery" (a Celery worker; needs the Redis broker), or the
+    # dotted path of a Runner subclass (docs/operations.md, "Executors").
+    "EXECUTOR": "inprocess",
 }
 
 LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")
 
 ON_DISCONNECT_CHOICES: Final = ("cancel", "finish")
+#: ``EXECUTOR`` aliases.
+EXECUTORS: Final = {
+    "inprocess": "uistream_app.runner.Runner",
+    "celery": "uistream_app.executors.CeleryRunner",
+}
 SDK_VERSIONS: Final = (5, 6, 7)
 
 

@@ -149,5 +149,8 @@ class ChatHooks:
         return ConversationStore(client_tools=client_tools, choose_history=self.get_history, with_thread=with_thread)
 
     def get_runner(self) -> Runner:
-        """The runner that starts this endpoint's runs."""
-        return Runner()
+        """The runner that starts this endpoint's runs: the executor
+        ``UISTREAM["EXECUTOR"]`` names (in this process by default)."""
+        from .executors import executor_class
+
+        return executor_class().for_hooks(self)

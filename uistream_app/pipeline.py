@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -188,7 +189,7 @@ async def render_subscription(
     *,
     keepalive_seconds: float,
     on_close: Callable[[bool], Any] | None = None,
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """Replay then live chunks of ``run_id`` as bytes, a keep-alive comment
     after ``keepalive_seconds`` of silence, the renderer's end at the end.
     What the broker hands over together goes out in one write.
@@ -330,4 +331,15 @@ class StreamView(Policies, View):
             keepalive_seconds=float(uistream_settings.KEEPALIVE_SECONDS),
             on_close=on_close,
         )
+        if handle.elsewhere:
+            # A run that waits for a worker: some servers (daphne) send the
+            # headers only with the first body bytes, so send some at once.
+            return sse_response(_keepalive_first(body), headers)
         return sse_response(body, headers)
+
+
+async def _keepalive_first(body: AsyncGenerator[bytes, None]) -> AsyncIterator[bytes]:
+    yield KEEPALIVE_FRAME
+    async with aclosing(body):  # its on_close runs when the response ends
+        async for data in body:
+            yield data

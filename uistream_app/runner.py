@@ -15,7 +15,7 @@ import logging
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from .conf import settings as uistream_settings
 from .live import BrokerError, RunChannel
@@ -38,6 +38,9 @@ class RunHandle:
 
     run: Run
     task: asyncio.Task[None]
+    #: Whether the run executes in another process (an executor's worker),
+    #: so its first chunk may be a while coming.
+    elsewhere: ClassVar[bool] = False
 
     @property
     def run_id(self) -> str:
@@ -72,7 +75,15 @@ def live_runs() -> frozenset[RunHandle]:
 
 class Runner:
     """Starts prepared runs in this process's event loop. Other executors
-    (other processes, workers) plug in by overriding ``start``."""
+    (other processes, workers) plug in by overriding ``for_hooks`` and
+    ``start`` (``UISTREAM["EXECUTOR"]``, ``executors.py``)."""
+
+    @classmethod
+    def for_hooks(cls, hooks: Any) -> Runner:
+        """The runner of one endpoint (``ChatHooks.get_runner``). An
+        executor that rebuilds runs in another process keeps ``hooks`` to
+        name their class there."""
+        return cls()
 
     async def start(self, prepared: PreparedRun, source: AsyncIterator[Event], *, metadata: Any = None) -> RunHandle:
         # A continuation goes on from the parts the message already holds:

@@ -211,6 +211,67 @@ class ConversationStore:
             await asyncio.shield(channel.close())
             raise
 
+    async def load(
+        self,
+        run_id: str,
+        owner: Owner,
+        turn: Turn,
+        *,
+        approvals: dict[str, ToolApproval],
+        client_results: dict[str, ClientToolResult],
+        channel: RunChannel,
+    ) -> PreparedRun | None:
+        """The ``PreparedRun`` that ``prepare`` made for ``run_id``, rebuilt
+        from the stored rows in another process (an executor's worker):
+        what the database does not hold (the turn, the checked answers, the
+        channel the worker adopted) is handed in. None when the run is not
+        ``running`` any more (settled meanwhile)."""
+        return await sync_to_async(self._load_sync, thread_sensitive=True)(
+            run_id, owner, turn, approvals, client_results, channel
+        )
+
+    def _load_sync(
+        self,
+        run_id: str,
+        owner: Owner,
+        turn: Turn,
+        approvals: dict[str, ToolApproval],
+        client_results: dict[str, ClientToolResult],
+        channel: RunChannel,
+    ) -> PreparedRun | None:
+        log_inline = log_writes_inline()
+        run = Run.objects.select_related("message", "conversation").filter(pk=run_id, status="running").first()
+        if run is None or run.message is None:
+            return None
+        message = run.message
+        messages = run.conversation.messages.order_by("position")
+        # As ``prepare`` chose it: a new answer is not part of its own
+        # history, a continued message is.
+        if turn.kind == "continue":
+            before = messages.filter(position__lte=message.position)
+        else:
+            before = messages.filter(position__lt=message.position)
+        history = self.choose_history(before)
+        thread = None
+        if self.with_thread:
+            # ``prepare`` gives a new chat's thread as its history alone.
+            thread_rows = list(messages)
+            if len(thread_rows) == 2 and turn.kind == "submit" and message.position == 1:
+                thread_rows = history
+            thread = [m.as_ui_message() for m in thread_rows]
+        return PreparedRun(
+            run=run,
+            message=message,
+            owner=owner,
+            turn=turn,
+            history=[m.as_ui_message() for m in history],
+            thread=thread,
+            approvals=approvals,
+            client_results=client_results,
+            channel=channel,
+            log_inline=log_inline,
+        )
+
     # -- the transaction ---------------------------------------------------------------
 
     def prepare_sync(

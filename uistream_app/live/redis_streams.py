@@ -115,6 +115,26 @@ def _reconnecting_retry() -> Retry:
     return Retry(ExponentialBackoff(cap=RETRY_BACKOFF_CAP, base=RETRY_BACKOFF_BASE), RETRIES, (RedisConnectionError,))
 
 
+# KEYS: active, stream, claim. ARGV: run id, claim ttl ms, active ttl ms.
+# {1, next seq}: adopted; {0}: the run is not (or no longer) active; {-1}:
+# another process adopted it already (a redelivered task).
+_ADOPT = """
+if redis.call('get', KEYS[1]) ~= ARGV[1] or redis.call('exists', KEYS[2]) == 0 then return {0} end
+if #redis.call('xrange', KEYS[2], '2-0', '2-0') > 0 then return {0} end
+if not redis.call('set', KEYS[3], '1', 'NX', 'PX', ARGV[2]) then return {-1} end
+redis.call('pexpire', KEYS[1], ARGV[3])
+redis.call('pexpire', KEYS[2], ARGV[3])
+local top = redis.call('xrevrange', KEYS[2], '+', '-', 'COUNT', 1)
+local id = top[1][1]
+if string.sub(id, 1, 2) == '1-' then return {1, tonumber(string.sub(id, 3)) + 1} end
+return {1, 0}
+"""
+
+#: How long a run stays adopted (no second process may adopt it): longer
+#: than any run, so a task delivered twice executes once.
+ADOPTED_TTL: Final = 24 * 3600.0
+
+
 def _redacted(url: str) -> str:
     parts = urlsplit(url)
     if parts.password is None:
@@ -147,10 +167,11 @@ def _decode(data: bytes) -> list[Chunk]:
 class _Client:
     """The redis client and scripts of one event loop (rule 8)."""
 
-    __slots__ = ("close_run", "heartbeat", "open_run", "redis")
+    __slots__ = ("adopt_run", "close_run", "heartbeat", "open_run", "redis")
 
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
+        self.adopt_run: AsyncScript = redis.register_script(_ADOPT)
         self.open_run: AsyncScript = redis.register_script(_OPEN)
         self.heartbeat: AsyncScript = redis.register_script(_HEARTBEAT)
         self.close_run: AsyncScript = redis.register_script(_CLOSE)
@@ -229,6 +250,14 @@ class RedisRunChannel(RunChannel):
                     keys=[self._active_key, self._stream_key, self._stop_key],
                     args=[self.run_id, int(self._broker.finished_ttl * 1000)],
                 )
+
+    async def hand_off(self) -> None:
+        """Leave the run open for another process to ``adopt_run`` (an
+        executor's worker): stop refreshing its keys and watching for stops
+        here, without ending it. Its keys live ``ACTIVE_TTL`` from the last
+        refresh; a stop requested meanwhile waits in its list."""
+        self._broker._channels.discard(self)
+        await self._stop_watcher()
 
     def _raise_failure(self) -> NoReturn:
         assert self._failure is not None
@@ -401,6 +430,9 @@ class RedisBroker:
     def _stop_key(self, run_id: str) -> str:
         return f"{self.prefix}:run:{run_id}:stop"
 
+    def _adopted_key(self, run_id: str) -> str:
+        return f"{self.prefix}:run:{run_id}:adopted"
+
     # -- the port -------------------------------------------------------
 
     async def open_run(self, conversation_id: str, run_id: str) -> RedisRunChannel:
@@ -416,6 +448,25 @@ class RedisBroker:
             holder = reply[1].decode() if len(reply) > 1 and reply[1] is not None else None
             raise RunAlreadyActive(conversation_id, holder)
         channel = RedisRunChannel(self, client, conversation_id, run_id)
+        self._channels.add(channel)
+        channel._start_watcher()
+        return channel
+
+    async def adopt_run(self, conversation_id: str, run_id: str) -> RedisRunChannel | None:
+        """The channel of a run another process opened and handed off
+        (``RedisRunChannel.hand_off``), to publish into and close from here;
+        None when the run is not active any more or was adopted before
+        (each run is adopted at most once)."""
+        client = self._client()
+        with self._unavailable():
+            reply = await client.adopt_run(
+                keys=[self._active_key(conversation_id), self._stream_key(run_id), self._adopted_key(run_id)],
+                args=[run_id, int(ADOPTED_TTL * 1000), int(self.active_ttl * 1000)],
+            )
+        if reply[0] != 1:
+            return None
+        channel = RedisRunChannel(self, client, conversation_id, run_id)
+        channel._next_seq = channel._flushed_seq = int(reply[1])
         self._channels.add(channel)
         channel._start_watcher()
         return channel

@@ -1,0 +1,281 @@
+"""Executors: where a run executes (``UISTREAM["EXECUTOR"]``,
+docs/operations.md, "Executors").
+
+``"inprocess"`` (the default) is ``runner.Runner``: the run is a task of the
+web process that took the request. ``"celery"`` is ``CeleryRunner``: the web
+process prepares the run (rows written, the chat's slot taken with the
+broker), hands its broker channel off and enqueues a task; a Celery worker
+adopts the channel, rebuilds the ``PreparedRun`` through the store
+(``ConversationStore.load``) and executes it with ``Runner`` in its own event
+loop. Web processes only relay the broker's stream, so resume, stop and
+``ON_DISCONNECT`` work as they do in-process; the broker must be Redis.
+
+The task carries what the worker cannot read from the database: the hooks
+class's dotted path, the run id, the turn (its kind and JSON extra), the
+checked approvals and client results, the owner (user id or session key)
+and the start chunk's metadata. Celery is an optional extra
+(``django-uistream[celery]``), imported only by ``CeleryRunner``.
+
+A run executes at most once: the worker adopts its channel atomically
+(``RedisBroker.adopt_run``), so a task delivered twice (``acks_late`` after
+a worker died, or the visibility timeout) runs once, and a task whose run
+was settled or stopped while it waited does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from .conf import EXECUTORS
+from .conf import settings as uistream_settings
+from .live import get_broker
+from .owners import Owner
+from .protocol.events import Event
+from .runner import RunHandle, Runner
+from .runs import ClientToolResult, ToolApproval
+from .store import PreparedRun, Turn
+
+__all__ = [
+    "DEFAULT_LEASE_SECONDS",
+    "CeleryRunner",
+    "WorkerRunHandle",
+    "celery_options",
+    "execute_in_worker",
+    "executor_class",
+    "lease_seconds",
+    "run_payload",
+]
+
+logger = logging.getLogger("uistream_app.executors")
+
+#: ``UISTREAM["LEASE_SECONDS"]`` when the setting is not there.
+DEFAULT_LEASE_SECONDS: Final = 20.0
+#: The Celery task's name (``uistream_app.tasks``).
+TASK_NAME: Final = "uistream_app.execute_run"
+
+
+def executor_class() -> type[Runner]:
+    """The ``Runner`` class ``UISTREAM["EXECUTOR"]`` names (an alias or a
+    dotted path); ``ImproperlyConfigured`` naming the key otherwise."""
+    value = uistream_settings.EXECUTOR
+    path = EXECUTORS.get(value, value) if isinstance(value, str) else value
+    try:
+        cls = import_string(path) if isinstance(path, str) else path
+    except ImportError as exc:
+        raise ImproperlyConfigured(f"UISTREAM['EXECUTOR'] = {value!r} cannot be imported: {exc}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, Runner)):
+        raise ImproperlyConfigured(
+            f"UISTREAM['EXECUTOR'] = {value!r} is neither 'inprocess', 'celery' nor the dotted path of a Runner "
+            "subclass."
+        )
+    return cls
+
+
+def lease_seconds() -> float:
+    """How long a run may go unrenewed before it counts as orphaned:
+    ``UISTREAM["LEASE_SECONDS"]`` where the project sets it, else 20."""
+    try:
+        return float(getattr(uistream_settings, "LEASE_SECONDS"))  # noqa: B009 - may not be a known key yet
+    except AttributeError:
+        return DEFAULT_LEASE_SECONDS
+
+
+def celery_options() -> dict[str, Any]:
+    """The Celery configuration the executor is meant to run with, to merge
+    into a project's Celery app (``app.conf.update(celery_options())``):
+    no result backend, late acks, and a visibility timeout of one lease, so
+    a task a dead worker held is delivered again before its run counts as
+    orphaned (``adopt_run`` keeps it from running twice)."""
+    return {
+        "task_ignore_result": True,
+        "task_acks_late": True,
+        "worker_prefetch_multiplier": 1,
+        "broker_transport_options": {"visibility_timeout": lease_seconds()},
+    }
+
+
+@dataclass(frozen=True, eq=False)
+class WorkerRunHandle(RunHandle):
+    """A run handed to a worker. ``task`` is the hand-off (enqueueing);
+    cancelling the run asks the broker to stop it, wherever it runs."""
+
+    conversation_id: str = ""
+    elsewhere: ClassVar[bool] = True
+
+    def cancel_unless_done(self) -> None:
+        stop = asyncio.get_running_loop().create_task(get_broker().request_stop(self.conversation_id))
+        _stopping.add(stop)
+        stop.add_done_callback(_stopping.discard)
+
+
+_stopping: set[asyncio.Task[bool]] = set()
+
+
+def run_payload(hooks_class: type[Any], prepared: PreparedRun, metadata: Any) -> dict[str, Any]:
+    """What the worker needs to rebuild ``prepared`` (JSON): the rows are
+    in the database, the rest is here. ``Turn.extra`` values that are not
+    JSON (AG-UI's parsed input) stay behind."""
+    owner = prepared.owner
+    extra: dict[str, Any] = {}
+    for key, value in prepared.extra.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            continue
+        extra[key] = value
+    return {
+        "hooks": f"{hooks_class.__module__}.{hooks_class.__qualname__}",
+        "run_id": str(prepared.run.pk),
+        "chat_id": prepared.chat_id,
+        "kind": prepared.turn.kind,
+        "extra": extra,
+        "with_thread": prepared.thread is not None,
+        "approvals": {call: [a.approval_id, a.approved, a.reason] for call, a in prepared.approvals.items()},
+        "client_results": {call: [r.output, r.is_error] for call, r in prepared.client_results.items()},
+        "user_id": owner.user.pk if owner.user is not None else None,
+        "session_key": owner.session_key,
+        "metadata": metadata,
+    }
+
+
+class CeleryRunner(Runner):
+    """Runs on Celery workers (see the module docstring). Subclass it and
+    name the subclass in ``UISTREAM["EXECUTOR"]`` to change the task's
+    options: ``queue``, ``time_limit`` (seconds a run may take; a run over
+    it is cancelled in the worker, and Celery's hard limit ends the task
+    ``TIME_LIMIT_MARGIN`` later)."""
+
+    queue: str | None = None
+    time_limit: float = 900.0
+
+    def __init__(self, hooks_class: type[Any]) -> None:
+        self.hooks_class = hooks_class
+
+    @classmethod
+    def for_hooks(cls, hooks: Any) -> Runner:
+        return cls(type(hooks))
+
+    async def start(self, prepared: PreparedRun, source: AsyncIterator[Event], *, metadata: Any = None) -> RunHandle:
+        from .live import RedisRunChannel
+
+        channel = prepared.channel
+        try:
+            task_function = _task()
+            if not isinstance(channel, RedisRunChannel):
+                raise ImproperlyConfigured("UISTREAM['EXECUTOR'] = 'celery' needs the Redis broker (check E020).")
+        except ImproperlyConfigured as exc:
+            # The run is prepared (its rows, the chat's slot): end it as
+            # failed, in-band and stored, rather than leave it running.
+            logger.exception("run %s cannot be handed to a worker", prepared.run.pk)
+            return await Runner().start(prepared, _failing(exc))
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            await aclose()  # the worker builds its own
+        payload = run_payload(self.hooks_class, prepared, metadata)
+        await channel.hand_off()
+        options: dict[str, Any] = {
+            # A task that waited longer than a lease finds its run orphaned.
+            "expires": lease_seconds(),
+            "time_limit": self.time_limit + TIME_LIMIT_MARGIN,
+            "soft_time_limit": self.time_limit + TIME_LIMIT_MARGIN / 2,
+        }
+        if self.queue:
+            options["queue"] = self.queue
+
+        def enqueue() -> None:
+            task_function.apply_async(kwargs={"payload": payload, "time_limit": self.time_limit}, **options)
+
+        name = f"uistream-enqueue-{payload['run_id']}"
+        task = asyncio.get_running_loop().create_task(asyncio.to_thread(enqueue), name=name)
+        try:
+            await asyncio.shield(task)
+        except Exception:
+            # Nothing will run it: the run fails here, in-band and stored,
+            # and the chat is free again.
+            logger.exception("run %s could not be enqueued", payload["run_id"])
+            return await Runner().start(prepared, _failing(RuntimeError("the run could not be handed to a worker")))
+        return WorkerRunHandle(prepared.run, task, conversation_id=prepared.chat_id)
+
+
+#: Seconds between the executor's own time limit and Celery's hard one.
+TIME_LIMIT_MARGIN: Final = 30.0
+
+
+def _task() -> Any:
+    try:
+        from .tasks import execute_run_task
+    except ImportError as exc:
+        raise ImproperlyConfigured(
+            f"UISTREAM['EXECUTOR'] = 'celery' needs Celery: pip install 'django-uistream[celery]' ({exc})"
+        ) from exc
+    return execute_run_task
+
+
+async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None = None) -> str:
+    """Execute the run ``payload`` describes (``run_payload``), in the
+    worker's event loop; returns what happened (``"executed"``,
+    ``"not-active"`` when the run ended or was adopted before)."""
+    from .live import RedisBroker
+
+    broker = get_broker()
+    if not isinstance(broker, RedisBroker):
+        raise ImproperlyConfigured("UISTREAM['EXECUTOR'] = 'celery' needs the Redis broker (check E020).")
+    run_id, chat_id = payload["run_id"], payload["chat_id"]
+    channel = await broker.adopt_run(chat_id, run_id)
+    if channel is None:
+        logger.info("run %s is not active any more (or was adopted before): nothing to execute", run_id)
+        return "not-active"
+    try:
+        hooks = import_string(payload["hooks"])()
+        owner = await _owner(payload)
+        turn = Turn(chat_id, payload["kind"], extra=payload["extra"])
+        approvals = {call: ToolApproval(*value) for call, value in payload["approvals"].items()}
+        results = {call: ClientToolResult(*value) for call, value in payload["client_results"].items()}
+        store = hooks.get_store(with_thread=payload["with_thread"])
+        prepared = await store.load(run_id, owner, turn, approvals=approvals, client_results=results, channel=channel)
+    except BaseException:
+        await asyncio.shield(channel.close())
+        raise
+    if prepared is None:
+        await channel.close()
+        return "not-active"
+    try:
+        model = hooks.get_model()
+        source = hooks.get_source(prepared.history, prepared, model)
+    except Exception as exc:  # a hook's failure is the run's: stored, and sent as its error
+        logger.exception("run %s could not start in the worker", run_id)
+        source = _failing(exc)
+    handle = await Runner().start(prepared, source, metadata=payload["metadata"])
+    try:
+        async with asyncio.timeout(time_limit):
+            await asyncio.wait([handle.task])
+    except TimeoutError:
+        logger.warning("run %s took longer than %s s: cancelled", run_id, time_limit)
+        handle.cancel_unless_done()
+        await asyncio.wait([handle.task])
+    return "executed"
+
+
+async def _failing(exc: Exception) -> AsyncIterator[Event]:
+    """A source that fails at once (with ``exc``), as a run's failure."""
+    nothing: tuple[Event, ...] = ()
+    for event in nothing:
+        yield event
+    raise exc
+
+
+async def _owner(payload: dict[str, Any]) -> Owner:
+    user_id = payload["user_id"]
+    if user_id is None:
+        return Owner.of_session(payload["session_key"])
+    from django.contrib.auth import get_user_model
+
+    return Owner.of_user(await get_user_model()._default_manager.aget(pk=user_id))

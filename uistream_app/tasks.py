@@ -1,0 +1,30 @@
+"""The Celery task of the ``"celery"`` executor (``executors.py``).
+
+Imported by a worker's ``app.autodiscover_tasks()`` and, lazily, by
+``CeleryRunner``; nothing else imports Celery. The task is sync, as Celery
+tasks are, and runs the run in an event loop of its own through
+``async_to_sync``: the ORM's thread-sensitive calls come back to the task's
+thread, whose database connections Celery's Django fix-up closes after
+each task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from celery import shared_task
+except ImportError as exc:  # pragma: no cover - the extra is missing
+    raise ImportError(f"the 'celery' executor needs Celery: pip install 'django-uistream[celery]' ({exc})") from exc
+
+from asgiref.sync import async_to_sync
+
+from .executors import TASK_NAME, execute_in_worker
+
+__all__ = ["execute_run_task"]
+
+
+@shared_task(name=TASK_NAME, acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]
+def execute_run_task(payload: dict[str, Any], time_limit: float | None = None) -> str:
+    """Execute one handed-off run (``executors.execute_in_worker``)."""
+    return async_to_sync(execute_in_worker)(payload, time_limit=time_limit)
