@@ -484,6 +484,9 @@ def _create_run(
         conversation=conversation,
         message=message,
         status="running",
+        # The lease starts with the row: a process that dies before its
+        # first renewal still leaves an orphan the sweeper can tell.
+        heartbeat_at=timezone.now(),
         model=model_name[:200],
         sdk_version=version,
         trigger=trigger,
