@@ -136,7 +136,7 @@ def test_run_defaults() -> None:
 
 
 def test_run_statuses() -> None:
-    assert Run.Status.values == ["running", "completed", "failed", "cancelled", "stopped"]
+    assert Run.Status.values == ["running", "completed", "failed", "cancelled", "stopped", "interrupted"]
 
 
 def test_run_timing_properties() -> None:

@@ -25,6 +25,7 @@ from .protocol.ui.encoder import UIMessageEncoder
 from .protocol.ui.stream import aencode_batches
 from .recording import RunRecorder
 from .store import PreparedRun
+from .sweeper import ensure_renewer
 
 __all__ = ["RunHandle", "Runner", "execute_run", "live_runs"]
 
@@ -82,6 +83,7 @@ class Runner:
         watcher = asyncio.create_task(_watch_stop(prepared.channel, task, stopped))
         handle = RunHandle(prepared.run, task)
         _LIVE.add(handle)
+        ensure_renewer()  # this process now holds a lease to renew
 
         def ended(_task: asyncio.Task[None]) -> None:
             watcher.cancel()

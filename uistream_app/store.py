@@ -30,6 +30,7 @@ from .owners import Owner
 from .protocol.ui.parts import is_tool_part, tool_name, tool_parts
 from .recording import log_writes_inline
 from .runs import ClientToolResult, ToolApproval
+from .sweeper import settle_chat_orphans
 
 __all__ = [
     "AnswerReader",
@@ -196,6 +197,9 @@ class ConversationStore:
             raise not_found()
         if claim_owner is not None:
             owner = await claim_owner()
+        # A run of this chat whose process died is settled first: never
+        # left running beside a new one, nor holding the slot (a 409).
+        await settle_chat_orphans(turn.chat_id)
         # The slot is taken before anything is written: of two requests
         # racing for one chat, the loser writes nothing.
         run_id = str(uuid.uuid4())
