@@ -197,9 +197,7 @@ class ConversationStore:
             raise not_found()
         if claim_owner is not None:
             owner = await claim_owner()
-        # A run of this chat whose process died is settled first: never
-        # left running beside a new one, nor holding the slot (a 409).
-        await settle_chat_orphans(turn.chat_id)
+        await self.settle_orphans(turn.chat_id)
         # The slot is taken before anything is written: of two requests
         # racing for one chat, the loser writes nothing.
         run_id = str(uuid.uuid4())
@@ -214,6 +212,13 @@ class ConversationStore:
         except BaseException:
             await asyncio.shield(channel.close())
             raise
+
+    async def settle_orphans(self, chat_id: str) -> None:
+        """Called by ``prepare`` before it takes the chat's slot: settle the
+        chat's runs whose process died (``sweeper``), so that a new turn
+        never runs beside one, nor gets a 409 from its slot. One indexed
+        query when there is none."""
+        await settle_chat_orphans(chat_id)
 
     # -- the transaction ---------------------------------------------------------------
 
