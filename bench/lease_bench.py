@@ -2,6 +2,7 @@
 the stored message lacks of what the client received (issue 15).
 
     .venv/bin/python bench/lease_bench.py [--kills 20] [--heartbeat 1] [--lease 3] [--broker memory|redis ...]
+        [--first-delta N]
 
 For each broker (``memory``; ``redis`` at ``$REDIS_URL`` or the local
 default, skipped when unreachable): one *survivor* server (daphne) and,
@@ -15,6 +16,11 @@ sweeper settles it, every ``LEASE_SECONDS``), p50 / p99 / max, also in
 leases; and the numbers the client received that the stored message lacks
 (the in-process broker died with its process: up to ``FLUSH_EVERY_MS`` of
 deltas; the Redis broker's stream holds them all).
+
+``--first-delta N`` also times the first text delta of a new chat through
+the standard workload's view with and without the orphan check a new turn
+makes (``ConversationStore.settle_orphans``), N alternating pairs in one
+server; ``--kills 0`` skips the kills.
 """
 
 from __future__ import annotations
@@ -192,6 +198,49 @@ def bench(broker_name: str, args: argparse.Namespace) -> None:
     print(f"max {max(missing)}, total {sum(missing)} of {total}")
 
 
+def first_delta(client: httpx.Client, target: str, token: str) -> float:
+    """Seconds from sending a new chat's first message to its first text delta."""
+    body = {
+        "id": f"ttfd-{uuid.uuid4().hex[:8]}",
+        "trigger": "submit-message",
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Run the workload."}]}],
+    }
+    started = time.perf_counter()
+    with client.stream("POST", target, json=body, headers={"X-CSRFToken": token}) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: ") and '"text-delta"' in line:
+                seconds = time.perf_counter() - started
+                for _ in response.iter_bytes():  # read it whole: the run ends before the next one
+                    pass
+                return seconds
+    raise RuntimeError(f"{target} sent no text delta")
+
+
+def bench_first_delta(args: argparse.Namespace) -> None:
+    """Time to first delta through the workload view with and without the
+    new turn's orphan check (``bench_urls.NoLeaseCheckChatView``), pairs
+    alternating, in one server (whose renewer runs for both)."""
+    directory = Path(tempfile.mkdtemp(prefix="uistream-lease-bench-"))
+    env = environment(directory, args, {"BACKEND": "memory"})
+    subprocess.run([PY, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
+    with server("daphne", env, directory / "servers.log") as (url, _), httpx.Client(base_url=url, timeout=30) as client:
+        token = client.get("/api/csrf").json()["csrfToken"]
+        arms = {"with": "/bench/chat", "without": "/bench/chat-nolease"}
+        for _ in range(5):  # warm-up
+            for target in arms.values():
+                first_delta(client, target, token)
+        samples: dict[str, list[float]] = {arm: [] for arm in arms}
+        for _ in range(args.first_delta):
+            for arm, target in arms.items():
+                samples[arm].append(first_delta(client, target, token))
+    paired = sorted(w / o for w, o in zip(samples["with"], samples["without"], strict=True))
+    print(f"\n## time to first delta, the standard workload's chat view, {args.first_delta} alternating pairs\n")
+    for arm, values in samples.items():
+        median, p90 = statistics.median(values) * 1000, pct(values, 90) * 1000
+        print(f"{arm} the orphan check: median {median:.1f} ms, p90 {p90:.1f} ms")
+    print(f"with / without, median of paired ratios: **{statistics.median(paired):.3f}x**")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=20)
@@ -199,11 +248,15 @@ def main() -> None:
     parser.add_argument("--lease", type=float, default=3.0, help="LEASE_SECONDS (default 3)")
     parser.add_argument("--delay-ms", type=int, default=20, help="the demo model's pacing (default 20)")
     parser.add_argument("--broker", choices=["memory", "redis"], action="append", help="default: both")
+    parser.add_argument("--first-delta", type=int, default=0, metavar="N", help="also time to first delta, N pairs")
     args = parser.parse_args()
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; load average {load}")
+    if args.first_delta:
+        bench_first_delta(args)
     for name in args.broker or ["memory", "redis"]:
-        bench(name, args)
+        if args.kills:
+            bench(name, args)
 
 
 if __name__ == "__main__":
