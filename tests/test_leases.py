@@ -31,6 +31,7 @@ from uistream_app.conf import DEFAULTS
 from uistream_app.models import Message, Run
 from uistream_app.recording import read_log
 
+from .conftest import JS_DIR
 from .live.conftest import redis_config  # noqa: F401  (fixture)
 from .server import ROOT, free_port
 from .test_chat_http import Browser, read_chunks, text_of, wait_for
@@ -244,3 +245,35 @@ def test_stop_from_another_process_settles_a_dead_run_at_once(
     # not refused (the Redis slot would otherwise hold for ACTIVE_TTL).
     assert other.post("/api/chat/chat-k3/stop").json() == {"stopped": False}
     new_turn_works(other, "chat-k3")
+
+
+@pytest.mark.node
+def test_the_real_client_resuming_on_another_process_ends_with_the_error_and_keeps_what_we_store(
+    node: str, redis_pair: tuple[str, subprocess.Popen[bytes], str]
+) -> None:
+    first, proc, second = redis_pair
+    browser = Browser(first)
+    with browser.stream("chat-k4", "count to 300") as original:
+        read_chunks(original, stop=lambda cs: len(numbers(text_of(cs))) >= 5)
+        cookie = "; ".join(f"{k}={v}" for k, v in browser.client.cookies.items())
+        payload = {"base": second, "cookie": cookie, "csrf": browser.token, "chatId": "chat-k4"}
+        client = subprocess.Popen(
+            [node, str(JS_DIR / "chat_client.mjs"), json.dumps({**payload, "steps": [{"resume": True}]})],
+            cwd=JS_DIR,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        # The run goes on for a while (the client starts meanwhile), then dies.
+        read_chunks(original, stop=lambda cs: len(numbers(text_of(cs))) >= 60)
+        kill(proc)
+    out, err = client.communicate(timeout=LEASE + 30)
+    assert client.returncode == 0, err
+    result = json.loads(out)
+    assert result["status"] == "error"
+    assert result["error"] is not None
+    run = Run.objects.get(conversation_id="chat-k4")
+    assert run.status == "interrupted"
+    (shown,) = result["messages"]
+    assert shown == Message.objects.get(pk=run.message_id).as_ui_message()
+    assert len(numbers(text_of([e.chunk for e in read_log(run)]))) >= 60
