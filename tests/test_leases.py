@@ -191,6 +191,22 @@ def test_a_killed_servers_run_is_settled_by_the_next_server(kind: str) -> None:
     assert 0 <= missing <= DEFAULTS["FLUSH_EVERY_MS"] // DELAY_MS + 2
 
 
+def test_a_run_longer_than_its_lease_lives_while_its_process_renews_it() -> None:
+    env = settings_env()
+    with server_process(env, "uvicorn") as (url, _), server_process(env, "daphne") as (other, _):
+        browser = Browser(url)
+        same_visitor(browser, other).client.get("/api/csrf")  # the other process sweeps from now on
+        with browser.stream("chat-k5", "count to 300") as response:  # 6 s: three leases
+            chunks, done = read_chunks(response)
+    assert done
+    assert chunks[-1]["type"] == "finish"
+    assert numbers(text_of(chunks)) == [str(n) for n in range(1, 301)]
+    wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be stored")
+    run = Run.objects.get(conversation_id="chat-k5")
+    assert run.status == "completed"
+    assert [e.chunk for e in read_log(run)] == chunks  # and no sweeper's error chunk in it
+
+
 @pytest.fixture
 def redis_pair(redis_config: dict[str, Any]) -> Iterator[tuple[str, subprocess.Popen[bytes], str]]:
     """Two servers sharing the database and a Redis broker: the first (the

@@ -179,6 +179,10 @@ async def settle(run_id: str, *, heartbeat_at: datetime | None = None) -> Settle
     orphan (any more): alive, settled already, or taken by another
     sweeper. ``heartbeat_at``: settle it if its heartbeat is still this
     one (a stop that saw it overdue), instead of older than the lease."""
+    from .runner import live_runs
+
+    if any(handle.run_id == run_id for handle in live_runs()):
+        return None  # it runs here: late renewals, not a dead process
     run = await sync_to_async(_claim)(run_id, heartbeat_at)
     if run is None:
         return None
