@@ -14,6 +14,7 @@ The demo's settings, with what a measurement needs changed:
 * ``ROOT_URLCONF = "bench_urls"``: the demo's URLs plus the workload chat
   view, the bare baseline view and the query counter (``bench/bench_urls.py``);
 * ``UISTREAM_BENCH_FLUSH_MS``, when set, is ``UISTREAM["FLUSH_EVERY_MS"]``;
+  ``UISTREAM_BENCH_SETTINGS`` (JSON) sets more ``UISTREAM`` keys;
 * logging at WARNING, so a run does not print per request.
 
 The demo's model stays the default ``MODEL`` (``/api/chat``: "count to N",
@@ -23,6 +24,7 @@ paced by ``UISTREAM_DEMO_DELAY_MS``). Import it with ``bench/`` on
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -57,6 +59,8 @@ ROOT_URLCONF = "bench_urls"
 UISTREAM = {**UISTREAM, "ALLOW_ANONYMOUS": True}
 if os.environ.get("UISTREAM_BENCH_FLUSH_MS"):
     UISTREAM["FLUSH_EVERY_MS"] = int(os.environ["UISTREAM_BENCH_FLUSH_MS"])
+# More UISTREAM keys, as JSON (bench/lease_bench.py: leases and the broker).
+UISTREAM.update(json.loads(os.environ.get("UISTREAM_BENCH_SETTINGS") or "{}"))
 
 LOGGING = {
     "version": 1,

@@ -57,7 +57,7 @@ from uistream_app.protocol.ui.encoder import UIMessageEncoder
 from uistream_app.protocol.ui.render import UIStreamRenderer
 from uistream_app.recording import RunRecorder
 from uistream_app.runs import ScriptedModel
-from uistream_app.store import new_message_id
+from uistream_app.store import ConversationStore, new_message_id
 from uistream_app.views import SSE_HEADERS, ChatView
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,6 +149,22 @@ class DemoNoDBChatView(DiagnosticMixin, ChatView):
     recorder_mode = "no-db"
 
 
+class _NoLeaseCheckStore(ConversationStore):
+    async def settle_orphans(self, chat_id: str) -> None:
+        return None
+
+
+class NoLeaseCheckChatView(WorkloadChatView):
+    """The workload view without the new turn's orphan check (the renewer
+    thread is the process's: it runs for both)."""
+
+    def get_store(self, *, with_thread: bool = False) -> ConversationStore:
+        store = super().get_store(with_thread=with_thread)
+        return _NoLeaseCheckStore(
+            client_tools=store.client_tools, choose_history=store.choose_history, with_thread=with_thread
+        )
+
+
 # -- the bare baseline -----------------------------------------------------------------
 
 
@@ -218,6 +234,7 @@ urlpatterns = [
     path("bench/chat", WorkloadChatView.as_view(), name="bench-chat"),
     path("bench/chat-nolog", NoLogChatView.as_view(), name="bench-chat-nolog"),
     path("bench/demo-nodb", DemoNoDBChatView.as_view(), name="bench-demo-nodb"),
+    path("bench/chat-nolease", NoLeaseCheckChatView.as_view(), name="bench-chat-nolease"),
     path("bench/baseline", baseline_view, name="bench-baseline"),
     path("bench/queries", queries_view, name="bench-queries"),
     path("bench/ping", ping_view, name="bench-ping"),

@@ -1,6 +1,6 @@
 """The HTTP path, measured over real sockets on 127.0.0.1 (issue 4).
 
-    .venv/bin/python bench/http_bench.py [--only 1|2|3] [--reps N] [--streams 200] [--diagnose]
+    .venv/bin/python bench/http_bench.py [--only 1|2|3] [--reps N] [--streams 200] [--diagnose] [--lease]
         [--sqlite wal|default] [--flush-ms MS] [--profile DIR]
 
 Each benchmark starts its own ``daphne`` (one process) on the demo project
@@ -40,7 +40,9 @@ streams for 3.
    open, per stream; server CPU; this client's own event-loop lag (a
    5 ms sleeper), to tell the client's share of a gap from the server's.
 
-``--diagnose`` adds diagnostic arms (``bench_urls.py``) to 1 and 3.
+``--diagnose`` adds diagnostic arms (``bench_urls.py``) to 1 and 3;
+``--lease`` adds to 1 the view without the orphan check a new turn makes
+(``ConversationStore.settle_orphans``), for the lease's cost.
 
 ``--profile DIR`` attaches ``py-spy record --gil`` (``pip install py-spy``)
 to each server and prints where its CPU time went (samples of whichever
@@ -449,12 +451,13 @@ ARMS = {
     "view": ("ChatView (SQLite log on)", "/bench/chat"),
     "baseline": ("bare StreamingHttpResponse", "/bench/baseline"),
     "nolog": ("diagnostic: ChatView, no chunk rows", "/bench/chat-nolog"),
+    "nolease": ("ChatView without the orphan check", "/bench/chat-nolease"),
 }
 
 
 def bench_throughput(args: argparse.Namespace) -> None:
     print("\n## 1. The standard workload through the whole view vs a bare StreamingHttpResponse\n")
-    arms = ["view", "baseline", *(["nolog"] if args.diagnose else [])]
+    arms = ["view", "baseline", *(["nolog"] if args.diagnose else []), *(["nolease"] if args.lease else [])]
     with server("throughput", args) as srv:
         client = Client(srv.port)
 
@@ -833,6 +836,7 @@ def main() -> None:
         help="1: add the view storing no chunk rows; 3: rerun with a recorder making no DB call",
     )
     parser.add_argument("--profile", metavar="DIR", help="py-spy each server, print where the time went")
+    parser.add_argument("--lease", action="store_true", help="1: add the view without the new turn's orphan check")
     args = parser.parse_args()
     which = set(args.only or ["1", "2", "3"])
     print(

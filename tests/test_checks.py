@@ -43,6 +43,11 @@ def test_defaults_pass() -> None:
         ({"KEEPALIVE_SECONDS": "15"}, ["uistream_app.E005"]),
         ({"FLUSH_EVERY_MS": True}, ["uistream_app.E005"]),
         ({"LOG_WRITER": "sometimes"}, ["uistream_app.E007"]),
+        ({"HEARTBEAT_SECONDS": 0}, ["uistream_app.E005"]),
+        ({"LEASE_SECONDS": "20"}, ["uistream_app.E005"]),
+        ({"HEARTBEAT_SECONDS": 5, "LEASE_SECONDS": 10}, ["uistream_app.E012"]),
+        ({"LEASE_SECONDS": 9}, ["uistream_app.E012"]),
+        ({"HEARTBEAT_SECONDS": 0.5, "LEASE_SECONDS": 2}, []),
     ],
 )
 def test_each_error_id(value: object, expected: list[str]) -> None:

@@ -11,8 +11,15 @@ class UIStreamConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.core.signals import request_started
+
         from . import (
             checks,  # noqa: F401  (registers the system checks)
             conf,  # noqa: F401  (connects the setting_changed reset)
             shutdown,  # noqa: F401  (counts the requests a graceful stop waits for)
         )
+        from .sweeper import ensure_renewer
+
+        # A serving process renews its runs' leases and sweeps orphans
+        # from its first request on (not in manage.py commands).
+        request_started.connect(ensure_renewer, dispatch_uid="uistream_app.sweeper")

@@ -14,6 +14,7 @@
 | E009   | ``MODEL`` names neither a chat model nor a callable returning one |
 | E010   | a policy or history setting (``*_CLASSES``, ``THROTTLE_RATES``, a limit) is unusable |
 | E011   | ``MODEL`` is a provider name (``"anthropic:…"``) that is malformed or whose API key is not set |
+| E012   | ``LEASE_SECONDS`` is not more than twice ``HEARTBEAT_SECONDS`` |
 | E020   | ``EXECUTOR`` names no executor, or "celery" without Celery or the Redis broker |
 | W001   | ``GZipMiddleware`` is installed: it buffers streaming responses |
 | W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
@@ -25,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
@@ -97,7 +98,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="uistream_app.E007",
             )
         )
-    for key in ("MAX_STEPS", "KEEPALIVE_SECONDS", "MAX_REQUEST_BYTES", "FLUSH_EVERY_MS"):
+    for key in ("MAX_STEPS", "KEEPALIVE_SECONDS", "MAX_REQUEST_BYTES", "FLUSH_EVERY_MS", *_LEASE_KEYS):
         value = user.get(key, DEFAULTS[key])
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             errors.append(
@@ -107,7 +108,28 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                     id="uistream_app.E005",
                 )
             )
+    errors.extend(_check_lease(user))
     return errors
+
+
+_LEASE_KEYS: Final = ("HEARTBEAT_SECONDS", "LEASE_SECONDS")
+
+
+def _check_lease(user: dict[str, Any]) -> list[CheckMessage]:
+    """E012: a lease that one late heartbeat can outlast would have the
+    sweeper settle runs that are alive."""
+    heartbeat, lease = (user.get(key, DEFAULTS[key]) for key in _LEASE_KEYS)
+    numbers = [v for v in (heartbeat, lease) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
+    if len(numbers) < 2 or lease > 2 * heartbeat:  # E005 reports the rest
+        return []
+    return [
+        Error(
+            f"UISTREAM['LEASE_SECONDS'] = {lease!r} must be more than twice HEARTBEAT_SECONDS ({heartbeat!r}).",
+            hint="A run whose heartbeat is late once would be settled as interrupted while it runs; "
+            "the defaults are 5 and 20.",
+            id="uistream_app.E012",
+        )
+    ]
 
 
 def _check_model_setting(setting: Any) -> list[CheckMessage]:

@@ -33,6 +33,11 @@ DEFAULTS: Final[dict[str, Any]] = {
     "MAX_REQUEST_BYTES": 1024 * 1024,
     "BROKER": {"BACKEND": "memory"},
     "FLUSH_EVERY_MS": 250,
+    # Leases: every HEARTBEAT_SECONDS a serving process renews the
+    # heartbeat of the runs it executes; a running run whose heartbeat is
+    # older than LEASE_SECONDS is an orphan the sweeper settles.
+    "HEARTBEAT_SECONDS": 5,
+    "LEASE_SECONDS": 20,
     # Where the chunk log is written: "thread" (one writer thread per
     # process, its own database connection), "inline" (the thread-sensitive
     # executor of the code that started the run, as the ORM's own async

@@ -199,6 +199,7 @@ class Run(models.Model):
         CANCELLED = "cancelled", _("cancelled")
         #: Stopped on purpose through the stop endpoint.
         STOPPED = "stopped", _("stopped")
+        #: The process that ran it died or shut down before the run ended.
         INTERRUPTED = "interrupted", _("interrupted")
 
     id = models.UUIDField(_("id"), primary_key=True, default=uuid.uuid4, editable=False)
@@ -231,6 +232,12 @@ class Run(models.Model):
     first_chunk_at = models.DateTimeField(_("first chunk at"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
     chunk_count = models.PositiveIntegerField(_("chunk count"), default=0)
+    heartbeat_at = models.DateTimeField(
+        _("heartbeat at"),
+        null=True,
+        blank=True,
+        help_text=_("When the process running it last said it lives; older than LEASE_SECONDS: orphaned."),
+    )
     decisions = models.JSONField(
         _("decisions"),
         default=list,
@@ -250,6 +257,7 @@ class Run(models.Model):
         indexes = (
             models.Index(fields=["conversation", "-started_at"], name="uistream_run_conv_recent"),
             models.Index(fields=["status", "model"], name="uistream_run_status_model"),
+            models.Index(fields=["status", "heartbeat_at"], name="uistream_run_lease"),
         )
 
     def __str__(self) -> str:

@@ -26,6 +26,7 @@ from .protocol.ui.encoder import UIMessageEncoder
 from .protocol.ui.stream import aencode_batches
 from .recording import RunRecorder
 from .store import PreparedRun
+from .sweeper import ensure_renewer
 
 __all__ = ["RunHandle", "Runner", "execute_run", "live_runs"]
 
@@ -109,6 +110,7 @@ class Runner:
         from . import shutdown  # (imports this module)
 
         shutdown.install()
+        ensure_renewer()  # this process now holds a lease to renew
 
         def ended(_task: asyncio.Task[None]) -> None:
             watcher.cancel()

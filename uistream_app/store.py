@@ -30,6 +30,7 @@ from .owners import Owner
 from .protocol.ui.parts import is_tool_part, tool_name, tool_parts
 from .recording import log_writes_inline
 from .runs import ClientToolResult, ToolApproval
+from .sweeper import settle_chat_orphans
 
 __all__ = [
     "AnswerReader",
@@ -196,6 +197,7 @@ class ConversationStore:
             raise not_found()
         if claim_owner is not None:
             owner = await claim_owner()
+        await self.settle_orphans(turn.chat_id)
         # The slot is taken before anything is written: of two requests
         # racing for one chat, the loser writes nothing.
         run_id = str(uuid.uuid4())
@@ -271,6 +273,13 @@ class ConversationStore:
             channel=channel,
             log_inline=log_inline,
         )
+
+    async def settle_orphans(self, chat_id: str) -> None:
+        """Called by ``prepare`` before it takes the chat's slot: settle the
+        chat's runs whose process died (``sweeper``), so that a new turn
+        never runs beside one, nor gets a 409 from its slot. One indexed
+        query when there is none."""
+        await settle_chat_orphans(chat_id)
 
     # -- the transaction ---------------------------------------------------------------
 
@@ -545,6 +554,9 @@ def _create_run(
         conversation=conversation,
         message=message,
         status="running",
+        # The lease starts with the row: a process that dies before its
+        # first renewal still leaves an orphan the sweeper can tell.
+        heartbeat_at=timezone.now(),
         model=model_name[:200],
         sdk_version=version,
         trigger=trigger,

@@ -34,8 +34,9 @@ from .pipeline import (
 from .protocol.ui.render import UIStreamRenderer
 from .protocol.ui.replay import replay_message
 from .recording import load_log
-from .runner import execute_run
+from .runner import execute_run, live_runs
 from .runs import model_name
+from .sweeper import stop_dead_run
 
 __all__ = [
     "SSE_HEADERS",
@@ -102,13 +103,23 @@ class ChatStreamView(StreamView):
 
 
 class ChatStopView(StreamView):
-    """POST ``chat/<chat_id>/stop``: end the active run as *stopped*."""
+    """POST ``chat/<chat_id>/stop``: end the active run as *stopped*; a
+    run whose process is dead is settled (``interrupted``) at once.
+    ``{"stopped": true}`` when the chat's run ended or is being stopped,
+    ``false`` when nothing runs in it."""
 
     http_method_names: ClassVar[list[str]] = ["post", "options"]  # type: ignore[misc]
 
     async def post(self, request: HttpRequest, context: RequestContext, chat_id: str) -> HttpResponse:
         conversation = await context.owned_conversation(chat_id)
+        run = await Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).afirst()
+        if run is None:
+            return JsonResponse({"stopped": False})
         stopped = await get_broker().request_stop(conversation.pk)
+        if not any(handle.run.pk == run.pk for handle in live_runs()):
+            # No run of this process: its process may be dead. A live one
+            # ends on the request, or renews its lease; a dead one does neither.
+            stopped = await stop_dead_run(run) or stopped
         return JsonResponse({"stopped": stopped})
 
 

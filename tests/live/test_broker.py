@@ -355,3 +355,30 @@ async def test_no_keepalive_unless_asked(broker: Broker) -> None:
         await asyncio.gather(waiting, return_exceptions=True)
         await subscription.aclose()  # type: ignore[attr-defined]
         await channel.close()
+
+
+async def test_end_orphan_ends_a_run_whose_process_died(broker: Broker) -> None:
+    chunks = make_chunks(10)
+    channel = await broker.open_run("conv", "run-1")  # its process "dies": never closed
+    await channel.publish(chunks)
+    await channel.flush()
+    assert await broker.published("run-1") == chunks
+    follower = asyncio.create_task(collect(broker, "run-1"))
+    terminal = [{"type": "error", "errorText": "gone"}]
+
+    await broker.end_orphan("conv", "run-1", terminal, 10)
+
+    assert await follower == numbered(chunks + terminal)
+    assert await broker.active_run("conv") is None
+    assert await broker.published("run-1") == chunks + terminal
+    await broker.end_orphan("conv", "run-1", terminal, 11)  # idempotent
+    assert await broker.published("run-1") == chunks + terminal
+    await (await broker.open_run("conv", "run-2")).close()
+
+
+async def test_end_orphan_leaves_the_slot_of_another_run(broker: Broker) -> None:
+    channel = await broker.open_run("conv", "run-2")
+    await broker.end_orphan("conv", "run-1", [], 0)
+    assert await broker.active_run("conv") == "run-2"
+    assert await broker.published("run-1") is None
+    await channel.close()

@@ -186,6 +186,20 @@ class Broker(Protocol):
         ``False`` when it has none."""
         ...
 
+    async def published(self, run_id: str) -> list[Chunk] | None:
+        """Every chunk published for ``run_id`` so far, from seq 0, without
+        waiting; ``None`` when the broker holds no such run (never opened
+        here, or expired). The sweeper completes an orphan's log from it."""
+        ...
+
+    async def end_orphan(self, conversation_id: str, run_id: str, chunks: Sequence[Chunk], first_seq: int) -> None:
+        """End a run whose process is gone: append ``chunks`` numbered from
+        ``first_seq`` (only if that is the run's next seq), close the run
+        so that its subscribers drain and end, and free the conversation's
+        slot if this run still holds it. Idempotent; a run that is closed
+        or unknown is left as it is (the slot is still freed)."""
+        ...
+
     async def ping(self) -> None:
         """Raise ``BrokerUnavailable`` when the backend cannot be reached."""
         ...

@@ -213,6 +213,20 @@ class MemoryBroker:
         channel._request_stop()
         return True
 
+    async def published(self, run_id: str) -> list[Chunk] | None:
+        self._sweep()
+        run = self._runs.get(run_id)
+        return None if run is None else list(run.chunks)
+
+    async def end_orphan(self, conversation_id: str, run_id: str, chunks: Sequence[Chunk], first_seq: int) -> None:
+        channel = self._active.get(conversation_id)
+        if channel is None or channel.run_id != run_id:
+            return
+        run = channel._run
+        if not run.closed and len(run.chunks) == first_seq:
+            run.chunks.extend(chunks)
+        await channel.close()
+
     async def ping(self) -> None:
         return None
 

@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
@@ -104,6 +104,21 @@ if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) end
 return 1
 """
 
+# KEYS: active, stream, stop list. ARGV: run id, finished ttl ms, entry id
+# of the chunks, the chunks ('' for none). Ends a run whose process died.
+_END_ORPHAN = """
+if redis.call('exists', KEYS[2]) == 1 then
+  if #redis.call('xrange', KEYS[2], '2-0', '2-0') == 0 then
+    if ARGV[4] ~= '' then redis.pcall('xadd', KEYS[2], ARGV[3], 'c', ARGV[4]) end
+    redis.call('xadd', KEYS[2], '2-0', 'end', '1')
+  end
+  redis.call('pexpire', KEYS[2], ARGV[2])
+end
+redis.call('del', KEYS[3])
+if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) end
+return 1
+"""
+
 
 def _reconnecting_retry() -> Retry:
     """Rule 12: a command whose connection turns out dead (Redis restarted
@@ -167,7 +182,7 @@ def _decode(data: bytes) -> list[Chunk]:
 class _Client:
     """The redis client and scripts of one event loop (rule 8)."""
 
-    __slots__ = ("adopt_run", "close_run", "heartbeat", "open_run", "redis")
+    __slots__ = ("adopt_run", "close_run", "end_orphan", "heartbeat", "open_run", "redis")
 
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
@@ -175,6 +190,7 @@ class _Client:
         self.open_run: AsyncScript = redis.register_script(_OPEN)
         self.heartbeat: AsyncScript = redis.register_script(_HEARTBEAT)
         self.close_run: AsyncScript = redis.register_script(_CLOSE)
+        self.end_orphan: AsyncScript = redis.register_script(_END_ORPHAN)
 
 
 class RedisRunChannel(RunChannel):
@@ -555,6 +571,33 @@ class RedisBroker:
             pipe.pexpire(stop_key, int(self.active_ttl * 1000))
             await pipe.execute()
         return True
+
+    async def published(self, run_id: str) -> list[Chunk] | None:
+        redis = self._client().redis
+        with self._unavailable():
+            entries = cast(
+                "list[tuple[bytes, dict[bytes, bytes]]]",
+                await redis.xrange(self._stream_key(run_id), b"1-0", b"(" + END_ID),
+            )
+            if not entries and not await redis.exists(self._stream_key(run_id)):
+                return None
+        chunks: list[Chunk] = []
+        for entry_id, fields in entries:
+            batch = _decode(fields[b"c"])
+            start = int(entry_id[2:]) - len(batch) + 1
+            if start > len(chunks):
+                raise BrokerError(f"Run {run_id!r} has a gap: seq {len(chunks)} is missing.")
+            chunks += batch[len(chunks) - start :]
+        return chunks
+
+    async def end_orphan(self, conversation_id: str, run_id: str, chunks: Sequence[Chunk], first_seq: int) -> None:
+        client = self._client()
+        last = first_seq + len(chunks) - 1
+        with self._unavailable():
+            await client.end_orphan(
+                keys=[self._active_key(conversation_id), self._stream_key(run_id), self._stop_key(run_id)],
+                args=[run_id, int(self.finished_ttl * 1000), f"1-{max(last, 0)}", _encode(chunks) if chunks else b""],
+            )
 
     async def ping(self) -> None:
         """One attempt on a fresh connection, no retries: is the server

@@ -1,0 +1,295 @@
+"""Runs outlive their process: servers killed for real (SIGKILL) mid-answer.
+
+Every server here is a process of its own (daphne or uvicorn) on the test
+database (a file) with small ``HEARTBEAT_SECONDS`` / ``LEASE_SECONDS``. A
+run whose process was killed is settled ``interrupted`` by whichever
+process finds it: a restarted server (its sweep, or a new turn in the same
+chat), the other server of a Redis pair (its sweep, or a stop). Judged by
+what the clients received, the stored run and message, and a new turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from uistream_app.conf import DEFAULTS
+from uistream_app.models import Message, Run
+from uistream_app.recording import read_log
+
+from .conftest import JS_DIR
+from .live.conftest import redis_config  # noqa: F401  (fixture)
+from .server import ROOT, free_port
+from .test_chat_http import Browser, read_chunks, text_of, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HEARTBEAT = 0.5
+LEASE = 2.0
+DELAY_MS = 20
+ERROR_TEXT = DEFAULTS["ERROR_TEXT"]
+SERVERS = {
+    "daphne": ["-m", "daphne", "-b", "127.0.0.1", "-p", "{port}", "demo_project.asgi:application"],
+    "uvicorn": ["-m", "uvicorn", "--host", "127.0.0.1", "--port", "{port}", "demo_project.asgi:application"],
+}
+
+
+def settings_env(broker: dict[str, Any] | None = None) -> dict[str, str]:
+    if connection.vendor != "sqlite":
+        pytest.skip("the server processes share the database through its file (SQLite)")
+    uistream = {
+        "ALLOW_ANONYMOUS": True,
+        "MODEL": "demo_project.demo_model.make_model",
+        "HEARTBEAT_SECONDS": HEARTBEAT,
+        "LEASE_SECONDS": LEASE,
+        "BROKER": broker or {"BACKEND": "memory"},
+    }
+    return {
+        "DJANGO_SETTINGS_MODULE": "tests.lease_server_settings",
+        "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+        "UISTREAM_TEST_SETTINGS": json.dumps(uistream),
+        "UISTREAM_DEMO_DELAY_MS": str(DELAY_MS),
+    }
+
+
+@contextmanager
+def server_process(env: dict[str, str], kind: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A ``kind`` server in its own process; its URL and the process (to
+    kill). Ended at the end if it still runs."""
+    port = free_port()
+    args = [a.format(port=port) for a in SERVERS[kind]]
+    with tempfile.TemporaryFile() as log:  # read when the server does not start
+        proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=log)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                        break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        log.seek(0)
+                        raise RuntimeError(
+                            f"{kind} did not start: {log.read()[-2000:].decode(errors='replace')}"
+                        ) from None
+                    time.sleep(0.05)
+            yield f"http://127.0.0.1:{port}", proc
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def same_visitor(browser: Browser, base: str) -> Browser:
+    """``browser``'s session (stored in the shared database) on another server."""
+    other = Browser.__new__(Browser)
+    cookie = "; ".join(f"{name}={value}" for name, value in browser.client.cookies.items())
+    other.client = httpx.Client(base_url=base, headers={"Cookie": cookie}, timeout=30)
+    other.token = browser.token
+    return other
+
+
+def read_until_gone(response: httpx.Response) -> tuple[list[dict[str, Any]], bool]:
+    """What is left of a stream whose server died: chunks until the
+    connection broke (or ``[DONE]``)."""
+    chunks: list[dict[str, Any]] = []
+    try:
+        while True:  # one chunk a call: what was read before the break is kept
+            got, done = read_chunks(response, stop=lambda _: True)
+            chunks += got
+            if done or not got:
+                return chunks, done
+    except httpx.HTTPError:
+        return chunks, False
+
+
+def numbers(text: str) -> list[str]:
+    return text.split()
+
+
+def stored_text(message_id: str) -> str:
+    parts = Message.objects.get(pk=message_id).parts
+    return "".join(p["text"] for p in parts if p["type"] == "text")
+
+
+def logged_text(run: Run) -> str:
+    return text_of([e.chunk for e in read_log(run)])
+
+
+def lease_expired(run: Run) -> bool:
+    run.refresh_from_db()
+    assert run.heartbeat_at is not None
+    return (timezone.now() - run.heartbeat_at).total_seconds() > LEASE
+
+
+def new_turn_works(browser: Browser, chat_id: str) -> None:
+    with browser.stream(chat_id, "count to 3", message_id="u2") as response:
+        assert response.status_code == 200, response.read()
+        chunks, done = read_chunks(response)
+    assert done
+    assert numbers(text_of(chunks)) == ["1", "2", "3"]
+    wait_for(lambda: Run.objects.filter(conversation_id=chat_id, status="completed").exists(), "the new run")
+
+
+@pytest.mark.parametrize("kind", ["daphne", "uvicorn"])
+def test_a_killed_servers_run_is_settled_by_the_next_server(kind: str) -> None:
+    env = settings_env()
+    with server_process(env, kind) as (url, proc):
+        browser = Browser(url)
+        with browser.stream("chat-k1", "count to 300") as response:
+            received, _ = read_chunks(response, stop=lambda cs: len(numbers(text_of(cs))) >= 30)
+            kill(proc)
+            rest, done = read_until_gone(response)
+    assert not done
+    received_text = text_of(received + rest)
+    run = Run.objects.get(conversation_id="chat-k1")
+    assert run.status == "running"
+    wait_for(lambda: lease_expired(run), "the killed run's lease to run out", timeout=LEASE + 10)
+
+    with server_process(env, kind) as (url, _):
+        again = same_visitor(browser, url)
+        # The restarted server's first request is a new turn in that chat:
+        # the orphan is settled first, not left running beside it.
+        new_turn_works(again, "chat-k1")
+
+    run.refresh_from_db()
+    assert run.status == "interrupted"
+    assert run.finished_at is not None
+    log = [e.chunk for e in read_log(run)]
+    assert log[-1] == {"type": "error", "errorText": ERROR_TEXT}
+    assert Run.objects.filter(conversation_id="chat-k1", status="running").count() == 0
+    # The message holds what the log holds, which is what the client got
+    # but for at most FLUSH_EVERY_MS of deltas (the in-process broker died
+    # with the process: nothing else holds what was not flushed).
+    stored = stored_text(str(run.message_id))
+    assert stored == logged_text(run)
+    assert received_text.startswith(stored)
+    missing = len(numbers(received_text)) - len(numbers(stored))
+    assert 0 <= missing <= DEFAULTS["FLUSH_EVERY_MS"] // DELAY_MS + 2
+
+
+def test_a_run_longer_than_its_lease_lives_while_its_process_renews_it() -> None:
+    env = settings_env()
+    with server_process(env, "uvicorn") as (url, _), server_process(env, "daphne") as (other, _):
+        browser = Browser(url)
+        same_visitor(browser, other).client.get("/api/csrf")  # the other process sweeps from now on
+        with browser.stream("chat-k5", "count to 300") as response:  # 6 s: three leases
+            chunks, done = read_chunks(response)
+    assert done
+    assert chunks[-1]["type"] == "finish"
+    assert numbers(text_of(chunks)) == [str(n) for n in range(1, 301)]
+    wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be stored")
+    run = Run.objects.get(conversation_id="chat-k5")
+    assert run.status == "completed"
+    assert [e.chunk for e in read_log(run)] == chunks  # and no sweeper's error chunk in it
+
+
+@pytest.fixture
+def redis_pair(redis_config: dict[str, Any]) -> Iterator[tuple[str, subprocess.Popen[bytes], str]]:
+    """Two servers sharing the database and a Redis broker: the first (the
+    one to kill) and the second."""
+    env = settings_env(redis_config)
+    with server_process(env, "uvicorn") as (first, proc), server_process(env, "daphne") as (second, _):
+        yield first, proc, second
+
+
+def test_a_resumer_on_another_process_ends_with_the_error_and_loses_nothing(
+    redis_pair: tuple[str, subprocess.Popen[bytes], str],
+) -> None:
+    first, proc, second = redis_pair
+    browser = Browser(first)
+    with browser.stream("chat-k2", "count to 300") as original:
+        read_chunks(original, stop=lambda cs: len(numbers(text_of(cs))) >= 5)
+        other = same_visitor(browser, second)
+        with other.client.stream("GET", "/api/chat/chat-k2/stream") as resumed:
+            assert resumed.status_code == 200
+            head, _ = read_chunks(resumed, stop=lambda cs: len(numbers(text_of(cs))) >= 30)
+            kill(proc)
+            killed_at = time.monotonic()
+            tail, done = read_chunks(resumed)
+            ended_after = time.monotonic() - killed_at
+    received = head + tail
+    assert done
+    assert received[-1] == {"type": "error", "errorText": ERROR_TEXT}
+    assert ended_after < LEASE + 10
+    run = Run.objects.get(conversation_id="chat-k2")
+    assert run.status == "interrupted"
+    # Completed from the broker's stream: not one number the resumer got is missing.
+    assert stored_text(str(run.message_id)) == text_of(received)
+    assert [e.chunk for e in read_log(run)] == received
+    new_turn_works(other, "chat-k2")
+
+
+def test_stop_from_another_process_settles_a_dead_run_at_once(
+    redis_pair: tuple[str, subprocess.Popen[bytes], str],
+) -> None:
+    first, proc, second = redis_pair
+    browser = Browser(first)
+    with browser.stream("chat-k3", "count to 300") as original:
+        read_chunks(original, stop=lambda cs: len(numbers(text_of(cs))) >= 20)
+        kill(proc)
+    other = same_visitor(browser, second)
+    answer = other.post("/api/chat/chat-k3/stop")
+    assert answer.json() == {"stopped": True}
+    run = Run.objects.get(conversation_id="chat-k3")
+    assert run.status == "interrupted"  # when stop answers, not a lease later
+    assert [e.chunk for e in read_log(run)][-1] == {"type": "error", "errorText": ERROR_TEXT}
+    # Nothing runs any more: a second stop stops nothing, a new message is
+    # not refused (the Redis slot would otherwise hold for ACTIVE_TTL).
+    assert other.post("/api/chat/chat-k3/stop").json() == {"stopped": False}
+    new_turn_works(other, "chat-k3")
+
+
+@pytest.mark.node
+def test_the_real_client_resuming_on_another_process_ends_with_the_error_and_keeps_what_we_store(
+    node: str, redis_pair: tuple[str, subprocess.Popen[bytes], str]
+) -> None:
+    first, proc, second = redis_pair
+    browser = Browser(first)
+    with browser.stream("chat-k4", "count to 300") as original:
+        read_chunks(original, stop=lambda cs: len(numbers(text_of(cs))) >= 5)
+        cookie = "; ".join(f"{k}={v}" for k, v in browser.client.cookies.items())
+        payload = {"base": second, "cookie": cookie, "csrf": browser.token, "chatId": "chat-k4"}
+        client = subprocess.Popen(
+            [node, str(JS_DIR / "chat_client.mjs"), json.dumps({**payload, "steps": [{"resume": True}]})],
+            cwd=JS_DIR,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        # The run goes on for a while (the client starts meanwhile), then dies.
+        read_chunks(original, stop=lambda cs: len(numbers(text_of(cs))) >= 60)
+        kill(proc)
+    out, err = client.communicate(timeout=LEASE + 30)
+    assert client.returncode == 0, err
+    result = json.loads(out)
+    assert result["status"] == "error"
+    assert result["error"] is not None
+    run = Run.objects.get(conversation_id="chat-k4")
+    assert run.status == "interrupted"
+    (shown,) = result["messages"]
+    assert shown == Message.objects.get(pk=run.message_id).as_ui_message()
+    assert len(numbers(text_of([e.chunk for e in read_log(run)]))) >= 60

@@ -1,0 +1,153 @@
+"""The sweeper on stored rows: an orphan (a running run whose heartbeat is
+older than ``LEASE_SECONDS``) is settled ``interrupted``, its log completed
+from the broker and closed with an ``error`` chunk, its message rebuilt;
+a live run is left alone; two sweepers settle an orphan once.
+
+The same, through real servers killed for real, is ``test_leases.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import io
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from asgiref.sync import sync_to_async
+from django.core.management import call_command
+from django.db import connections
+from django.utils import timezone
+
+from uistream_app.conf import settings as uistream_settings
+from uistream_app.live import MemoryBroker, get_broker
+from uistream_app.models import Conversation, Message, Run
+from uistream_app.recording import read_log, write_log
+from uistream_app.sweeper import settle, sweep
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: What a client of "count to 5" got before the process died: three numbers.
+SENT = [
+    {"type": "start", "messageId": "a1"},
+    {"type": "start-step"},
+    {"type": "text-start", "id": "t1"},
+    {"type": "text-delta", "id": "t1", "delta": "1 "},
+    {"type": "text-delta", "id": "t1", "delta": "2 "},
+    {"type": "text-delta", "id": "t1", "delta": "3 "},
+]
+
+
+def orphan(chat_id: str = "c1", *, logged: int = len(SENT), heartbeat_age: float = 3600) -> Run:
+    """A chat whose run's process died after sending ``SENT``: the log holds
+    the first ``logged`` chunks, the message is still empty."""
+    conversation = Conversation.objects.create(pk=chat_id, session_key="s1")
+    Message.objects.create(
+        pk=f"{chat_id}-u1",
+        conversation=conversation,
+        role="user",
+        parts=[{"type": "text", "text": "count"}],
+        position=0,
+    )
+    message = Message.objects.create(pk="a1", conversation=conversation, role="assistant", parts=[], position=1)
+    run = Run.objects.create(
+        conversation=conversation,
+        message=message,
+        status="running",
+        heartbeat_at=timezone.now() - dt.timedelta(seconds=heartbeat_age),
+    )
+    write_log(run, SENT[:logged])
+    return run
+
+
+def terminal() -> dict[str, Any]:
+    return {"type": "error", "errorText": uistream_settings.ERROR_TEXT}
+
+
+def test_the_command_settles_an_orphan_from_its_log() -> None:
+    run = orphan()
+    out = io.StringIO()
+    call_command("uistream_sweep", stdout=out)
+
+    run.refresh_from_db()
+    assert run.status == "interrupted"
+    assert run.finished_at is not None
+    assert [e.chunk for e in read_log(run)] == [*SENT, terminal()]
+    assert run.chunk_count == len(SENT) + 1
+    message = Message.objects.get(pk="a1")
+    assert [(p["type"], p["text"]) for p in message.parts if p["type"] == "text"] == [("text", "1 2 3 ")]
+    assert str(run.pk) in out.getvalue()
+    assert "1 orphaned run settled" in out.getvalue()
+
+    # Settled once: a second sweep finds nothing and adds nothing.
+    out = io.StringIO()
+    call_command("uistream_sweep", stdout=out)
+    assert "0 orphaned runs settled" in out.getvalue()
+    assert len(read_log(run)) == len(SENT) + 1
+
+
+def test_a_run_within_its_lease_is_left_alone() -> None:
+    run = orphan(heartbeat_age=uistream_settings.LEASE_SECONDS / 2)
+    call_command("uistream_sweep", stdout=io.StringIO())
+    run.refresh_from_db()
+    assert run.status == "running"
+    assert len(read_log(run)) == len(SENT)
+
+
+def test_a_log_that_ended_already_gets_no_second_terminal_chunk() -> None:
+    run = orphan()
+    write_log(run, [{"type": "finish-step"}, {"type": "finish", "finishReason": "stop"}])
+    call_command("uistream_sweep", stdout=io.StringIO())
+    run.refresh_from_db()
+    assert run.status == "interrupted"
+    assert read_log(run)[-1].chunk == {"type": "finish", "finishReason": "stop"}
+
+
+@pytest_asyncio.fixture
+async def _close_worker_connections() -> AsyncIterator[None]:
+    yield
+    await sync_to_async(connections.close_all)()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_the_log_is_completed_from_the_broker_and_resumers_end_with_the_error() -> None:
+    # The broker holds all six chunks the client got; the log writer had
+    # stored four when the process "died" (its channel is left open).
+    run = await sync_to_async(orphan)(logged=4)
+    broker = get_broker()
+    assert isinstance(broker, MemoryBroker)
+    channel = await broker.open_run("c1", str(run.pk))
+    await channel.publish(SENT)
+    resumer = broker.subscribe(str(run.pk))
+    received = [chunk async for _, chunk in _until(resumer, len(SENT))]
+
+    settled = await settle(str(run.pk))
+
+    assert settled is not None
+    assert settled.recovered == 2
+    rest = [chunk async for _, chunk in resumer]
+    assert received + rest == [*SENT, terminal()]
+    await sync_to_async(run.refresh_from_db)()
+    assert run.status == "interrupted"
+    assert [e.chunk for e in await sync_to_async(read_log)(run)] == [*SENT, terminal()]
+    # The chat's slot is free: a new run may start.
+    assert await broker.active_run("c1") is None
+    await (await broker.open_run("c1", "next-run")).close()
+
+
+async def _until(stream: Any, count: int) -> AsyncIterator[Any]:
+    for _ in range(count):
+        yield await anext(stream)
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_two_sweepers_racing_settle_an_orphan_once() -> None:
+    run = await sync_to_async(orphan)()
+    results = await asyncio.gather(sweep(), sweep(), settle(str(run.pk)))
+    settled = [s for result in results for s in (result if isinstance(result, list) else [result]) if s is not None]
+    assert len(settled) == 1
+    log = await sync_to_async(read_log)(run)
+    assert [e.chunk for e in log] == [*SENT, terminal()]
