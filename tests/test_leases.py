@@ -24,7 +24,6 @@ from typing import Any
 
 import httpx
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from uistream_app.conf import DEFAULTS
@@ -33,7 +32,7 @@ from uistream_app.recording import read_log
 
 from .conftest import JS_DIR
 from .live.conftest import redis_config  # noqa: F401  (fixture)
-from .server import ROOT, free_port
+from .server import ROOT, free_port, shared_database_url
 from .test_chat_http import Browser, read_chunks, text_of, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,8 +48,6 @@ SERVERS = {
 
 
 def settings_env(broker: dict[str, Any] | None = None) -> dict[str, str]:
-    if connection.vendor != "sqlite":
-        pytest.skip("the server processes share the database through its file (SQLite)")
     uistream = {
         "ALLOW_ANONYMOUS": True,
         "MODEL": "demo_project.demo_model.make_model",
@@ -59,8 +56,8 @@ def settings_env(broker: dict[str, Any] | None = None) -> dict[str, str]:
         "BROKER": broker or {"BACKEND": "memory"},
     }
     return {
-        "DJANGO_SETTINGS_MODULE": "tests.lease_server_settings",
-        "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+        "DJANGO_SETTINGS_MODULE": "tests.server_settings",
+        "DATABASE_URL": shared_database_url(),
         "UISTREAM_TEST_SETTINGS": json.dumps(uistream),
         "UISTREAM_DEMO_DELAY_MS": str(DELAY_MS),
     }

@@ -33,6 +33,7 @@ from rest_framework.serializers import BaseSerializer
 from ..inspect.formats import astream_transcript, download_name, get_format, stream_transcript, transcript_formats
 from ..live import get_broker
 from ..models import Conversation, Message, Run
+from ..sweeper import settle_chat_orphans
 from .filters import RunFilter, UpdatedRangeFilter
 from .permissions import ChatOwner, OwnedMixin, SchemaAccess
 from .serializers import ConversationSerializer, RunSerializer, UIMessageSerializer
@@ -111,6 +112,8 @@ class ConversationDetailView(OwnedMixin, generics.RetrieveUpdateDestroyAPIView[C
         return self.owned_conversations().annotate(message_count=Count("messages"))
 
     def perform_destroy(self, instance: Conversation) -> None:
+        # A run whose process died holds the chat's slot until it is settled.
+        async_to_sync(settle_chat_orphans)(instance.pk)
         if async_to_sync(get_broker().active_run)(instance.pk) is not None:
             raise Conflict("a reply is still streaming in this chat; stop it first", code="run_active")
         instance.delete()
