@@ -82,3 +82,34 @@ async def test_an_agui_stream_ends_with_run_error() -> None:
     assert events[-1]["message"] == ERROR_TEXT
     assert not [e for e in events if e["type"] == "RUN_FINISHED"]
     assert closes == [True]
+
+
+class EndingBroker(FailingBroker):
+    """Hands over ``SENT``, then ends as a stream that expired does."""
+
+    async def subscribe_batches(
+        self, run_id: str, from_seq: int = 0, *, keepalive: float | None = None
+    ) -> AsyncIterator[tuple[int, list[dict[str, Any]]]]:
+        try:
+            yield 0, list(SENT)
+        finally:
+            self.closed = True
+
+
+@pytest.mark.asyncio
+async def test_a_stream_that_ends_without_its_end_tells_the_client() -> None:
+    """A run whose process died and whose stream expired before it was
+    settled: the client gets the masked error, not a bare ``[DONE]``."""
+    events, body, _closes = await rendered(EndingBroker(RunLost("unused")), UIStreamRenderer(7))
+    assert events[-1] == {"type": "error", "errorText": ERROR_TEXT}
+    assert body.endswith(b"data: [DONE]\n\n")
+
+
+@pytest.mark.asyncio
+async def test_a_stream_that_ends_with_its_finish_gets_nothing_more() -> None:
+    class Finished(EndingBroker):
+        async def subscribe_batches(self, run_id: str, from_seq: int = 0, *, keepalive: float | None = None) -> Any:
+            yield 0, [*SENT, {"type": "text-end", "id": "t0"}, {"type": "finish"}]
+
+    events, _body, _closes = await rendered(Finished(RunLost("unused")), UIStreamRenderer(7))
+    assert events[-1] == {"type": "finish"}

@@ -38,8 +38,9 @@ from .hooks import ChatHooks
 from .live import BrokerError, get_broker
 from .models import Conversation
 from .owners import Owner
-from .pipeline import BROKER_UNAVAILABLE
+from .pipeline import BROKER_UNAVAILABLE, TERMINAL_CHUNKS
 from .policies import Policies, SocketRequest, check_policies
+from .protocol.ui.chunks import Chunk
 from .protocol.ws import (
     CLOSE_MESSAGE_TOO_BIG,
     CLOSE_POLICY_VIOLATION,
@@ -362,11 +363,14 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
         request.streaming = True  # from here on, cancelling the task loses nothing
         subscription = get_broker().subscribe_batches(request.run_id, from_seq)
         started = False
+        last: Chunk | None = None
         try:
             async for first, chunks in subscription:
                 if not started:
                     started = True
                     await send(text_data=renderer.start())
+                if chunks:
+                    last = chunks[-1]
                 for text in renderer.chunks(first, chunks):
                     await send(text_data=text)
         except BrokerError:
@@ -386,6 +390,11 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
             return True
         if not started:
             await send(text_data=renderer.start())
+        if last is not None and last.get("type") not in TERMINAL_CHUNKS:
+            # The run's stream ended without its end (as render_subscription
+            # says it over HTTP): the client is told, not left with an ``end``.
+            await send(text_data=renderer.error(uistream_settings.ERROR_TEXT, "run_lost"))
+            return True
         await send(text_data=renderer.end())
         return True
 

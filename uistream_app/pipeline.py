@@ -65,6 +65,8 @@ SSE_HEADERS: dict[str, str] = {
 }
 SDK_VERSION_HEADER = "x-uistream-sdk-version"
 SAFE_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
+#: Chunks that end a run's stream: after any other, the stream is cut short.
+TERMINAL_CHUNKS = frozenset(("finish", "error", "abort"))
 
 logger = logging.getLogger("uistream_app.pipeline")
 
@@ -202,15 +204,23 @@ async def render_subscription(
     subscription = broker.subscribe_batches(run_id, keepalive=keepalive_seconds)
     render_many = renderer.render_many
     completed = False
+    last: Chunk | None = None
     try:
         try:
             async for _seq, chunks in subscription:
                 if not chunks:
                     yield KEEPALIVE_FRAME
                     continue
+                last = chunks[-1]
                 frames = render_many(chunks)
                 if frames:
                     yield frames
+            if last is not None and last.get("type") not in TERMINAL_CHUNKS:
+                # The run's stream ended without its end (its process died
+                # and the stream expired before the sweeper settled it): the
+                # client is told, never left with a bare end of stream.
+                logger.warning("run %s's stream ended without a terminal chunk", run_id)
+                yield render_many([{"type": "error", "errorText": str(uistream_settings.ERROR_TEXT)}])
         except BrokerError:
             logger.exception("the broker failed while run %s streamed", run_id)
             yield render_many([{"type": "error", "errorText": str(uistream_settings.ERROR_TEXT)}])
