@@ -25,14 +25,13 @@ from typing import Any
 
 import httpx
 import pytest
-from django.db import connection
 
 from uistream_app.models import Run
 from uistream_app.protocol.sse import KEEPALIVE_FRAME
 
 from .conftest import in_ci
 from .live.conftest import redis_config  # noqa: F401  (fixture)
-from .server import ROOT, free_port
+from .server import ROOT, free_port, shared_database_url
 from .test_approvals import EMAIL
 from .test_chat_http import Browser, read_chunks, text_of, wait_for
 from .test_chat_real_client import run_client, stored_messages
@@ -93,7 +92,7 @@ class Stack:
     def __init__(self, uistream: dict[str, Any], redis: dict[str, Any], tag: str) -> None:
         self.env: dict[str, str] = {
             "DJANGO_SETTINGS_MODULE": "tests.server_settings",
-            "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+            "DATABASE_URL": shared_database_url(),
             "UISTREAM_TEST_SETTINGS": json.dumps(uistream),
             "UISTREAM_DEMO_DELAY_MS": DELAY_MS,
             "UISTREAM_DEMO_EXECUTOR": "celery",
@@ -144,8 +143,6 @@ class Stack:
 @pytest.fixture
 def stack(redis_config: dict[str, Any]) -> Iterator[Stack]:
     require_celery()
-    if connection.vendor != "sqlite":
-        pytest.skip("the processes share the database through its file (SQLite)")
     uistream = {
         "ALLOW_ANONYMOUS": True,
         "MODEL": "demo_project.demo_model.make_model",
