@@ -11,12 +11,8 @@ what the clients received, the stored run and message, and a new turn.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,7 +28,7 @@ from uistream_app.recording import read_log
 
 from .conftest import JS_DIR
 from .live.conftest import redis_config  # noqa: F401  (fixture)
-from .server import ROOT, free_port, shared_database_url
+from .server import demo_server, shared_database_url
 from .test_chat_http import Browser, read_chunks, text_of, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,11 +37,6 @@ HEARTBEAT = 0.5
 LEASE = 2.0
 DELAY_MS = 20
 ERROR_TEXT = DEFAULTS["ERROR_TEXT"]
-SERVERS = {
-    "daphne": ["-m", "daphne", "-b", "127.0.0.1", "-p", "{port}", "demo_project.asgi:application"],
-    "uvicorn": ["-m", "uvicorn", "--host", "127.0.0.1", "--port", "{port}", "demo_project.asgi:application"],
-}
-
 
 def settings_env(broker: dict[str, Any] | None = None) -> dict[str, str]:
     uistream = {
@@ -65,34 +56,10 @@ def settings_env(broker: dict[str, Any] | None = None) -> dict[str, str]:
 
 @contextmanager
 def server_process(env: dict[str, str], kind: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A ``kind`` server in its own process; its URL and the process (to
-    kill). Ended at the end if it still runs."""
-    port = free_port()
-    args = [a.format(port=port) for a in SERVERS[kind]]
-    with tempfile.TemporaryFile() as log:  # read when the server does not start
-        proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=log)
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                        break
-                except OSError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        log.seek(0)
-                        raise RuntimeError(
-                            f"{kind} did not start: {log.read()[-2000:].decode(errors='replace')}"
-                        ) from None
-                    time.sleep(0.05)
-            yield f"http://127.0.0.1:{port}", proc
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+    """A ``kind`` server in its own process (``demo_server``); its URL and
+    the process (to kill)."""
+    with demo_server(kind, env) as server:
+        yield server.url, server.proc
 
 
 def kill(proc: subprocess.Popen[bytes]) -> None:

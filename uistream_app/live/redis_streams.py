@@ -91,22 +91,11 @@ redis.call('pexpire', KEYS[2], ARGV[2])
 return 1
 """
 
-# KEYS: active, stream, stop list. ARGV: run id, finished ttl ms.
-_CLOSE = """
-if redis.call('exists', KEYS[2]) == 1 then
-  if #redis.call('xrange', KEYS[2], '2-0', '2-0') == 0 then
-    redis.call('xadd', KEYS[2], '2-0', 'end', '1')
-  end
-  redis.call('pexpire', KEYS[2], ARGV[2])
-end
-redis.call('del', KEYS[3])
-if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) end
-return 1
-"""
-
 # KEYS: active, stream, stop list. ARGV: run id, finished ttl ms, entry id
-# of the chunks, the chunks ('' for none). Ends a run whose process died.
-_END_ORPHAN = """
+# of the chunks, the chunks ('' for none). Ends a run: its own ``close()``
+# (no chunks), or the sweeper's for a run whose process died (what the
+# stream lacks, then the end).
+_CLOSE = """
 if redis.call('exists', KEYS[2]) == 1 then
   if #redis.call('xrange', KEYS[2], '2-0', '2-0') == 0 then
     if ARGV[4] ~= '' then redis.pcall('xadd', KEYS[2], ARGV[3], 'c', ARGV[4]) end
@@ -182,7 +171,7 @@ def _decode(data: bytes) -> list[Chunk]:
 class _Client:
     """The redis client and scripts of one event loop (rule 8)."""
 
-    __slots__ = ("adopt_run", "close_run", "end_orphan", "heartbeat", "open_run", "redis")
+    __slots__ = ("adopt_run", "close_run", "heartbeat", "open_run", "redis")
 
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
@@ -190,7 +179,6 @@ class _Client:
         self.open_run: AsyncScript = redis.register_script(_OPEN)
         self.heartbeat: AsyncScript = redis.register_script(_HEARTBEAT)
         self.close_run: AsyncScript = redis.register_script(_CLOSE)
-        self.end_orphan: AsyncScript = redis.register_script(_END_ORPHAN)
 
 
 class RedisRunChannel(RunChannel):
@@ -264,7 +252,7 @@ class RedisRunChannel(RunChannel):
             with self._broker._unavailable():
                 await self._client.close_run(
                     keys=[self._active_key, self._stream_key, self._stop_key],
-                    args=[self.run_id, int(self._broker.finished_ttl * 1000)],
+                    args=[self.run_id, int(self._broker.finished_ttl * 1000), "", ""],
                 )
 
     async def hand_off(self) -> None:
@@ -594,7 +582,7 @@ class RedisBroker:
         client = self._client()
         last = first_seq + len(chunks) - 1
         with self._unavailable():
-            await client.end_orphan(
+            await client.close_run(
                 keys=[self._active_key(conversation_id), self._stream_key(run_id), self._stop_key(run_id)],
                 args=[run_id, int(self.finished_ttl * 1000), f"1-{max(last, 0)}", _encode(chunks) if chunks else b""],
             )
