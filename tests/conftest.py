@@ -32,3 +32,17 @@ def node() -> str:
         pytest.skip(message)
     assert binary is not None
     return binary
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_sweeper_in_the_test_process() -> None:
+    """The servers the tests start renew and sweep their own runs, with
+    their own broker. This process has other settings (the in-process
+    broker) and shares their database: its sweeper would settle their runs
+    without the chunks their broker holds. So its renewer never starts
+    (any value but None tells ``ensure_renewer`` one runs)."""
+    import threading
+
+    from uistream_app import sweeper
+
+    sweeper._renewer = threading.current_thread()
