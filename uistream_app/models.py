@@ -247,6 +247,23 @@ class Run(models.Model):
             "What the owner answered before this run: approvals (approved, reason, when) and client tool results."
         ),
     )
+    agent_state = models.JSONField(
+        _("agent state"),
+        null=True,
+        blank=True,
+        encoder=StoredJSONEncoder,
+        help_text=_(
+            "What an agent framework keeps to resume this run's pending calls (a LangGraph checkpoint, "
+            "an Agents SDK RunState), saved by its adapter; the run that answers them reads it."
+        ),
+    )
+    state = models.JSONField(
+        _("shared state"),
+        null=True,
+        blank=True,
+        encoder=StoredJSONEncoder,
+        help_text=_("The AG-UI shared state as this run left it (sent first when the run is replayed)."),
+    )
 
     objects = RunQuerySet.as_manager()
 
