@@ -1,4 +1,4 @@
-"""``protocol/`` and ``runs/`` never import Django or Channels (docs/architecture.md, "Rooms")."""
+"""``protocol/``, ``runs/`` and ``adapters/`` never import Django or Channels (docs/architecture.md, "Rooms")."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 from .conftest import ROOT
 
-PURE_PACKAGES = ["uistream_app.protocol", "uistream_app.runs"]
+PURE_PACKAGES = ["uistream_app.protocol", "uistream_app.runs", "uistream_app.adapters"]
 
 
 def test_pure_packages_import_without_django() -> None:

@@ -38,6 +38,7 @@ LEASE = 2.0
 DELAY_MS = 20
 ERROR_TEXT = DEFAULTS["ERROR_TEXT"]
 
+
 def settings_env(broker: dict[str, Any] | None = None) -> dict[str, str]:
     uistream = {
         "ALLOW_ANONYMOUS": True,

@@ -9,6 +9,7 @@ from typing import Any
 from django.urls import path
 
 from demo_project.urls import urlpatterns as demo_urlpatterns
+from uistream_app.adapters import AgentAdapter, AgentTurn
 from uistream_app.protocol import events as ev
 from uistream_app.runs import ClientTool, ModelMessage, ToolMessage
 from uistream_app.views import ChatView
@@ -38,7 +39,40 @@ class ClientToolChatView(ChatView):
     tools = (ClientTool("get_location", description="The user's location, from the browser."),)
 
 
+class ScriptedAdapter(AgentAdapter):
+    """An adapter with no framework behind it: asks to approve ``wipe``,
+    saves the state a framework would, and answers from the decision and
+    the state it gets back (tests/test_adapters.py)."""
+
+    framework = "scripted"
+
+    async def run(self, turn: AgentTurn) -> AsyncIterator[ev.Event]:
+        if not turn.continues:
+            yield ev.TextDelta("I will ask first.")
+            yield ev.ToolCallStart("call_wipe", "wipe")
+            yield ev.ToolCallDelta("call_wipe", '{"disk": "C"}')
+            yield ev.ToolCall("call_wipe", "wipe", '{"disk": "C"}')
+            await turn.save_state({"checkpoint": 1, "pending": "call_wipe"})
+            yield ev.ToolApprovalRequest(turn.approval_id(), "call_wipe")
+            yield ev.Done("tool-calls")
+            return
+        state = turn.resume_state or {}
+        decision = turn.approvals.get(state.get("pending", ""))
+        if decision is not None and decision.approved:
+            yield ev.ToolResult("call_wipe", {"wiped": "C"}, tool_name="wipe")
+            yield ev.TextDelta(f"Wiped (checkpoint {state['checkpoint']}).")
+        else:
+            yield ev.ToolDenied("call_wipe")
+            yield ev.TextDelta(f"Not wiped (checkpoint {state.get('checkpoint')}).")
+        yield ev.Done("stop")
+
+
+class ScriptedAgentChatView(ChatView):
+    agent = ScriptedAdapter(object())
+
+
 urlpatterns = [
     *demo_urlpatterns,
     path("test-client-tools/chat", ClientToolChatView.as_view()),
+    path("test-agent/chat", ScriptedAgentChatView.as_view()),
 ]

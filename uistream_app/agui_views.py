@@ -11,13 +11,13 @@ AG-UI stream a client would have read.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from asgiref.sync import sync_to_async
-from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 
+from .adapters import AgentAdapter, AgentModel, adapter_for
 from .chat_request import valid_id
 from .conf import settings as uistream_settings
 from .errors import BadRequest
@@ -35,8 +35,6 @@ from .protocol.ui.parts import SETTLED_TOOL_STATES, is_tool_part, tool_parts
 from .protocol.ui.replay import replay_message
 from .recording import load_log, read_log
 from .runs import ChatModel, model_name
-from .runs.messages import ModelMessage, ModelOptions, ToolSpec
-from .runs.model import ModelEvent
 from .store import AnswerReader, PreparedRun, ToolAnswer, Turn, pending_approvals
 
 __all__ = [
@@ -74,22 +72,6 @@ def _part_for_interrupt(message: Message, interrupt_id: str) -> dict[str, Any] |
     return found
 
 
-class AgentModel:
-    """Stands in for the model on a hand-written agent's run, so the run
-    records the agent's name. It is never asked to stream."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def stream(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolSpec] = (),
-        options: ModelOptions | None = None,
-    ) -> AsyncIterator[ModelEvent]:
-        raise ImproperlyConfigured(f"{self.name} is a hand-written AG-UI agent, not a model")
-
-
 def agent_name(agent: Any) -> str:
     name = getattr(agent, "name", None) or getattr(agent, "__name__", None) or type(agent).__name__
     return str(name)[:200]
@@ -110,20 +92,27 @@ class AGUIView(ChatHooks, StreamView):
 
     http_method_names: ClassVar[list[str]] = ["post", "options"]  # type: ignore[misc]
     starts_runs: ClassVar[bool] = True
-    agent: Agent | None = None
+    #: A hand-written AG-UI agent (a function of a ``RunContext``), or an
+    #: agent of a framework an adapter runs (as on ``ChatView``).
+    agent: Agent | Any = None
 
-    def get_agent(self) -> Agent | None:
-        """The hand-written agent this request runs, or None for the tool
-        loop. Called once per request; override to choose per user."""
-        # Through the class, so a plain function is not bound as a method.
-        value: Agent | None = self.__dict__.get("agent", type(self).agent)
-        return value
+    def get_adapter(self) -> AgentAdapter | None:
+        """A framework agent's adapter; None for the tool loop and for a
+        hand-written agent."""
+        agent = self.get_agent()
+        return adapter_for(agent) if agent is not None else None
+
+    def get_run_model(self) -> ChatModel:
+        agent = self.get_agent()
+        if agent is not None and self.get_adapter() is None:
+            return AgentModel(agent_name(agent))
+        return super().get_run_model()
 
     def get_source(self, history: list[dict[str, Any]], run: PreparedRun, model: ChatModel) -> AsyncIterator[Event]:
-        """The run's events: the agent's (through ``agent_source``), or the
-        tool loop's when there is no agent."""
+        """The run's events: a hand-written agent's (through
+        ``agent_source``), else the adapter's or the tool loop's."""
         agent = self.get_agent()
-        if agent is None:
+        if agent is None or self.get_adapter() is not None:
             return super().get_source(history, run, model)
         return agent_source(
             agent,
@@ -162,7 +151,9 @@ class AGUIView(ChatHooks, StreamView):
             raise BadRequest("threadId must be 1-128 characters of letters, digits, '_' or '-'", field="threadId")
         last = agui.last_message
         where = f"messages[{len(agui.messages) - 1}]"
-        tool_loop = self.get_agent() is None
+        # The store checks the answers for the tool loop and an adapter's
+        # runs; a hand-written agent reads them itself.
+        tool_loop = self.get_agent() is None or self.get_adapter() is not None
         continues = bool(agui.resume) or (last is not None and last["role"] == "tool")
         if continues and tool_loop:
             if last is not None and last["role"] == "user":
@@ -200,8 +191,7 @@ class AGUIView(ChatHooks, StreamView):
         if not _accepts_sse(request):
             raise BadRequest("this endpoint answers in text/event-stream", code="not_acceptable", status=406)
         agui, turn = self.parse(request.body, max_bytes)
-        agent = self.get_agent()
-        model: ChatModel = AgentModel(agent_name(agent)) if agent is not None else self.get_model()
+        model = self.get_run_model()
         claim = context.ensure_owner if turn.kind == "submit" else None
         store = self.get_store(with_thread=True)
         prepared = await store.prepare(

@@ -190,7 +190,7 @@ def _routed_views(resolver: URLResolver, prefix: str = "") -> Iterator[tuple[str
 def _needs_model_setting(view: Any) -> bool:
     """Whether a routed view would read ``UISTREAM['MODEL']``: a ``ChatView``
     or ``AGUIView`` with no ``model`` (on the class or in ``as_view()``), no
-    ``get_model`` of its own and, for AG-UI, no ``agent``."""
+    ``get_model`` of its own, and no ``agent``."""
     from .agui_views import AGUIView
     from .hooks import ChatHooks
     from .views import ChatView
@@ -201,11 +201,8 @@ def _needs_model_setting(view: Any) -> bool:
     initkwargs = getattr(view, "view_initkwargs", {})
     if initkwargs.get("model", cls.model) is not None or cls.get_model is not ChatHooks.get_model:
         return False
-    if issubclass(cls, AGUIView):
-        agent = initkwargs.get("agent", cls.agent)
-        if agent is not None or cls.get_agent is not AGUIView.get_agent:
-            return False
-    return True
+    agent = initkwargs.get("agent", cls.agent)
+    return agent is None and cls.get_agent is ChatHooks.get_agent
 
 
 @register(Tags.urls)
@@ -234,7 +231,7 @@ def check_routed_chat_models(app_configs: Any = None, **kwargs: Any) -> list[Che
             hint=(
                 "Set UISTREAM['MODEL'] to a provider name such as 'anthropic:<model>', or to the "
                 "dotted path of a chat model class or of a function returning one, or give each "
-                "of these views a `model` attribute (or as_view(model=...)) or a `get_model()` method."
+                "of these views a `model` attribute (or as_view(model=...)), a `get_model()` method or an `agent`."
             ),
             id="uistream_app.E008",
         )

@@ -300,7 +300,7 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
         try:
             await self.check_policies(throttle=True)
             chat = self.get_chat_request(frame)
-            model = self.get_model()
+            model = self.get_run_model()
             turn = chat_turn(chat)
             if not self.owner.is_known:
                 raise BadRequest(

@@ -248,7 +248,7 @@ async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None
         await channel.close()
         return "not-active"
     try:
-        model = hooks.get_model()
+        model = hooks.get_run_model()
         source = hooks.get_source(prepared.history, prepared, model)
     except Exception as exc:  # a hook's failure is the run's: stored, and sent as its error
         logger.exception("run %s could not start in the worker", run_id)

@@ -16,8 +16,9 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
+from .adapters import AgentAdapter, AgentModel, AgentTurn, adapter_for
 from .conf import settings as uistream_settings
-from .models import Message, MessageQuerySet
+from .models import Message, MessageQuerySet, Run
 from .protocol.events import Event
 from .runner import Runner
 from .runs import (
@@ -62,6 +63,38 @@ class ChatHooks:
     sdk_version: int | None = None
     #: The last N stored messages the model sees; None: ``UISTREAM["HISTORY_MAX_MESSAGES"]``.
     history_max_messages: int | None = None
+    #: An agent of another framework (pydantic-ai, LangGraph, the OpenAI
+    #: Agents SDK) that answers instead of ``model`` and ``tools``
+    #: (``adapters``; docs/adapters.md).
+    agent: Any = None
+
+    def get_agent(self) -> Any:
+        """The agent this request runs, or None for the tool loop over
+        ``get_model()`` and ``get_tools()``. Called once per request;
+        override to choose per user or per conversation."""
+        # Through the class, so a plain function is not bound as a method.
+        return self.__dict__.get("agent", type(self).agent)
+
+    def get_adapter(self) -> AgentAdapter | None:
+        """The adapter that runs ``get_agent()`` (None without an agent)."""
+        agent = self.get_agent()
+        if agent is None:
+            return None
+        adapter = adapter_for(agent)
+        if adapter is None:
+            raise ImproperlyConfigured(
+                f"'{type(self).__name__}.agent' is {agent!r}, which no adapter runs: a pydantic-ai Agent, "
+                "a compiled LangGraph graph, an OpenAI Agents SDK Agent, or an AgentAdapter"
+            )
+        return adapter
+
+    def get_run_model(self) -> ChatModel:
+        """What the run records as its model: the agent (through a stand-in
+        that never streams), else ``get_model()``."""
+        adapter = self.get_adapter()
+        if adapter is not None:
+            return AgentModel(adapter.name)
+        return self.get_model()
 
     def get_model(self) -> ChatModel:
         """The chat model of this request's run. Called once per request;
@@ -126,7 +159,11 @@ class ChatHooks:
         model answers (UIMessages, oldest first); ``run`` the prepared run
         (its ``approvals``, ``client_results``, ``extra``, ``owner``…). The
         default runs a ``ToolLoop`` over the model and tools; return any
-        async iterator of source events to run something else."""
+        async iterator of source events to run something else. With an
+        agent, its adapter's events (``get_agent_turn``)."""
+        adapter = self.get_adapter()
+        if adapter is not None:
+            return adapter.run(self.get_agent_turn(history, run))
         messages = ui_to_model_messages(history)
         prompt = self.get_system_prompt()
         if prompt:
@@ -139,13 +176,44 @@ class ChatHooks:
         )
         return loop.run(messages, approvals=run.approvals, client_results=run.client_results)
 
+    def get_agent_turn(self, history: list[dict[str, Any]], run: PreparedRun) -> AgentTurn:
+        """What the agent's adapter gets for ``run``."""
+        messages = ui_to_model_messages(history)
+        prompt = self.get_system_prompt()
+        if prompt:
+            messages.insert(0, SystemMessage(prompt))
+        run_id = run.run.pk
+
+        async def save_state(state: Any) -> None:
+            await Run.objects.filter(pk=run_id).aupdate(agent_state=state)
+
+        return AgentTurn(
+            history=list(history),
+            messages=messages,
+            chat_id=run.chat_id,
+            run_id=str(run_id),
+            message_id=run.message_id,
+            continues=run.continues,
+            approvals=run.approvals,
+            client_results=run.client_results,
+            resume_state=run.resume_state,
+            save_state=save_state,
+            system_prompt=prompt,
+            extra=run.extra,
+            error_text=uistream_settings.ERROR_TEXT,
+        )
+
     def get_message_metadata(self, run: PreparedRun) -> Any:
         """Metadata for the assistant message's ``start`` chunk (None: none)."""
         return None
 
     def get_store(self, *, with_thread: bool = False) -> ConversationStore:
         """The store that turns this endpoint's requests into runs."""
-        client_tools = frozenset(t.name for t in self.get_tools() if t.client_side)
+        adapter = self.get_adapter()
+        if adapter is not None:
+            client_tools = adapter.client_tools
+        else:
+            client_tools = frozenset(t.name for t in self.get_tools() if t.client_side)
         return ConversationStore(client_tools=client_tools, choose_history=self.get_history, with_thread=with_thread)
 
     def get_runner(self) -> Runner:

@@ -124,6 +124,9 @@ class PreparedRun:
     #: Whether the chunk log is written on the connection that wrote these
     #: rows (see docs/architecture.md, "The chunk log").
     log_inline: bool
+    #: A continuation's: what the run that asked for the pending calls saved
+    #: (``Run.agent_state``: an agent framework's own state); else None.
+    resume_state: Any = None
 
     @property
     def chat_id(self) -> str:
@@ -272,6 +275,7 @@ class ConversationStore:
             client_results=client_results,
             channel=channel,
             log_inline=log_inline,
+            resume_state=_resume_state(message, run_id) if turn.kind == "continue" else None,
         )
 
     async def settle_orphans(self, chat_id: str) -> None:
@@ -291,9 +295,11 @@ class ConversationStore:
         with transaction.atomic():
             conversation, new = self._conversation(turn, owner)
             messages = conversation.messages.order_by("position")
+            resume_state = None
             if turn.kind == "continue":
                 message, applied = self._continue(conversation, turn, owner)
                 history = self.choose_history(messages)
+                resume_state = _resume_state(message, run_id)
             else:
                 message, history = self._answer(conversation, messages, turn, new)
             run = _create_run(
@@ -319,6 +325,7 @@ class ConversationStore:
             client_results=applied.results if applied is not None else {},
             channel=channel,
             log_inline=log_inline,
+            resume_state=resume_state,
         )
 
     def _conversation(self, turn: Turn, owner: Owner) -> tuple[Conversation, bool]:
@@ -507,6 +514,18 @@ def apply_answers(
     if not approvals and not results:
         raise BadRequest("nothing to continue: no pending tool call was answered", code="nothing_pending", status=409)
     return AnswersApplied(new_parts, approvals, results, decisions)
+
+
+def _resume_state(message: Message, run_id: str) -> Any:
+    """What the latest earlier run of ``message`` saved for the run that
+    answers its pending calls (None: nothing)."""
+    return (
+        Run.objects.filter(message=message)
+        .exclude(pk=run_id)
+        .order_by("-started_at")
+        .values_list("agent_state", flat=True)
+        .first()
+    )
 
 
 def _check_approval(answer: ToolAnswer, pending: dict[str, Any]) -> ToolApproval:

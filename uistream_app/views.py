@@ -67,7 +67,7 @@ class ChatView(ChatHooks, StreamView):
         max_bytes = check_json_request(request)
         chat = parse_chat_request(request.body, max_bytes=max_bytes)
         version = self.get_sdk_version()
-        model = self.get_model()
+        model = self.get_run_model()
         turn = chat_turn(chat)
         # Only a new message may give an anonymous visitor a session.
         claim = context.ensure_owner if turn.kind == "submit" and turn.edit_of is None else None
