@@ -333,6 +333,8 @@ class _Translator:
         out = self._open(message)
         self.step_used = True
         out.extend(self._content(message))
+        if message.tool_calls:
+            out.extend(self._end_part())
         for index, call in enumerate(message.tool_calls):
             call_id = call.get("id") or f"call_{index}"
             record = self.calls[index] = _Call(call_id, call["name"])
