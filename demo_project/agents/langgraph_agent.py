@@ -72,13 +72,13 @@ class ScriptChatModel(BaseChatModel):
     """A LangChain chat model that answers with ``script.reply()``."""
 
     #: The names of the tools bound with ``bind_tools``.
-    tool_names: list[str] = []
+    tool_names: list[str] = []  # noqa: RUF012  (a pydantic field: copied per instance)
 
     @property
     def _llm_type(self) -> str:
         return "uistream-demo-script"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptChatModel:
         names = [t.name if isinstance(t, BaseTool) else getattr(t, "__name__", str(t)) for t in tools]
         return self.model_copy(update={"tool_names": names})
 

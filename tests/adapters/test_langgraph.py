@@ -427,7 +427,11 @@ def test_interrupts_map_to_the_pending_calls() -> None:
         {"id": "i2", "kind": "call", "calls": ["c2"]},
         {"id": "i3", "kind": "hitl", "calls": ["c1"]},
     ]
-    approvals = {"c1": ToolApproval("x", False, "not now"), "c2": ToolApproval("y", True), "c3": ToolApproval("z", True)}
+    approvals = {
+        "c1": ToolApproval("x", False, "not now"),
+        "c2": ToolApproval("y", True),
+        "c3": ToolApproval("z", True),
+    }
     assert resume_values(mapping, approvals) == {
         "i1": {"approved": True, "reason": None},
         "i2": {"approved": True, "reason": None},
@@ -450,8 +454,20 @@ def test_stored_history_becomes_langchain_messages() -> None:
             "parts": [
                 {"type": "step-start"},
                 {"type": "reasoning", "text": "Look it up.", "state": "done"},
-                {"type": "tool-get_weather", "toolCallId": "c1", "state": "output-available", "input": {"city": "Rome"}, "output": {"t": 20}},
-                {"type": "tool-send_email", "toolCallId": "c2", "state": "output-denied", "input": {"to": "x"}, "approval": {"id": "a1", "approved": False}},
+                {
+                    "type": "tool-get_weather",
+                    "toolCallId": "c1",
+                    "state": "output-available",
+                    "input": {"city": "Rome"},
+                    "output": {"t": 20},
+                },
+                {
+                    "type": "tool-send_email",
+                    "toolCallId": "c2",
+                    "state": "output-denied",
+                    "input": {"to": "x"},
+                    "approval": {"id": "a1", "approved": False},
+                },
                 {"type": "step-start"},
                 {"type": "text", "text": "20 degrees.", "state": "done"},
             ],
@@ -487,15 +503,36 @@ def test_the_saved_checkpoint_resumes_in_a_fresh_adapter_as_json(monkeypatch: py
 
     from uistream_app.runs.messages import UserMessage
 
-    first = asyncio.run(collect(LangGraphAdapter(demo.build_graph()), turn(messages=[UserMessage("email d@e.f saying yo")], save_state=save)))
+    first = asyncio.run(
+        collect(
+            LangGraphAdapter(demo.build_graph()), turn(messages=[UserMessage("email d@e.f saying yo")], save_state=save)
+        )
+    )
     (request,) = [e for e in first if isinstance(e, ev.ToolApprovalRequest)]
     assert first[-1] == ev.Done("tool-calls")
     call = next(e for e in first if isinstance(e, ev.ToolCall))
-    history = [{"role": "assistant", "parts": [{"type": "tool-send_email", "toolCallId": call.tool_call_id, "state": "approval-responded", "input": json.loads(call.input)}]}]
+    history = [
+        {
+            "role": "assistant",
+            "parts": [
+                {
+                    "type": "tool-send_email",
+                    "toolCallId": call.tool_call_id,
+                    "state": "approval-responded",
+                    "input": json.loads(call.input),
+                }
+            ],
+        }
+    ]
     again = asyncio.run(
         collect(
             LangGraphAdapter(demo.build_graph()),
-            turn(history=history, continues=True, approvals={call.tool_call_id: ToolApproval(request.approval_id, True)}, resume_state=saved[0]),
+            turn(
+                history=history,
+                continues=True,
+                approvals={call.tool_call_id: ToolApproval(request.approval_id, True)},
+                resume_state=saved[0],
+            ),
         )
     )
     assert isinstance(again[0], ev.ToolResult)
@@ -528,3 +565,44 @@ def test_a_graph_with_its_own_checkpointer_keeps_its_thread_without_duplicates(m
     # Only what maps the interrupt is stored with the run: the checkpoint is theirs.
     assert "checkpoint" not in saved[0]
     assert saved[0]["thread_id"] == "mine"
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_create_react_agent_runs_parallel_calls_and_its_interrupts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``create_react_agent`` sends each tool call to its own task: the
+    results and the interrupt map all the same."""
+    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "0")
+    from langgraph.prebuilt import create_react_agent
+
+    from uistream_app.runs.messages import UserMessage
+
+    graph = create_react_agent(demo.ScriptChatModel(), demo.TOOLS)
+    adapter = adapter_for(graph)
+    assert isinstance(adapter, LangGraphAdapter)
+    events = asyncio.run(collect(adapter, turn(messages=[UserMessage("weather in Paris and Rome")])))
+    results = [e for e in events if isinstance(e, ev.ToolResult)]
+    assert [json.loads(r.content)["city"] for r in results] == ["Paris", "Rome"]
+    assert "Rome" in "".join(e.text for e in events if isinstance(e, ev.TextDelta))
+    assert events[-1] == ev.Done()
+
+    saved: list[Any] = []
+
+    async def save(state: Any) -> None:
+        saved.append(json.loads(json.dumps(state)))
+
+    asked = asyncio.run(collect(adapter, turn(messages=[UserMessage("email j@k.l saying no")], save_state=save)))
+    (request,) = [e for e in asked if isinstance(e, ev.ToolApprovalRequest)]
+    part = {"type": "tool-send_email", "toolCallId": request.tool_call_id, "state": "approval-responded", "input": {}}
+    denied = asyncio.run(
+        collect(
+            LangGraphAdapter(graph),
+            turn(
+                history=[{"role": "assistant", "parts": [part]}],
+                continues=True,
+                approvals={request.tool_call_id: ToolApproval(request.approval_id, False)},
+                resume_state=saved[0],
+            ),
+        )
+    )
+    assert denied[0] == ev.ToolDenied(request.tool_call_id)
+    assert demo.SENT == []

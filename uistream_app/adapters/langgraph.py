@@ -280,11 +280,12 @@ class _Translator:
         return out
 
     def _chunk(self, chunk: lc.AIMessageChunk) -> list[ev.Event]:
-        out = [] if chunk.id is not None and chunk.id == self.message_id else self._open(chunk)
+        same = self.message_id is not None and (chunk.id is None or chunk.id == self.message_id)
+        out = [] if same else self._open(chunk)
         self.step_used = True
         out.extend(self._content(chunk))
         for piece in chunk.tool_call_chunks:
-            key = piece.get("index")
+            key: Any = piece.get("index")
             if key is None:
                 key = piece.get("id") or (next(reversed(self.calls)) if self.calls else 0)
             call = self.calls.get(key)
@@ -430,7 +431,9 @@ class _Translator:
             out.append(ev.ToolResult(call_id, _tool_text(message.content), is_error=True, tool_name=name))
         else:
             content = message.content
-            out.append(ev.ToolResult(call_id, content if isinstance(content, str) else _tool_text(content), tool_name=name))
+            out.append(
+                ev.ToolResult(call_id, content if isinstance(content, str) else _tool_text(content), tool_name=name)
+            )
         return out
 
     def end(self) -> list[ev.Event]:
