@@ -141,26 +141,32 @@ def _untyped(value: Sequence[str]) -> tuple[str, bytes]:
     return (value[0], base64.b64decode(value[1]))
 
 
-def dump_saver(saver: InMemorySaver, thread_id: str) -> dict[str, Any]:
-    """Everything ``saver`` holds for ``thread_id`` as JSON: checkpoints,
-    pending writes and channel blobs, as LangGraph's serde wrote them
-    (``JsonPlusSerializer``; bytes in base64). The whole thread is kept, as
-    delta channels read back along the parent chain."""
-    storage = [
-        [ns, checkpoint_id, _typed(checkpoint), _typed(metadata), parent]
-        for ns, checkpoints in saver.storage.get(thread_id, {}).items()
-        for checkpoint_id, (checkpoint, metadata, parent) in checkpoints.items()
-    ]
+def dump_saver(saver: InMemorySaver, thread_id: str, *, whole: bool = False) -> dict[str, Any]:
+    """What ``saver`` holds for ``thread_id`` as JSON, as LangGraph's serde
+    wrote it (``JsonPlusSerializer``; bytes in base64): the latest
+    checkpoint of each namespace with its pending writes and the channel
+    blobs it names, which is all a resume reads; ``whole``: every
+    checkpoint (delta channels read back along the parent chain)."""
+    storage: list[list[Any]] = []
+    keep: set[tuple[str, str]] = set()
+    versions: set[tuple[str, str, Any]] = set()
+    for ns, checkpoints in saver.storage.get(thread_id, {}).items():
+        chosen = checkpoints if whole else {k: checkpoints[k] for k in [max(checkpoints)] if checkpoints}
+        for checkpoint_id, (checkpoint, metadata, parent) in chosen.items():
+            storage.append([ns, checkpoint_id, _typed(checkpoint), _typed(metadata), parent])
+            keep.add((ns, checkpoint_id))
+            for channel, version in saver.serde.loads_typed(checkpoint)["channel_versions"].items():
+                versions.add((ns, channel, version))
     writes = [
         [ns, checkpoint_id, task_id, index, channel, _typed(value), path]
         for (thread, ns, checkpoint_id), entries in saver.writes.items()
-        if thread == thread_id
+        if thread == thread_id and (whole or (ns, checkpoint_id) in keep)
         for (task_id, index), (_task, channel, value, path) in entries.items()
     ]
     blobs = [
         [ns, channel, version, _typed(value)]
         for (thread, ns, channel, version), value in saver.blobs.items()
-        if thread == thread_id
+        if thread == thread_id and (whole or (ns, channel, version) in versions)
     ]
     return {"thread_id": thread_id, "storage": storage, "writes": writes, "blobs": blobs}
 
@@ -555,6 +561,12 @@ class LangGraphAdapter(AgentAdapter):
         saver = getattr(self.agent, "checkpointer", None)
         return saver if isinstance(saver, BaseCheckpointSaver) else None
 
+    def delta_channels(self) -> bool:
+        """Whether the graph keeps a channel as deltas (``DeltaChannel``),
+        whose value is read back along the parent checkpoints: then the
+        whole thread is saved, not only its latest checkpoint."""
+        return any(type(channel).__name__ == "DeltaChannel" for channel in getattr(self.agent, "channels", {}).values())
+
     def config(self, turn: AgentTurn, thread_id: str) -> dict[str, Any]:
         """The graph's run config (override to add ``recursion_limit``,
         ``context``…)."""
@@ -608,7 +620,7 @@ class LangGraphAdapter(AgentAdapter):
             mapping = map_interrupts(interrupts, translate.pending)
             state: dict[str, Any] = {"v": STATE_VERSION, "thread_id": thread_id, "interrupts": mapping}
             if own is None:
-                state["checkpoint"] = dump_saver(saver, thread_id)  # type: ignore[arg-type]
+                state["checkpoint"] = dump_saver(saver, thread_id, whole=self.delta_channels())  # type: ignore[arg-type]
             await turn.save_state(state)
             for entry in mapping:
                 for call_id in entry["calls"]:
