@@ -111,6 +111,9 @@ def test_the_three_phrases_are_streamed_and_stored_as_the_client_built_them(node
     first, second = Run.objects.order_by("started_at")
     assert first.model == "langgraph:demo-langgraph"
     assert second.status == "completed"
+    # The model's usage_metadata and finish reasons, totalled over its two calls.
+    assert second.usage["input_tokens"] == 24
+    assert second.finish_reason == "stop"
     # The streamed arguments arrived in pieces (id and name on the first only).
     deltas = [c for c in (e.chunk for e in read_log(second)) if c["type"] == "tool-input-delta"]
     assert "".join(d["inputTextDelta"] for d in deltas) == '{"city": "Paris"}'
@@ -272,6 +275,7 @@ def test_the_approval_is_answered_by_another_process(server: str) -> None:
     assert "the email to bo@example.com is sent" in text_of(chunks)
     wait_for(run_finished, "the continuation to be stored")
     assert demo.SENT == [{"to": "bo@example.com", "body": "see you"}]
+    assert demo.ASKED[0] == 1  # the resumed tool, from its start
     (part,) = tool_parts(stored("lg-processes")[1], "send_email")
     assert part["state"] == "output-available"
 
