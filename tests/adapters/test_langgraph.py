@@ -408,6 +408,28 @@ def test_a_model_that_does_not_stream_and_the_tools_answers() -> None:
     ]
 
 
+def test_calls_the_chunks_did_not_name_come_from_the_nodes_whole_message() -> None:
+    translator = _Translator({}, set())
+    events = translator.message(AIMessageChunk(id="m1", content="On it."))
+    events += translator.message(
+        AIMessageChunk(id="m1", content="", tool_call_chunks=[{"id": None, "name": None, "args": "{", "index": None}])
+    )
+    whole = AIMessage(id="m1", content="On it.", tool_calls=[{"id": "c9", "name": "lookup", "args": {"q": 1}}])
+    events += translator.update({"model": {"messages": [whole]}})
+    # A result for a call this message does not have has no part to go to.
+    events += translator.message(ToolMessage("old", tool_call_id="elsewhere", name="lookup"))
+    events += translator.message(ToolMessage("new", tool_call_id="c9", name="lookup"))
+    assert events == [
+        ev.TextDelta("On it."),
+        ev.TextEnd(),
+        ev.ToolCallStart("c9", "lookup"),
+        ev.ToolCallDelta("c9", '{"q": 1}'),
+        ev.ToolCall("c9", "lookup", '{"q": 1}'),
+        ev.Finish("tool-calls"),
+        ev.ToolResult("c9", "new", tool_name="lookup"),
+    ]
+
+
 def test_a_continuation_does_not_announce_the_pending_call_and_a_denial_is_denied() -> None:
     translator = _Translator({"c1": ("send_email", {"to": "a"})}, {"c1"})
     events = events_of(

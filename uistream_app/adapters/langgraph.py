@@ -251,6 +251,9 @@ class _Translator:
         self.finish: str | None = None
         self.open: str | None = None
         self.closed: set[str] = set()
+        #: Every call this message has (a result for another one, such as
+        #: a history message a node wrote again, has no part to go to).
+        self.known: set[str] = set(announced)
 
     # model calls
 
@@ -369,10 +372,11 @@ class _Translator:
             return []
         out = self._end_part()
         if message is not None:
-            self._metadata_final(message)
+            out.extend(self._metadata_final(message))
         for call in self.calls.values():
             arguments = "".join(call.args)
             self.pending[call.id] = (call.name, _arguments(arguments))
+            self.known.add(call.id)
             if call.id not in self.announced:
                 out.append(ev.ToolCall(call.id, call.name, arguments or "{}"))
         if any(self.usage.get(k) is not None for k in self.usage):
@@ -383,15 +387,26 @@ class _Translator:
         self.calls = {}
         return out
 
-    def _metadata_final(self, message: lc.BaseMessage) -> None:
+    def _metadata_final(self, message: lc.BaseMessage) -> list[ev.Event]:
+        """What the node's whole message adds to its streamed chunks: calls
+        the chunks did not name (a provider that sent no id or index) and
+        arguments a lost fragment left unparseable."""
+        out: list[ev.Event] = []
         if not isinstance(message, lc.AIMessage):
-            return
-        # The node's whole message: its parsed calls are the final word on
-        # arguments (a chunk may have lost an index).
+            return out
         by_id = {c.id: c for c in self.calls.values()}
         for call in message.tool_calls:
-            known = by_id.get(call.get("id") or "")
-            if known is not None and not _arguments("".join(known.args)) and call.get("args"):
+            call_id = call.get("id")
+            if not call_id:
+                continue
+            known = by_id.get(call_id)
+            if known is None:
+                known = self.calls[call_id] = _Call(call_id, call["name"])
+                known.args = [json.dumps(call.get("args") or {})]
+                if call_id not in self.announced:
+                    out.append(ev.ToolCallStart(call_id, call["name"]))
+                    out.append(ev.ToolCallDelta(call_id, known.args[0]))
+            elif not _arguments("".join(known.args)) and call.get("args"):
                 known.args = [json.dumps(call["args"])]
         if not self.usage and message.usage_metadata:
             self._metadata(message)
@@ -399,6 +414,7 @@ class _Translator:
         reason = metadata.get("finish_reason") or metadata.get("stop_reason")
         if reason:
             self.finish = _FINISH.get(str(reason), "other")
+        return out
 
     # what the stream says
 
@@ -428,8 +444,10 @@ class _Translator:
 
     def _tool(self, message: lc.ToolMessage) -> list[ev.Event]:
         out = self._close()
-        self.step_used = True
         call_id = message.tool_call_id
+        if call_id not in self.known:
+            return out
+        self.step_used = True
         name = self.pending.pop(call_id, (message.name or "", {}))[0] or message.name
         if call_id in self.denied:
             out.append(ev.ToolDenied(call_id))
