@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Annotated, Any
 
@@ -33,14 +35,15 @@ from uistream_app.views import ChatView
 
 from . import script
 
-#: Every list of messages the model was called with, oldest call first.
-SEEN: list[list[BaseMessage]] = []
+#: The lists of messages the model was last called with, oldest first
+#: (bounded: the demo server runs for long).
+SEEN: deque[list[BaseMessage]] = deque(maxlen=32)
 #: How many text and reasoning deltas the model has produced.
 DELTAS = [0]
 #: How often ``send_email`` started (it starts again when its run is resumed).
 ASKED = [0]
-#: The emails ``send_email`` sent (after a person's approval only).
-SENT: list[dict[str, Any]] = []
+#: The emails ``send_email`` last sent (after a person's approval only).
+SENT: deque[dict[str, Any]] = deque(maxlen=32)
 
 #: The text a denied ``send_email`` reports to the model.
 DENIED = "The user denied this call."
@@ -95,7 +98,7 @@ class ScriptChatModel(BaseChatModel):
         for index, (name, args) in enumerate(answer.calls):
             arguments = json.dumps(args)
             half = len(arguments) // 2
-            call_id = f"call_{name}_{len(SEEN)}_{index}"
+            call_id = f"call_{uuid.uuid4().hex[:16]}"
             # As providers stream them: id and name on the first fragment only.
             yield AIMessageChunk(
                 content="",

@@ -149,11 +149,11 @@ def test_send_email_waits_for_a_person_and_runs_once_or_never(node: str, server:
     if approved:
         assert part["state"] == "output-available"
         assert part["output"]["status"] == "sent"
-        assert demo.SENT == [{"to": "ada@example.com", "body": "hello there"}]
+        assert list(demo.SENT) == [{"to": "ada@example.com", "body": "hello there"}]
         assert "the email to ada@example.com is sent" in text(messages[1])
     else:
         assert part["state"] == "output-denied"
-        assert demo.SENT == []
+        assert list(demo.SENT) == []
         assert "denied" in text(messages[1])
     # The checkpoint and which interrupt asks about which call, with the run.
     state = first.agent_state
@@ -274,7 +274,7 @@ def test_the_approval_is_answered_by_another_process(server: str) -> None:
     assert done
     assert "the email to bo@example.com is sent" in text_of(chunks)
     wait_for(run_finished, "the continuation to be stored")
-    assert demo.SENT == [{"to": "bo@example.com", "body": "see you"}]
+    assert list(demo.SENT) == [{"to": "bo@example.com", "body": "see you"}]
     assert demo.ASKED[0] == 1  # the resumed tool, from its start
     (part,) = tool_parts(stored("lg-processes")[1], "send_email")
     assert part["state"] == "output-available"
@@ -308,7 +308,7 @@ def test_ag_ui_from_the_graph_is_accepted_by_the_real_client(node: str, server: 
         for m in (ui_messages_to_agui([message]) if message["role"] == "assistant" else [agui_user_message(message)])
     ]
     assert out["messages"] == expected
-    assert demo.SENT == [{"to": "cy@example.com", "body": "hi"}]
+    assert list(demo.SENT) == [{"to": "cy@example.com", "body": "hi"}]
     assert "Oslo" in text(messages[1])
 
 
@@ -563,7 +563,7 @@ def test_the_saved_checkpoint_resumes_in_a_fresh_adapter_as_json(monkeypatch: py
     )
     assert isinstance(again[0], ev.ToolResult)
     assert again[0].tool_call_id == call.tool_call_id
-    assert demo.SENT == [{"to": "d@e.f", "body": "yo"}]
+    assert list(demo.SENT) == [{"to": "d@e.f", "body": "yo"}]
     assert not [e for e in again if isinstance(e, ev.ToolCallStart | ev.ToolCall)]
 
 
@@ -631,4 +631,4 @@ def test_create_react_agent_runs_parallel_calls_and_its_interrupts(monkeypatch: 
         )
     )
     assert denied[0] == ev.ToolDenied(request.tool_call_id)
-    assert demo.SENT == []
+    assert list(demo.SENT) == []
