@@ -632,3 +632,23 @@ def test_create_react_agent_runs_parallel_calls_and_its_interrupts(monkeypatch: 
     )
     assert denied[0] == ev.ToolDenied(request.tool_call_id)
     assert list(demo.SENT) == []
+
+
+def test_a_failing_graph_raises_for_the_runner_to_mask() -> None:
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from uistream_app.runs.messages import UserMessage
+
+    def broken(state: MessagesState) -> dict[str, Any]:
+        raise ValueError("the database is down")
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("broken", broken)
+    builder.add_edge(START, "broken")
+    with pytest.raises(ValueError, match="the database is down"):
+        asyncio.run(collect(LangGraphAdapter(builder.compile()), turn(messages=[UserMessage("hi")])))
+
+
+def test_a_continuation_without_its_saved_state_fails_clearly() -> None:
+    with pytest.raises(RuntimeError, match="no saved graph state"):
+        asyncio.run(collect(LangGraphAdapter(demo.graph), turn(continues=True, resume_state=None)))
