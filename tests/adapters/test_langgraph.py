@@ -652,3 +652,15 @@ def test_a_failing_graph_raises_for_the_runner_to_mask() -> None:
 def test_a_continuation_without_its_saved_state_fails_clearly() -> None:
     with pytest.raises(RuntimeError, match="no saved graph state"):
         asyncio.run(collect(LangGraphAdapter(demo.graph), turn(continues=True, resume_state=None)))
+
+
+def test_without_langgraph_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import sys
+
+    from uistream_app.adapters import MissingExtra
+
+    monkeypatch.delitem(sys.modules, "uistream_app.adapters.langgraph")
+    monkeypatch.setitem(sys.modules, "langgraph", None)
+    with pytest.raises(MissingExtra, match=r"pip install 'django-uistream\[langgraph\]'"):
+        importlib.import_module("uistream_app.adapters.langgraph")
