@@ -109,11 +109,14 @@ class ScriptModel(Model):
     answer streamed as Responses events, paced by ``script.delay()``.
 
     ``calls`` counts the model calls and ``inputs`` keeps the input items
-    of each, so a test can see what the agent was given and that a stopped
-    run asked nothing more."""
+    of each, so a test can see what the agent was given; ``completed`` and
+    ``cancelled`` count the streams that ran to their end and those cut
+    short, so it can see that a stopped run's stream was cancelled."""
 
     def __init__(self) -> None:
         self.calls = 0
+        self.completed = 0
+        self.cancelled = 0
         self.inputs: list[list[dict[str, Any]]] = []
 
     def _reply(self, input: str | list[TResponseInputItem]) -> script.Reply:
@@ -133,14 +136,19 @@ class ScriptModel(Model):
         answer = self._reply(input)
         seq = itertools.count()
         response = _response(_id("resp"), [], "in_progress")
-        yield ResponseCreatedEvent(type="response.created", response=response, sequence_number=next(seq))
-        output: list[TResponseOutputItem] = []
-        for index, (item, pieces) in enumerate(_items(answer)):
-            async for event in _stream_item(index, item, pieces, seq):
-                yield event
-            output.append(item)
-        done = _response(response.id, output, "completed")
-        yield ResponseCompletedEvent(type="response.completed", response=done, sequence_number=next(seq))
+        try:
+            yield ResponseCreatedEvent(type="response.created", response=response, sequence_number=next(seq))
+            output: list[TResponseOutputItem] = []
+            for index, (item, pieces) in enumerate(_items(answer)):
+                async for event in _stream_item(index, item, pieces, seq):
+                    yield event
+                output.append(item)
+            done = _response(response.id, output, "completed")
+            yield ResponseCompletedEvent(type="response.completed", response=done, sequence_number=next(seq))
+        except (asyncio.CancelledError, GeneratorExit):
+            self.cancelled += 1
+            raise
+        self.completed += 1
 
 
 def _items(answer: script.Reply) -> list[tuple[TResponseOutputItem, list[str]]]:

@@ -40,9 +40,9 @@ Stop and disconnect: closing the events cancels the SDK's run
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
-from contextlib import aclosing
 from typing import Any
 
 from ..protocol.events import (
@@ -64,6 +64,9 @@ agents = import_extra("agents", "openai-agents")
 run_config_module = import_extra("agents.run_config", "openai-agents")
 
 __all__ = ["OpenAIAgentsAdapter", "input_items"]
+
+#: Seconds a stopped run waits for the SDK's run to unwind.
+CANCEL_GRACE = 5.0
 
 #: The key of the saved state: the SDK's ``RunState.to_json()``.
 STATE_KEY = "run_state"
@@ -113,17 +116,20 @@ class OpenAIAgentsAdapter(AgentAdapter):
             run_config=self.run_config,
         )
         finished = False
+        stream = result.stream_events()
         try:
-            async with aclosing(result.stream_events()) as stream:
-                async for event in stream:
-                    for out in translator.feed(event):
-                        yield out
+            async for event in stream:
+                for out in translator.feed(event):
+                    yield out
             finished = True
         finally:
-            if not finished and not result.is_complete:
+            if not finished:
                 # Stop, disconnect or a failure of ours: the SDK's run
-                # (its model stream, its tools) must not go on.
-                result.cancel()
+                # (its model stream, its tools) must not go on. Cancelled
+                # before its event stream is closed, which would otherwise
+                # wait for the whole run to end.
+                await _cancel(result)
+            await stream.aclose()
         for out in translator.step_end():
             yield out
         interruptions = list(result.interruptions)
@@ -257,6 +263,17 @@ class _Translator:
                 output = _get(raw, "output")
             return [ToolResult(call_id, output, tool_name=self.announced.get(call_id))]
         return []
+
+
+async def _cancel(result: Any) -> None:
+    """Cancel the SDK's run and let its task unwind (its model stream and
+    tools see the cancellation) before the run is recorded as over; a task
+    that does not unwind within ``CANCEL_GRACE`` seconds (a tool blocking
+    in a thread) is left to finish on its own."""
+    result.cancel()
+    task = result.run_loop_task
+    if task is not None and not task.done():
+        await asyncio.wait([task], timeout=CANCEL_GRACE)
 
 
 def _get(raw: Any, key: str) -> Any:
