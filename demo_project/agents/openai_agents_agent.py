@@ -28,7 +28,7 @@ from typing import Any
 from agents import Agent, ModelSettings, function_tool, set_tracing_disabled
 from agents.items import ModelResponse, TResponseInputItem, TResponseOutputItem, TResponseStreamEvent
 from agents.models.interface import Model
-from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
+from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE, default_tool_error_function
 from agents.usage import Usage
 from openai.types.responses import (
     Response,
@@ -62,16 +62,21 @@ __all__ = ["OpenAIAgentsChatView", "ScriptModel", "demo_agent", "get_weather", "
 # The demo never talks to OpenAI: no spans exported either.
 set_tracing_disabled(True)
 
+
 def _id(prefix: str) -> str:
     """A fresh item id: call ids must not repeat in a conversation, across
     processes and restarts."""
     return f"{prefix}_{uuid.uuid4().hex[:24]}"
 
 
+#: What the SDK tells the model when a function tool raised.
+_TOOL_ERROR = default_tool_error_function(None, Exception())  # type: ignore[arg-type]
+
+
 def _prompt_and_outcomes(items: str | list[TResponseInputItem]) -> tuple[str, list[script.ToolOutcome]]:
     """The last user message, and the tool outcomes the model has been
-    given since (a rejected call reads as denied, as its output is the SDK's
-    rejection text)."""
+    given since (a rejected call reads as denied and a failed one as
+    failed, from the SDK's texts for them)."""
     if isinstance(items, str):
         return items, []
     prompt = ""
@@ -88,6 +93,8 @@ def _prompt_and_outcomes(items: str | list[TResponseInputItem]) -> tuple[str, li
             name = names.get(str(entry.get("call_id")), "the tool")
             if output == DEFAULT_APPROVAL_REJECTION_MESSAGE or str(output).startswith("The user denied"):
                 outcomes.append(script.ToolOutcome(name, output, "denied"))
+            elif output == _TOOL_ERROR:
+                outcomes.append(script.ToolOutcome(name, output, "error"))
             else:
                 outcomes.append(script.ToolOutcome(name, output))
         elif entry.get("role") == "assistant" and outcomes:

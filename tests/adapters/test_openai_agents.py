@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, function_tool
+from django.test import override_settings
 
 from demo_project.agents import openai_agents_agent as demo
 from uistream_app.adapters import AgentTurn, adapter_for
@@ -29,6 +30,7 @@ from uistream_app.runs import AssistantMessage, ReasoningPart, ToolApproval, Too
 
 from ..protocol.agui_oracles import agui_client, assert_accepted
 from ..server import serve_demo
+from ..test_agui_http import run_client as agui_run_client
 from ..test_chat_http import Browser, read_chunks, run_finished, text_of, wait_for
 from ..test_chat_real_client import run_client
 
@@ -40,6 +42,13 @@ API = "/api/agents/openai-agents/chat"
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     yield from serve_demo(monkeypatch, 5)
+
+
+@pytest.fixture
+def agui_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The demo plus an ``AGUIView`` running the demo's agent."""
+    with override_settings(ROOT_URLCONF="tests.adapters.openai_agents_urls"):
+        yield from serve_demo(monkeypatch, 1)
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +78,7 @@ def tool_parts(message: dict[str, Any], name: str) -> list[dict[str, Any]]:
 # -- through the real server and the real ai@7 client -------------------------------
 
 
-def test_the_three_phrases_stream_and_are_stored_as_the_client_built_them(
+def test_the_three_phrases_stream_are_stored_as_the_client_built_them_and_carry_history(
     node: str, server: str, fresh_demo_model: demo.ScriptModel
 ) -> None:
     browser = Browser(server)
@@ -80,28 +89,42 @@ def test_the_three_phrases_stream_and_are_stored_as_the_client_built_them(
         api=API,
         chatId="oa-phrases",
         version=7,
-        steps=[{"send": "count to 12"}, {"send": "What's the weather in Oslo?"}],
+        steps=[{"send": "What's the weather in Oslo?"}, {"send": "count to 12"}],
     )
     assert out["error"] is None
     wait_for(run_finished, "the runs to be stored")
     messages = stored("oa-phrases")
     assert out["messages"] == messages
-    count, weather = messages[1], messages[3]
-    assert text(count).split() == [str(n) for n in range(1, 13)]
-    assert [p["type"] for p in count["parts"]][:2] == ["step-start", "reasoning"]
+    weather, count = messages[1], messages[3]
     (call,) = tool_parts(weather, "get_weather")
     assert call["state"] == "output-available"
     assert call["input"] == {"city": "Oslo"}
     assert call["output"]["city"] == "Oslo"
     assert "In Oslo it is" in text(weather)
     assert demo.RAN["get_weather"] == 1
+    assert text(count).split() == [str(n) for n in range(1, 13)]
+    assert [p["type"] for p in count["parts"]][:2] == ["step-start", "reasoning"]
     runs = Run.objects.order_by("started_at")
     assert [r.model for r in runs] == ["openai-agents:demo", "openai-agents:demo"]
     assert all(r.status == "completed" for r in runs)
-    # Turn 2 was given turn 1's answer as Responses input items.
-    second_call_input = fresh_demo_model.inputs[1]
-    assert {"role": "user", "content": "count to 12"} in second_call_input
-    assert any(i.get("role") == "assistant" and "1 2 3" in json.dumps(i) for i in second_call_input)
+    # Turn 2 (the model's third call) was given turn 1 as Responses input
+    # items: the reasoning item, the call and its result, by call id.
+    given = fresh_demo_model.inputs[2]
+    reasoning_id = weather["parts"][1]["providerMetadata"]["openai"]["itemId"]
+    assert given[0] == {"role": "user", "content": "What's the weather in Oslo?"}
+    assert {
+        "type": "reasoning",
+        "id": reasoning_id,
+        "summary": [{"type": "summary_text", "text": weather["parts"][1]["text"]}],
+    } in given
+    calls = [i for i in given if i.get("type") == "function_call"]
+    assert [(c["call_id"], c["name"], json.loads(c["arguments"])) for c in calls] == [
+        (call["toolCallId"], "get_weather", {"city": "Oslo"})
+    ]
+    (result,) = [i for i in given if i.get("type") == "function_call_output"]
+    assert result["call_id"] == call["toolCallId"]
+    assert json.loads(result["output"]) == call["output"]
+    assert given[-1] == {"role": "user", "content": "count to 12"}
 
 
 @pytest.mark.parametrize("approved", [True, False])
@@ -191,9 +214,7 @@ def test_resume_after_a_disconnect_replays_and_follows(server: str) -> None:
 
 def test_an_adapter_run_renders_as_agui_the_real_client_accepts(node: str, server: str) -> None:
     browser = Browser(server)
-    out = run_client(
-        node, server, browser, api=API, chatId="oa-agui", version=7, steps=[{"send": "weather in Lima"}]
-    )
+    out = run_client(node, server, browser, api=API, chatId="oa-agui", version=7, steps=[{"send": "weather in Lima"}])
     assert out["error"] is None
     wait_for(run_finished, "the run to be stored")
     run = Run.objects.get()
@@ -211,6 +232,37 @@ def test_an_adapter_run_renders_as_agui_the_real_client_accepts(node: str, serve
     tool_results = [m for m in read["messages"] if m["role"] == "tool"]
     assert json.loads(tool_results[0]["content"])["city"] == "Lima"
     assert "In Lima it is" in read["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize("approved", [True, False])
+def test_the_agent_behind_agui_interrupts_and_resumes_with_the_real_client(
+    node: str, agui_server: str, approved: bool
+) -> None:
+    browser = Browser(agui_server)
+    out = agui_run_client(
+        node,
+        browser,
+        f"{agui_server}/test-agui/openai-agents",
+        f"oa-agui-live-{approved}",
+        [
+            {"text": "email ada@example.com saying hi", "messageId": "u1", "runId": "run-a"},
+            {"answers": [{"approved": approved}], "runId": "run-b"},
+        ],
+    )
+    first, second = out["runs"]
+    for run in (first, second):
+        assert (run["error"], run["runError"], run["warnings"]) == (None, None, [])
+        assert_accepted(run["events"])
+    assert first["finished"]["outcome"] == "interrupt"
+    (interrupt,) = first["finished"]["interrupts"]
+    assert second["finished"]["outcome"] == "success"
+    assert not [e for e in second["events"] if e["type"] == "TOOL_CALL_START"]  # not announced again
+    (result,) = [e for e in second["events"] if e["type"] == "TOOL_CALL_RESULT"]
+    assert result["toolCallId"] == interrupt["toolCallId"]
+    assert demo.RAN["send_email"] == (1 if approved else 0)
+    wait_for(run_finished, "the runs to be stored")
+    (part,) = tool_parts(stored(f"oa-agui-live-{approved}")[1], "send_email")
+    assert part["state"] == ("output-available" if approved else "output-denied")
 
 
 # -- the translation, on the SDK itself ------------------------------------------------
@@ -262,7 +314,11 @@ def test_a_continuation_on_a_fresh_adapter_resumes_the_saved_state_and_denies_as
     async def save(value: Any) -> None:
         saved.append(json.loads(json.dumps(value)))
 
-    first = asyncio.run(collect(OpenAIAgentsAdapter(build()).run(turn([UserMessage("email bo@example.com saying hi")], save_state=save))))
+    first = asyncio.run(
+        collect(
+            OpenAIAgentsAdapter(build()).run(turn([UserMessage("email bo@example.com saying hi")], save_state=save))
+        )
+    )
     (call,) = [e for e in first if isinstance(e, ev.ToolCall)]
     (request,) = [e for e in first if isinstance(e, ev.ToolApprovalRequest)]
     assert request.tool_call_id == call.tool_call_id
@@ -283,13 +339,30 @@ def test_a_continuation_on_a_fresh_adapter_resumes_the_saved_state_and_denies_as
     assert ran == ["bo@example.com"]  # only the approved continuation ran it
 
 
+def test_a_tool_that_raised_is_an_error_and_the_run_goes_on() -> None:
+    @function_tool
+    def get_weather(city: str) -> str:
+        """Get the weather."""
+        raise RuntimeError("the weather service is down: secret detail")
+
+    agent: Agent[Any] = Agent(name="weather", model=demo.ScriptModel(), tools=[get_weather])
+    events = asyncio.run(collect(OpenAIAgentsAdapter(agent).run(turn([UserMessage("weather in Rome")]))))
+    (result,) = [e for e in events if isinstance(e, ev.ToolResult)]
+    assert result.is_error
+    assert "secret detail" not in result.content
+    assert "".join(e.text for e in events if isinstance(e, ev.TextDelta)).startswith("The get_weather tool failed")
+    assert events[-1] == ev.Done()
+
+
 def test_history_becomes_responses_input_items() -> None:
     reasoning = ReasoningPart("thinking", {"openai": {"itemId": "rs_1", "reasoningEncryptedContent": "enc"}})
     foreign = ReasoningPart("other", {"anthropic": {"signature": "sig"}})
     items = input_items(
         [
             UserMessage("weather in Oslo"),
-            AssistantMessage("Checking.", (ToolCallRequest("call_1", "get_weather", '{"city":"Oslo"}'),), "", (reasoning, foreign)),
+            AssistantMessage(
+                "Checking.", (ToolCallRequest("call_1", "get_weather", '{"city":"Oslo"}'),), "", (reasoning, foreign)
+            ),
             ToolMessage("call_1", '{"city":"Oslo"}', tool_name="get_weather"),
             AssistantMessage("Foggy."),
             UserMessage("thanks"),
@@ -297,7 +370,12 @@ def test_history_becomes_responses_input_items() -> None:
     )
     assert items == [
         {"role": "user", "content": "weather in Oslo"},
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "thinking"}], "encrypted_content": "enc"},
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "thinking"}],
+            "encrypted_content": "enc",
+        },
         {
             "type": "message",
             "role": "assistant",

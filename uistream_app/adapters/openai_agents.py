@@ -13,7 +13,8 @@ model's response is complete, so:
   turn can send them back), tool calls with their streamed arguments,
   usage and the finish reason of each model call;
 * the run items add what the model does not stream: a tool's output
-  (``ToolResult``; a handoff's too), a call the raw stream did not
+  (``ToolResult``; a handoff's too; the SDK's default text for a tool
+  that raised is a ``tool-output-error``), a call the raw stream did not
   announce, and the end of each step (``StepFinished``, before the next
   model response).
 
@@ -51,7 +52,6 @@ from ..protocol.events import (
     StepFinished,
     ToolApprovalRequest,
     ToolCall,
-    ToolCallDelta,
     ToolCallStart,
     ToolDenied,
     ToolResult,
@@ -62,6 +62,11 @@ from . import AgentAdapter, AgentTurn, import_extra
 
 agents = import_extra("agents", "openai-agents")
 run_config_module = import_extra("agents.run_config", "openai-agents")
+tool_module = import_extra("agents.tool", "openai-agents")
+
+#: What a function tool that raised returns by default: the SDK's fixed
+#: text (``default_tool_error_function``), shown as the call's error.
+DEFAULT_TOOL_ERROR: str = tool_module.default_tool_error_function(None, Exception())
 
 __all__ = ["OpenAIAgentsAdapter", "input_items"]
 
@@ -130,10 +135,10 @@ class OpenAIAgentsAdapter(AgentAdapter):
                 # wait for the whole run to end.
                 await _cancel(result)
             await stream.aclose()
-        for out in translator.step_end():
-            yield out
         interruptions = list(result.interruptions)
         if not interruptions:
+            for out in translator.step_end():
+                yield out
             yield Done()
             return
         pending: list[str] = []
@@ -144,9 +149,13 @@ class OpenAIAgentsAdapter(AgentAdapter):
             for out in translator.announce(call_id, name or item.tool_name or "", arguments):
                 yield out
             pending.append(call_id)
+        # Saved before the run ends: the answer may be handled by another
+        # process, which has only what is stored.
         await turn.save_state({STATE_KEY: result.to_state().to_json(), "pending": pending})
         for call_id in pending:
             yield ToolApprovalRequest(turn.approval_id(), call_id)
+        for out in translator.step_end():
+            yield out
         yield Done("tool-calls")
 
     async def _resume(self, turn: AgentTurn, translator: _Translator) -> Any:
@@ -157,7 +166,7 @@ class OpenAIAgentsAdapter(AgentAdapter):
         state = await agents.RunState.from_json(
             self.agent,
             saved[STATE_KEY],
-            context_override=self.context if self.context is not None else None,
+            context_override=self.context,
         )
         for item in state.get_interruptions():
             call_id, name, _ = _call_of(item.raw_item)
@@ -186,7 +195,8 @@ class _Translator:
         self.announced: dict[str, str] = {}
         #: Calls a person rejected: their SDK output is a denial.
         self.denied: set[str] = set()
-        self.answered: set[str] = set()
+        #: Calls whose complete ``ToolCall`` was sent.
+        self.complete: set[str] = set()
         self.step = 0
         self.step_open = False
 
@@ -212,6 +222,7 @@ class _Translator:
         if call_id in self.announced:
             return []
         self.announced[call_id] = name
+        self.complete.add(call_id)
         self.step_open = True
         return [ToolCallStart(call_id, name), ToolCall(call_id, name, arguments or "{}")]
 
@@ -225,18 +236,15 @@ class _Translator:
             out = []
         self.step_open = True
         for event in self.reader.feed(payload):
-            cls = type(event)
-            if cls is ToolCallStart or cls is ToolCallDelta or cls is ToolCall:
-                call_id = event.tool_call_id  # type: ignore[union-attr]
-                if cls is ToolCallStart:
-                    if call_id in self.announced:
-                        continue
-                    self.announced[call_id] = event.tool_name  # type: ignore[union-attr]
-                elif cls is ToolCall and call_id in self.answered:
+            if isinstance(event, ToolCallStart):
+                if event.tool_call_id in self.announced:
                     continue
-                if cls is ToolCall:
-                    self.answered.add(call_id)
-            elif cls is ToolApprovalRequest:
+                self.announced[event.tool_call_id] = event.tool_name
+            elif isinstance(event, ToolCall):
+                if event.tool_call_id in self.complete:
+                    continue
+                self.complete.add(event.tool_call_id)
+            elif isinstance(event, ToolApprovalRequest):
                 # A hosted MCP server's approval request: the SDK answers it
                 # through the agent's ``on_approval_request``, not a person here.
                 continue
@@ -261,7 +269,8 @@ class _Translator:
             output = getattr(item, "output", None) if kind == "tool_call_output_item" else None
             if output is None or not _is_json(output):
                 output = _get(raw, "output")
-            return [ToolResult(call_id, output, tool_name=self.announced.get(call_id))]
+            failed = output == DEFAULT_TOOL_ERROR
+            return [ToolResult(call_id, output, is_error=failed, tool_name=self.announced.get(call_id))]
         return []
 
 
@@ -319,7 +328,12 @@ def input_items(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
                 )
             for call in message.tool_calls:
                 items.append(
-                    {"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments or "{}"}
+                    {
+                        "type": "function_call",
+                        "call_id": call.id,
+                        "name": call.name,
+                        "arguments": call.arguments or "{}",
+                    }
                 )
         elif isinstance(message, ToolMessage):
             items.append({"type": "function_call_output", "call_id": message.tool_call_id, "output": message.content})
