@@ -73,6 +73,15 @@ __all__ = ["OpenAIAgentsAdapter", "input_items"]
 #: Seconds a stopped run waits for the SDK's run to unwind.
 CANCEL_GRACE = 5.0
 
+#: The Responses delta events, read without dumping the whole event.
+_DELTAS = frozenset(
+    (
+        "response.output_text.delta",
+        "response.reasoning_summary_text.delta",
+        "response.function_call_arguments.delta",
+    )
+)
+
 #: The key of the saved state: the SDK's ``RunState.to_json()``.
 STATE_KEY = "run_state"
 
@@ -227,7 +236,18 @@ class _Translator:
         return [ToolCallStart(call_id, name), ToolCall(call_id, name, arguments or "{}")]
 
     def _raw(self, data: Any) -> list[Event]:
-        payload: dict[str, Any] = data.model_dump(mode="json") if hasattr(data, "model_dump") else dict(data)
+        kind = getattr(data, "type", None)
+        if kind in _DELTAS:
+            # The hot path (one per delta): the fields the reader reads,
+            # without dumping the whole pydantic event.
+            payload: dict[str, Any] = {
+                "type": kind,
+                "output_index": data.output_index,
+                "item_id": data.item_id,
+                "delta": data.delta,
+            }
+        else:
+            payload = data.model_dump(mode="json") if hasattr(data, "model_dump") else dict(data)
         if payload.get("type") == "response.created" or self.reader is None:
             # A new model call: the step before it (its tools) is over.
             out = self.step_end() if payload.get("type") == "response.created" else []
