@@ -83,7 +83,7 @@ def _prompt_and_outcomes(items: str | list[TResponseInputItem]) -> tuple[str, li
     names: dict[str, str] = {}
     outcomes: list[script.ToolOutcome] = []
     for item in items:
-        entry: dict[str, Any] = item if isinstance(item, dict) else dict(item)
+        entry: dict[str, Any] = dict(item)
         if entry.get("role") == "user":
             prompt, outcomes = _text(entry.get("content")), []
         elif entry.get("type") == "function_call":
@@ -128,7 +128,7 @@ class ScriptModel(Model):
 
     def _reply(self, input: str | list[TResponseInputItem]) -> script.Reply:
         self.calls += 1
-        self.inputs.append([{"role": "user", "content": input}] if isinstance(input, str) else [dict(i) for i in input])  # type: ignore[arg-type]
+        self.inputs.append([{"role": "user", "content": input}] if isinstance(input, str) else [dict(i) for i in input])
         prompt, outcomes = _prompt_and_outcomes(input)
         return script.reply(prompt, outcomes)
 
@@ -137,7 +137,7 @@ class ScriptModel(Model):
         output = [item for item, _ in _items(answer)]
         return ModelResponse(output=output, usage=Usage(requests=1), response_id=None)
 
-    async def stream_response(  # type: ignore[override]
+    async def stream_response(
         self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
     ) -> AsyncIterator[TResponseStreamEvent]:
         answer = self._reply(input)
@@ -257,7 +257,6 @@ async def _stream_item(
             type="response.function_call_arguments.done",
             item_id=item_id,
             output_index=index,
-            name=item.name,
             arguments=item.arguments,
             sequence_number=next(seq),
         )

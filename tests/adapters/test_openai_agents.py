@@ -16,9 +16,13 @@ from typing import Any
 
 import pytest
 from agents import Agent, function_tool
+from django.conf import settings
+from django.core.asgi import get_asgi_application
+from django.db import connection
 from django.test import override_settings
 
 from demo_project.agents import openai_agents_agent as demo
+from demo_project.agents import script
 from uistream_app.adapters import AgentTurn, adapter_for
 from uistream_app.adapters.openai_agents import OpenAIAgentsAdapter, input_items
 from uistream_app.agui_views import render_stored_run
@@ -28,11 +32,13 @@ from uistream_app.protocol.agui.messages import fold_messages, ui_messages_to_ag
 from uistream_app.protocol.agui.verifier import verify_sse
 from uistream_app.runs import AssistantMessage, ReasoningPart, ToolApproval, ToolCallRequest, ToolMessage, UserMessage
 
+from ..live.conftest import redis_config  # noqa: F401  (fixture)
 from ..protocol.agui_oracles import agui_client, assert_accepted
-from ..server import serve_demo
+from ..server import ASGIServer, serve_demo, subprocess_server
 from ..test_agui_http import run_client as agui_run_client
 from ..test_chat_http import Browser, read_chunks, run_finished, text_of, wait_for
 from ..test_chat_real_client import run_client
+from ..test_chat_redis import same_visitor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -265,6 +271,74 @@ def test_the_agent_behind_agui_interrupts_and_resumes_with_the_real_client(
     assert part["state"] == ("output-available" if approved else "output-denied")
 
 
+@pytest.fixture
+def two_servers(redis_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
+    """This process's server and daphne in another process, sharing the
+    database and Redis (as tests/test_chat_redis.py sets them up)."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the second process shares the database through its file (SQLite)")
+    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "1")
+    uistream = {**settings.UISTREAM, "BROKER": redis_config}
+    with override_settings(UISTREAM=uistream):
+        here = ASGIServer(get_asgi_application())
+        first = here.start()
+        try:
+            env = {
+                "DJANGO_SETTINGS_MODULE": "tests.server_settings",
+                "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+                "UISTREAM_TEST_SETTINGS": json.dumps(uistream),
+                "UISTREAM_DEMO_DELAY_MS": "1",
+            }
+            with subprocess_server(env) as second:
+                yield first, second
+        finally:
+            here.stop()
+
+
+def test_another_process_answers_the_approval_from_the_stored_run_state(two_servers: tuple[str, str]) -> None:
+    """The run that asked ran here; the answer goes to a process that never
+    saw it: all it has is the ``RunState`` stored with the run."""
+    first, second = two_servers
+    browser = Browser(first)
+    with browser.client.stream(
+        "POST",
+        API,
+        json=browser.chat_body("oa-two", "email ada@example.com saying hello"),
+        headers={"X-CSRFToken": browser.token},
+    ) as response:
+        _, done = read_chunks(response)
+    assert done
+    wait_for(run_finished, "the first run to be stored")
+    user, assistant = stored("oa-two")
+    (part,) = tool_parts(assistant, "send_email")
+    assert part["state"] == "approval-requested"
+    answered = {
+        **assistant,
+        "parts": [
+            {**p, "state": "approval-responded", "approval": {**p["approval"], "approved": True}}
+            if p.get("toolCallId") == part["toolCallId"]
+            else p
+            for p in assistant["parts"]
+        ],
+    }
+    other = same_visitor(browser, second)
+    with other.stream(
+        "POST", API, json={"id": "oa-two", "messages": [user, answered]}, headers={"X-CSRFToken": browser.token}
+    ) as response:
+        assert response.status_code == 200
+        chunks, done = read_chunks(response)
+    assert done
+    assert not [c for c in chunks if c["type"] == "tool-input-start"]  # not announced again
+    wait_for(run_finished, "the continuation to be stored")
+    messages = stored("oa-two")
+    assert len(messages) == 2
+    (done_part,) = tool_parts(messages[1], "send_email")
+    assert done_part["state"] == "output-available"
+    assert done_part["output"]["status"] == "sent"
+    assert "the email to ada@example.com is sent" in text(messages[1])
+    assert demo.RAN["send_email"] == 0  # it ran in the other process, not here
+
+
 # -- the translation, on the SDK itself ------------------------------------------------
 
 
@@ -337,6 +411,39 @@ def test_a_continuation_on_a_fresh_adapter_resumes_the_saved_state_and_denies_as
             assert not any(isinstance(e, ev.ToolResult) for e in events)
         assert events[-1] == ev.Done()
     assert ran == ["bo@example.com"]  # only the approved continuation ran it
+
+
+def test_a_step_with_a_free_call_and_one_held_for_approval_runs_each_once() -> None:
+    """The SDK runs the free call before it stops for the held one; the
+    continuation neither runs nor reports the free call again."""
+
+    class Both(demo.ScriptModel):
+        def _reply(self, input: Any) -> script.Reply:
+            answer = super()._reply(input)
+            if not answer.calls:
+                return answer
+            return script.Reply(
+                calls=[("get_weather", {"city": "Oslo"}), ("send_email", {"to": "a@b.c", "body": "hi"})]
+            )
+
+    agent: Agent[Any] = Agent(name="both", model=Both(), tools=[demo.get_weather, demo.send_email])
+    saved: list[Any] = []
+
+    async def save(value: Any) -> None:
+        saved.append(json.loads(json.dumps(value)))
+
+    first = asyncio.run(
+        collect(OpenAIAgentsAdapter(agent).run(turn([UserMessage("weather in Oslo")], save_state=save)))
+    )
+    weather, email = [e for e in first if isinstance(e, ev.ToolCall)]
+    assert [e.tool_call_id for e in first if isinstance(e, ev.ToolResult)] == [weather.tool_call_id]
+    assert [e.tool_call_id for e in first if isinstance(e, ev.ToolApprovalRequest)] == [email.tool_call_id]
+    approvals = {email.tool_call_id: ToolApproval("apv", True)}
+    again = OpenAIAgentsAdapter(agent).run(turn([], continues=True, approvals=approvals, resume_state=saved[0]))
+    events = asyncio.run(collect(again))
+    assert [e.tool_call_id for e in events if isinstance(e, ev.ToolResult)] == [email.tool_call_id]
+    assert not [e for e in events if isinstance(e, (ev.ToolCallStart, ev.ToolCall))]
+    assert demo.RAN == {"get_weather": 1, "send_email": 1}
 
 
 def test_a_tool_that_raised_is_an_error_and_the_run_goes_on() -> None:
