@@ -446,6 +446,25 @@ def test_a_step_with_a_free_call_and_one_held_for_approval_runs_each_once() -> N
     assert demo.RAN == {"get_weather": 1, "send_email": 1}
 
 
+def test_a_handoff_is_a_call_with_its_result_and_the_next_agent_speaks_on() -> None:
+    class Router(demo.ScriptModel):
+        def _reply(self, input: Any) -> script.Reply:
+            self.calls += 1
+            return script.Reply("The counter agent does this.", calls=[("transfer_to_counter", {})])
+
+    counter_model = demo.ScriptModel()
+    counter: Agent[Any] = Agent(name="counter", model=counter_model)
+    router: Agent[Any] = Agent(name="router", model=Router(), handoffs=[counter])
+    events = asyncio.run(collect(OpenAIAgentsAdapter(router).run(turn([UserMessage("count to 3")]))))
+    (call,) = [e for e in events if isinstance(e, ev.ToolCall)]
+    assert call.tool_name == "transfer_to_counter"
+    (result,) = [e for e in events if isinstance(e, ev.ToolResult)]
+    assert (result.tool_call_id, json.loads(result.content)) == (call.tool_call_id, {"assistant": "counter"})
+    assert counter_model.calls == 1
+    assert events.index(result) < min(i for i, e in enumerate(events) if isinstance(e, ev.TextDelta))
+    assert events[-1] == ev.Done()
+
+
 def test_a_tool_that_raised_is_an_error_and_the_run_goes_on() -> None:
     @function_tool
     def get_weather(city: str) -> str:
