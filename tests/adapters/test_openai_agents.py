@@ -465,6 +465,16 @@ def test_a_handoff_is_a_call_with_its_result_and_the_next_agent_speaks_on() -> N
     assert events[-1] == ev.Done()
 
 
+def test_a_run_whose_answer_is_a_tools_output_ends_as_stopped() -> None:
+    agent: Agent[Any] = Agent(
+        name="weather", model=demo.ScriptModel(), tools=[demo.get_weather], tool_use_behavior="stop_on_first_tool"
+    )
+    events = asyncio.run(collect(OpenAIAgentsAdapter(agent).run(turn([UserMessage("weather in Oslo")]))))
+    assert [type(e) for e in events[-4:]] == [ev.Finish, ev.ToolResult, ev.StepFinished, ev.Done]
+    assert events[-4] == ev.Finish("tool-calls")
+    assert events[-1] == ev.Done("stop")
+
+
 def test_a_tool_that_raised_is_an_error_and_the_run_goes_on() -> None:
     @function_tool
     def get_weather(city: str) -> str:

@@ -49,6 +49,7 @@ from typing import Any
 from ..protocol.events import (
     Done,
     Event,
+    Finish,
     StepFinished,
     ToolApprovalRequest,
     ToolCall,
@@ -148,7 +149,10 @@ class OpenAIAgentsAdapter(AgentAdapter):
         if not interruptions:
             for out in translator.step_end():
                 yield out
-            yield Done()
+            # The run has its final output. When a tool's output was it
+            # (``tool_use_behavior``), the last model call ended in calls,
+            # but the message is over all the same.
+            yield Done("stop" if translator.last_finish == "tool-calls" else None)
             return
         pending: list[str] = []
         for item in interruptions:
@@ -208,6 +212,8 @@ class _Translator:
         self.complete: set[str] = set()
         self.step = 0
         self.step_open = False
+        #: The reason the last model call ended with.
+        self.last_finish: str | None = None
 
     def feed(self, event: Any) -> list[Event]:
         kind = event.type
@@ -264,6 +270,8 @@ class _Translator:
                 if event.tool_call_id in self.complete:
                     continue
                 self.complete.add(event.tool_call_id)
+            elif isinstance(event, Finish):
+                self.last_finish = event.reason
             elif isinstance(event, ToolApprovalRequest):
                 # A hosted MCP server's approval request: the SDK answers it
                 # through the agent's ``on_approval_request``, not a person here.
