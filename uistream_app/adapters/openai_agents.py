@@ -58,7 +58,7 @@ from ..protocol.events import (
     ToolResult,
 )
 from ..runs.messages import AssistantMessage, ModelMessage, ReasoningPart, SystemMessage, ToolMessage, UserMessage
-from ..runs.openai_responses import _Reader
+from ..runs.openai_responses import ResponsesStreamReader
 from . import AgentAdapter, AgentTurn, import_extra
 
 agents = import_extra("agents", "openai-agents")
@@ -203,7 +203,7 @@ class _Translator:
     """The SDK's stream events → neutral events, for one run."""
 
     def __init__(self) -> None:
-        self.reader: _Reader | None = None
+        self.reader: ResponsesStreamReader | None = None
         #: Calls already on the wire: call id → tool name.
         self.announced: dict[str, str] = {}
         #: Calls a person rejected: their SDK output is a denial.
@@ -257,7 +257,7 @@ class _Translator:
         if payload.get("type") == "response.created" or self.reader is None:
             # A new model call: the step before it (its tools) is over.
             out = self.step_end() if payload.get("type") == "response.created" else []
-            self.reader = _Reader()
+            self.reader = ResponsesStreamReader()
         else:
             out = []
         self.step_open = True
