@@ -44,7 +44,9 @@ def _outcomes(messages: list[ModelMessage]) -> list[script.ToolOutcome]:
         if isinstance(message, ModelResponse):
             break
         returns = [part for part in message.parts if isinstance(part, ToolReturnPart)]
-        outcomes[:0] = [script.ToolOutcome(part.tool_name, part.content, _STATUS.get(part.outcome, "ok")) for part in returns]
+        outcomes[:0] = [
+            script.ToolOutcome(part.tool_name, part.content, _STATUS.get(part.outcome, "ok")) for part in returns
+        ]
     return outcomes
 
 

@@ -21,7 +21,6 @@ from demo_project.agents import pydantic_ai_agent, script
 from tests.protocol.agui_oracles import assert_accepted
 from tests.server import serve_demo
 from tests.test_agui_http import run_client as run_agui_client
-from tests.test_agui_http import run_input, user
 from tests.test_chat_http import Browser, read_chunks, run_finished, text_of, wait_for
 from tests.test_chat_real_client import run_client
 from tests.urls import urlpatterns as test_urlpatterns
@@ -195,7 +194,7 @@ def test_stop_cancels_the_agent_run(server: str, monkeypatch: pytest.MonkeyPatch
     with browser.client.stream(
         "POST", API, json=browser.chat_body("pai-stop", "count to 200"), headers={"X-CSRFToken": browser.token}
     ) as response:
-        head, _ = read_chunks(response, stop=lambda cs: text_of(cs).count(" ") >= 5)
+        read_chunks(response, stop=lambda cs: text_of(cs).count(" ") >= 5)
         answer = browser.post(f"{API}/pai-stop/stop")
         assert answer.json() == {"stopped": True}
         rest, done = read_chunks(response)
@@ -400,11 +399,17 @@ def test_stored_history_becomes_pydantic_ai_messages_with_the_call_ids_kept() ->
     messages, prompt = model_history(turn(history))
     assert prompt == "and now?"
     request, response, results, answer = messages
-    assert isinstance(request, ModelRequest) and request.parts[0].content == "weather and mail"
+    assert isinstance(request, ModelRequest)
+    assert request.parts[0].content == "weather and mail"
     assert isinstance(response, ModelResponse)
     assert [p.part_kind for p in response.parts] == ["thinking", "text", "tool-call", "tool-call", "tool-call"]
     assert [p.tool_call_id for p in response.parts if p.part_kind == "tool-call"] == ["w1", "e1", "f1"]
     assert isinstance(results, ModelRequest)
-    assert [(p.tool_call_id, p.outcome) for p in results.parts] == [("w1", "success"), ("e1", "denied"), ("f1", "failed")]
+    assert [(p.tool_call_id, p.outcome) for p in results.parts] == [
+        ("w1", "success"),
+        ("e1", "denied"),
+        ("f1", "failed"),
+    ]
     assert results.parts[0].content == {"city": "Oslo", "temperature_c": 3}
-    assert isinstance(answer, ModelResponse) and answer.parts[0].content == "Done."
+    assert isinstance(answer, ModelResponse)
+    assert answer.parts[0].content == "Done."

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ..protocol import events as ev
 from ..runs import AssistantMessage, SystemMessage, ToolMessage, UserMessage
@@ -28,6 +28,7 @@ from . import AgentAdapter, AgentTurn, import_extra
 
 import_extra("pydantic_ai", "pydantic-ai")
 
+import pydantic_core  # noqa: E402
 from pydantic_ai import (  # noqa: E402
     Agent,
     DeferredToolRequests,
@@ -124,6 +125,7 @@ class PydanticAIAdapter(AgentAdapter):
                             yield ev.StepFinished(step)
                             step += 1
                             step_open = False
+                        stream: Any
                         async with node.stream(agent_run.ctx) as stream:
                             async for event in stream:
                                 for out in translate.event(event):
@@ -188,7 +190,7 @@ def _finish_reason(response: pm.ModelResponse) -> str:
     return "tool-calls" if any(isinstance(p, pm.ToolCallPart) for p in response.parts) else "stop"
 
 
-def _args_text(args: str | dict[str, Any] | None) -> str:
+def _args_text(args: Any) -> str:
     if args is None:
         return ""
     return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
@@ -197,7 +199,7 @@ def _args_text(args: str | dict[str, Any] | None) -> str:
 def _output(content: Any) -> Any:
     try:
         return to_jsonable_python(content)
-    except Exception:  # a value pydantic cannot serialise: its text
+    except (TypeError, ValueError, pydantic_core.PydanticSerializationError):  # not serialisable: its text
         return str(content)
 
 
@@ -382,7 +384,9 @@ def model_history(turn: AgentTurn) -> tuple[list[pm.ModelMessage], str | None]:
             request.append(pm.UserPromptPart(message.content))
         elif isinstance(message, ToolMessage):
             call_id = message.tool_call_id
-            outcome = "denied" if call_id in denied else ("failed" if message.is_error else "success")
+            outcome: Literal["success", "failed", "denied"] = (
+                "denied" if call_id in denied else ("failed" if message.is_error else "success")
+            )
             content = message.content if message.is_error else _loose_json(message.content)
             request.append(pm.ToolReturnPart(message.tool_name or "", content, call_id, outcome=outcome))
         elif isinstance(message, AssistantMessage):
