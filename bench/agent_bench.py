@@ -70,9 +70,9 @@ from django.urls import include, path  # noqa: E402
 from fastapi import FastAPI, Request  # noqa: E402
 from fastapi.responses import Response  # noqa: E402
 from loop_plugin import make as make_loop  # noqa: E402
+from py_pai import PaiHarness  # noqa: E402
 from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter  # noqa: E402
-from py_pai import PaiHarness  # noqa: E402
 
 from uistream_app.adapters import AgentTurn  # noqa: E402
 from uistream_app.adapters.pydantic_ai import PydanticAIAdapter  # noqa: E402
@@ -224,7 +224,7 @@ async def measure(send: Callable[[], Awaitable[Answer]], settle: Callable[[], Aw
     cpu0, wall0 = time.process_time(), time.perf_counter()
     answer = await send()
     if settle is not None:
-        while await settle():  # ours: until the run is stored
+        while await settle():  # ours: until the run is stored  # noqa: ASYNC110 (a database row)
             await asyncio.sleep(0.001)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     if answer.status != 200 or answer.first_delta is None:
@@ -254,8 +254,10 @@ async def http_part(reps: int, warmup: int) -> None:
         b = await measure(theirs, None)
         pairs.append((a, b))
     ours_s, theirs_s = [a for a, _ in pairs], [b for _, b in pairs]
-    print(f"HTTP (in-process ASGI), {reps} paired rounds, medians; deltas per answer: "
-          f"ours {ours_s[0].deltas:,}, pydantic-ai {theirs_s[0].deltas:,}")
+    print(
+        f"HTTP (in-process ASGI), {reps} paired rounds, medians; deltas per answer: "
+        f"ours {ours_s[0].deltas:,}, pydantic-ai {theirs_s[0].deltas:,}"
+    )
     rows = [
         ("CPU per request", "ms", lambda s: s.cpu * 1000),
         ("CPU per delta", "µs", lambda s: s.cpu / s.deltas * 1e6),
@@ -309,14 +311,20 @@ async def agent_drained() -> int:
     return n
 
 
+LOOP = "built-in loop (ToolLoop + ScriptedModel) + encode"
+DRAINED = "pydantic-ai agent drained (no translation)"
+ADAPTER_ENCODED = "pydantic-ai agent + PydanticAIAdapter + encode"
+ADAPTER_EVENTS = "PydanticAIAdapter events, no encode"
+
+
 async def overhead_part(reps: int, warmup: int) -> None:
     loop_run = make_loop(WORKLOAD)
     events = await adapter_events()
     variants: dict[str, Callable[[], Awaitable[Any]]] = {
-        "built-in loop (ToolLoop + ScriptedModel) + encode": loop_run,
-        "pydantic-ai agent drained (no translation)": agent_drained,
-        "pydantic-ai agent + PydanticAIAdapter + encode": adapter_run,
-        "PydanticAIAdapter events, no encode": adapter_events,
+        LOOP: loop_run,
+        DRAINED: agent_drained,
+        ADAPTER_ENCODED: adapter_run,
+        ADAPTER_EVENTS: adapter_events,
     }
     times: dict[str, list[float]] = {k: [] for k in variants}
     for i in range(warmup + reps):
@@ -329,10 +337,10 @@ async def overhead_part(reps: int, warmup: int) -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     for name, t in med.items():
         print(f"{name:52s}{t * 1000:9.1f} ms {t / events * 1e6:8.2f} µs/event")
-    own = med["PydanticAIAdapter events, no encode"] - med["pydantic-ai agent drained (no translation)"]
-    extra = med["pydantic-ai agent + PydanticAIAdapter + encode"] - med["built-in loop (ToolLoop + ScriptedModel) + encode"]
-    print(f"{'the adapter own translation (events - drained)':52s}{own * 1000:9.1f} ms {own / events * 1e6:8.2f} µs/event")
-    print(f"{'behind pydantic-ai instead of the built-in loop':52s}{extra * 1000:9.1f} ms {extra / events * 1e6:8.2f} µs/event")
+    own = med[ADAPTER_EVENTS] - med[DRAINED]
+    extra = med[ADAPTER_ENCODED] - med[LOOP]
+    for label, t in (("the adapter's own translation", own), ("behind pydantic-ai, not the built-in loop", extra)):
+        print(f"{label:52s}{t * 1000:9.1f} ms {t / events * 1e6:8.2f} µs/event")
 
 
 def main() -> None:

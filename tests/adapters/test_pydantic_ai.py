@@ -16,6 +16,8 @@ from django.urls import path
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets.external import ExternalToolset
 
 from demo_project.agents import pydantic_ai_agent, script
 from tests.protocol.agui_oracles import assert_accepted
@@ -30,15 +32,43 @@ from uistream_app.adapters.pydantic_ai import PydanticAIAdapter, model_history
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol import events as ev
 from uistream_app.runs import ToolApproval, ui_to_model_messages
+from uistream_app.views import ChatView
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 API = "/api/agents/pydantic-ai/chat"
 EMAIL = "email ada@example.com saying the build is green"
 
+
+async def _locate(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+    """Calls the browser's get_location, then says where the user is."""
+    returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+    if returns:
+        yield f"You are in {returns[0].content['city']}."
+        return
+    yield {1: DeltaToolCall("get_location", "{}")}
+
+
+#: A pydantic-ai agent whose get_location the browser runs (an ExternalToolset).
+locating_agent = Agent(
+    FunctionModel(stream_function=_locate),
+    toolsets=[
+        ExternalToolset(
+            [
+                ToolDefinition(
+                    name="get_location",
+                    description="The user's location, from the browser.",
+                    parameters_json_schema={"type": "object", "properties": {}},
+                )
+            ]
+        )
+    ],
+)
+
 urlpatterns = [
     *test_urlpatterns,
     path("test-agents/pydantic-ai/agui", agui_views.AGUIView.as_view(agent=pydantic_ai_agent.agent)),
+    path("test-agents/pydantic-ai/client-tools/chat", ChatView.as_view(agent=locating_agent)),
 ]
 
 
@@ -276,6 +306,30 @@ def test_ag_ui_from_an_adapter_run_is_accepted_by_the_ag_ui_client(node: str, se
     said = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert "In Paris it is" in said
     wait_for(run_finished, "the run to be stored")
+
+
+def test_an_external_tool_is_run_by_the_browser(node: str, server: str) -> None:
+    browser = Browser(server)
+    with override_settings(ROOT_URLCONF=__name__):
+        out = run_client(
+            node,
+            server,
+            browser,
+            chatId="pai-client-tool",
+            version=7,
+            api="/test-agents/pydantic-ai/client-tools/chat",
+            clientTools={"get_location": {"city": "Lima"}},
+            steps=[{"send": "where am I?"}, {"waitFinished": 2}],
+        )
+    assert out["error"] is None
+    wait_for(run_finished, "the runs to be stored")
+    messages = stored("pai-client-tool")
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert out["messages"] == messages
+    (tool,) = tool_parts(messages[1], "get_location")
+    assert tool["state"] == "output-available"
+    assert tool["output"] == {"city": "Lima"}
+    assert texts(messages[1]) == "You are in Lima."
 
 
 # -- the translation, without a server ---------------------------------------------
