@@ -14,8 +14,8 @@ import pytest
 from django.test import override_settings
 from django.urls import path
 from pydantic_ai import Agent, ModelRetry
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ThinkingPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets.external import ExternalToolset
 
@@ -467,3 +467,28 @@ def test_stored_history_becomes_pydantic_ai_messages_with_the_call_ids_kept() ->
     assert results.parts[0].content == {"city": "Oslo", "temperature_c": 3}
     assert isinstance(answer, ModelResponse)
     assert answer.parts[0].content == "Done."
+
+
+def test_a_thinking_signature_goes_out_with_the_reasoning_and_comes_back_with_the_history() -> None:
+    agent = scripted_agent([{0: DeltaThinkingPart(content="hmm", signature="sig-1")}, "Hello."])
+    events = asyncio.run(collect(PydanticAIAdapter(agent), turn([user_message("hi")])))
+    (end,) = [e for e in events if isinstance(e, ev.ReasoningEnd)]
+    assert end.provider_metadata is not None
+    assert end.provider_metadata["pydanticAI"]["signature"] == "sig-1"
+    history = [
+        user_message("hi"),
+        {
+            "id": "a1",
+            "role": "assistant",
+            "parts": [
+                {"type": "step-start"},
+                {"type": "reasoning", "text": "hmm", "state": "done", "providerMetadata": end.provider_metadata},
+                {"type": "text", "text": "Hello.", "state": "done"},
+            ],
+        },
+        user_message("again"),
+    ]
+    messages, _ = model_history(turn(history))
+    thinking = messages[1].parts[0]
+    assert isinstance(thinking, ThinkingPart)
+    assert (thinking.content, thinking.signature) == ("hmm", "sig-1")
