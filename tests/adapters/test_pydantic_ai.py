@@ -308,6 +308,33 @@ def test_ag_ui_from_an_adapter_run_is_accepted_by_the_ag_ui_client(node: str, se
     wait_for(run_finished, "the run to be stored")
 
 
+def test_an_ag_ui_interrupt_answers_the_deferred_call(node: str, server: str, sent: list[tuple[str, str]]) -> None:
+    browser = Browser(server)
+    with override_settings(ROOT_URLCONF=__name__):
+        out = run_agui_client(
+            node,
+            browser,
+            f"{server}/test-agents/pydantic-ai/agui",
+            "pai-agui-hitl",
+            [
+                {"text": EMAIL, "messageId": "u1", "runId": "run-a"},
+                {"answers": [{"approved": True}], "runId": "run-b"},
+            ],
+        )
+    first, second = out["runs"]
+    assert_accepted(first["events"])
+    assert_accepted(second["events"])
+    assert first["finished"]["outcome"] == "interrupt"
+    (interrupt,) = first["finished"]["interrupts"]
+    assert second["finished"]["outcome"] == "success"
+    results = [e for e in second["events"] if e["type"] == "TOOL_CALL_RESULT"]
+    assert [e["toolCallId"] for e in results] == [interrupt["toolCallId"]]
+    # The continuation did not announce the call again.
+    assert not [e for e in second["events"] if e["type"] == "TOOL_CALL_START"]
+    assert sent == [("ada@example.com", "the build is green")]
+    wait_for(run_finished, "the runs to be stored")
+
+
 def test_an_external_tool_is_run_by_the_browser(node: str, server: str) -> None:
     browser = Browser(server)
     with override_settings(ROOT_URLCONF=__name__):
