@@ -106,7 +106,7 @@ class PydanticAIAdapter(AgentAdapter):
         if output_type is not None:
             options["output_type"] = output_type
         options.update(self.run_options(turn))
-        translate = _Translator(turn.error_text)
+        translate = _Translator()
         step = 0
         answered_model = False  # a model call of this run preceded the tools node
         # A step (model call and its tools) is said finished when the next
@@ -213,8 +213,7 @@ class _Translator:
     pydantic-ai re-emits the call event of the deferred call it now
     settles, does not announce it twice."""
 
-    def __init__(self, error_text: str) -> None:
-        self.error_text = error_text
+    def __init__(self) -> None:
         self.calls_by_index: dict[int, str] = {}
         #: Calls streamed in this run, not yet announced: id → their part.
         self.streamed: dict[str, pm.ToolCallPart] = {}
