@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 from django.urls import path
+from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ThinkingPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
@@ -411,6 +412,10 @@ def test_a_continuation_settles_the_deferred_call_without_announcing_it_again(
     assert sent == []
 
 
+class City(BaseModel):
+    name: str
+
+
 def scripted_agent(*responses: list[Any]) -> Agent[None, str]:
     """An agent whose FunctionModel streams ``responses`` in turn."""
     queue = list(responses)
@@ -519,3 +524,14 @@ def test_a_thinking_signature_goes_out_with_the_reasoning_and_comes_back_with_th
     thinking = messages[1].parts[0]
     assert isinstance(thinking, ThinkingPart)
     assert (thinking.content, thinking.signature) == ("hmm", "sig-1")
+
+
+def test_structured_output_is_the_output_tools_call_and_the_message_stops() -> None:
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        yield {1: DeltaToolCall(info.output_tools[0].name, '{"name": "Oslo"}', tool_call_id="out1")}
+
+    agent = Agent(FunctionModel(stream_function=stream), output_type=City)
+    events = asyncio.run(collect(PydanticAIAdapter(agent), turn([user_message("which city?")])))
+    assert ev.ToolCall("out1", "final_result", '{"name": "Oslo"}') in events
+    assert [e.tool_call_id for e in events if isinstance(e, ev.ToolResult)] == ["out1"]
+    assert events[-1] == ev.Done("stop")

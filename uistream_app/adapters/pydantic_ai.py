@@ -112,6 +112,7 @@ class PydanticAIAdapter(AgentAdapter):
         # A step (model call and its tools) is said finished when the next
         # begins or the run ends: after the approval requests it asked.
         step_open = False
+        guessed = False  # the last model response said no finish reason
         try:
             async with self.agent.iter(
                 prompt,
@@ -134,6 +135,7 @@ class PydanticAIAdapter(AgentAdapter):
                         yield _usage(response.usage)
                         yield ev.Finish(_finish_reason(response))
                         answered_model = True
+                        guessed = response.finish_reason is None
                     elif Agent.is_call_tools_node(node):
                         async with node.stream(agent_run.ctx) as tool_stream:
                             async for tool_event in tool_stream:
@@ -161,7 +163,9 @@ class PydanticAIAdapter(AgentAdapter):
                     )
         if step_open:
             yield ev.StepFinished(step)
-        yield ev.Done()
+        # A model that says no reason and ended the run with an output
+        # tool's call (structured output) did stop, whatever it called.
+        yield ev.Done("stop" if guessed and not isinstance(output, DeferredToolRequests) else None)
 
 
 def _allows_deferred(spec: Any) -> bool:
