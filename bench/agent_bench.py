@@ -116,6 +116,7 @@ class Answer:
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     body: list[bytes] = field(default_factory=list)
     first_delta: float | None = None  # seconds from the call
+    headers_at: float | None = None  # seconds from the call to the response's start
 
     def deltas(self) -> int:
         data = b"".join(self.body)
@@ -156,6 +157,7 @@ async def call(app: Any, method: str, target: str, body: bytes = b"", headers: d
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
             answer.status = message["status"]
+            answer.headers_at = time.perf_counter() - started
             answer.headers = list(message.get("headers") or [])
         elif message["type"] == "http.response.body":
             piece = message.get("body", b"")
@@ -217,6 +219,7 @@ class Sample:
     cpu: float
     wall: float
     ttfd: float
+    headers: float
     deltas: int
 
 
@@ -229,7 +232,7 @@ async def measure(send: Callable[[], Awaitable[Answer]], settle: Callable[[], Aw
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     if answer.status != 200 or answer.first_delta is None:
         raise RuntimeError(f"status {answer.status}: {b''.join(answer.body)[:500]!r}")
-    return Sample(cpu, wall, answer.first_delta, answer.deltas())
+    return Sample(cpu, wall, answer.first_delta, answer.headers_at or 0.0, answer.deltas())
 
 
 async def http_part(reps: int, warmup: int) -> None:
@@ -262,6 +265,7 @@ async def http_part(reps: int, warmup: int) -> None:
         ("CPU per request", "ms", lambda s: s.cpu * 1000),
         ("CPU per delta", "µs", lambda s: s.cpu / s.deltas * 1e6),
         ("wall per request", "ms", lambda s: s.wall * 1000),
+        ("time to headers", "ms", lambda s: s.headers * 1000),
         ("time to first delta", "ms", lambda s: s.ttfd * 1000),
     ]
     print(f"{'':22s}{'ours':>12s}{'pydantic-ai':>14s}{'pydantic-ai / ours':>22s}")

@@ -6,7 +6,9 @@ own adapter gets wrong or that are easy to get wrong."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
+import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -28,7 +30,7 @@ from tests.test_chat_http import Browser, read_chunks, run_finished, text_of, wa
 from tests.test_chat_real_client import run_client
 from tests.urls import urlpatterns as test_urlpatterns
 from uistream_app import agui_views
-from uistream_app.adapters import AgentTurn, adapter_for
+from uistream_app.adapters import AgentTurn, MissingExtra, adapter_for
 from uistream_app.adapters.pydantic_ai import PydanticAIAdapter, model_history
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol import events as ev
@@ -535,3 +537,10 @@ def test_structured_output_is_the_output_tools_call_and_the_message_stops() -> N
     assert ev.ToolCall("out1", "final_result", '{"name": "Oslo"}') in events
     assert [e.tool_call_id for e in events if isinstance(e, ev.ToolResult)] == ["out1"]
     assert events[-1] == ev.Done("stop")
+
+
+def test_without_pydantic_ai_the_adapter_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pydantic_ai", None)  # what an uninstalled package looks like
+    monkeypatch.delitem(sys.modules, "uistream_app.adapters.pydantic_ai")
+    with pytest.raises(MissingExtra, match=r"pip install 'django-uistream\[pydantic-ai\]'"):
+        importlib.import_module("uistream_app.adapters.pydantic_ai")
