@@ -544,3 +544,32 @@ def test_without_pydantic_ai_the_adapter_names_its_extra(monkeypatch: pytest.Mon
     monkeypatch.delitem(sys.modules, "uistream_app.adapters.pydantic_ai")
     with pytest.raises(MissingExtra, match=r"pip install 'django-uistream\[pydantic-ai\]'"):
         importlib.import_module("uistream_app.adapters.pydantic_ai")
+
+
+def test_closing_the_run_closes_the_model_stream() -> None:
+    said: list[int] = []
+    closed: list[bool] = []
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        try:
+            for n in range(1, 1000):
+                said.append(n)
+                yield f" {n}"
+                await asyncio.sleep(0)
+        finally:
+            closed.append(True)
+
+    agent = Agent(FunctionModel(stream_function=stream))
+
+    async def take_three_then_close() -> None:
+        run = PydanticAIAdapter(agent).run(turn([user_message("count")]))
+        deltas = 0
+        async for event in run:
+            deltas += isinstance(event, ev.TextDelta)
+            if deltas == 3:
+                break
+        await run.aclose()  # type: ignore[attr-defined]
+
+    asyncio.run(take_three_then_close())
+    assert closed == [True]
+    assert len(said) < 10
