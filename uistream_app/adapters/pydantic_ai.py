@@ -112,7 +112,7 @@ class PydanticAIAdapter(AgentAdapter):
         # A step (model call and its tools) is said finished when the next
         # begins or the run ends: after the approval requests it asked.
         step_open = False
-        guessed = False  # the last model response said no finish reason
+        guessed_calls = False  # "tool-calls" guessed for the last model response
         try:
             async with self.agent.iter(
                 prompt,
@@ -133,9 +133,11 @@ class PydanticAIAdapter(AgentAdapter):
                                     yield out
                             response = stream.response
                         yield _usage(response.usage)
-                        yield ev.Finish(_finish_reason(response))
+                        reason = _finish_reason(response)
+                        yield ev.Finish(reason)
                         answered_model = True
-                        guessed = response.finish_reason is None
+                        # Guessed from its calls: an output tool's call too.
+                        guessed_calls = response.finish_reason is None and reason == "tool-calls"
                     elif Agent.is_call_tools_node(node):
                         async with node.stream(agent_run.ctx) as tool_stream:
                             async for tool_event in tool_stream:
@@ -165,7 +167,7 @@ class PydanticAIAdapter(AgentAdapter):
             yield ev.StepFinished(step)
         # A model that says no reason and ended the run with an output
         # tool's call (structured output) did stop, whatever it called.
-        yield ev.Done("stop" if guessed and not isinstance(output, DeferredToolRequests) else None)
+        yield ev.Done("stop" if guessed_calls and not isinstance(output, DeferredToolRequests) else None)
 
 
 def _allows_deferred(spec: Any) -> bool:
