@@ -113,6 +113,7 @@ class UIMessageEncoder:
     """
 
     __slots__ = (
+        "_approvals",
         "_dispatch",
         "_dynamic_calls",
         "_reasoning",
@@ -153,6 +154,9 @@ class UIMessageEncoder:
         # the SDK looks for a static part and creates a duplicate (ai@6/7)
         # or throws (ai@5).
         self._dynamic_calls: set[str] = set()
+        # The approval ids this message requested: a response to any other
+        # would make the SDK throw (no tool invocation for it).
+        self._approvals: set[str] = set()
         self._dispatch: dict[type, Callable[[Any], list[Chunk]]] = {
             ev.TextDelta: self._text_delta,
             ev.ReasoningDelta: self._reasoning_delta,
@@ -164,6 +168,7 @@ class UIMessageEncoder:
             ev.ToolResult: self._tool_result,
             ev.ToolInputError: self._tool_input_error,
             ev.ToolApprovalRequest: self._tool_approval_request,
+            ev.ToolApprovalResponse: self._tool_approval_response,
             ev.ToolDenied: self._tool_denied,
             ev.Usage: self._usage,
             ev.Finish: self._finish_event,
@@ -469,9 +474,23 @@ class UIMessageEncoder:
     def _tool_approval_request(self, event: ev.ToolApprovalRequest) -> list[Chunk]:
         if event.tool_call_id not in self._tool_calls:
             return []
+        self._approvals.add(event.approval_id)
         return [
             _with(
                 {"type": "tool-approval-request", "approvalId": event.approval_id, "toolCallId": event.tool_call_id},
+                reason=event.reason,
+                isAutomatic=True if event.is_automatic else None,
+            )
+        ]
+
+    def _tool_approval_response(self, event: ev.ToolApprovalResponse) -> list[Chunk]:
+        """An approval policy's own answer (``streamText``'s): only for a
+        request this message made, which the SDK looks the approval up by."""
+        if event.approval_id not in self._approvals:
+            return []
+        return [
+            _with(
+                {"type": "tool-approval-response", "approvalId": event.approval_id, "approved": event.approved},
                 reason=event.reason,
             )
         ]
