@@ -225,12 +225,13 @@ class ChatHooks:
     def get_store(self, *, with_thread: bool = False) -> ConversationStore:
         """The store that turns this endpoint's requests into runs."""
         adapter = self.get_adapter()
+        editable: dict[str, Any] = {}
         if adapter is not None:
             client_tools = adapter.client_tools
         else:
             tools = self.get_tools()
-        client_tools = frozenset(t.name for t in tools if t.client_side)
-        editable = {t.name: t.parameters for t in tools if t.editable_arguments}
+            client_tools = frozenset(t.name for t in tools if t.client_side)
+            editable = {t.name: t.parameters for t in tools if t.editable_arguments}
         return ConversationStore(
             client_tools=client_tools,
             choose_history=self.get_history,
