@@ -10,6 +10,7 @@ import copy
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol.agui.verifier import verify_sse
@@ -20,6 +21,7 @@ from .test_agui_http import post_agui, run_input, stored_log, user
 from .test_approvals import answer, continue_chat, idle, pending_email
 from .test_chat_http import Browser, read_chunks, wait_for
 from .test_chat_real_client import run_client, server  # noqa: F401  (server: fixture)
+from .test_consumer import Socket, asession_cookie, chunks_of, runs_finished, send_frame
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -317,3 +319,27 @@ def test_agui_approves_with_edited_arguments(server: str) -> None:
     (decision,) = Run.objects.get(trigger="continue").decisions
     assert decision["originalInput"] == {"to": "ada@example.com", "body": "the build is green"}
     assert (decision["input"], decision["via"]) == ({"to": "bob@example.com", "body": "edited"}, "agui")
+
+
+# -- the WebSocket transport gets the same policy ------------------------------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("address", "outcome"), [("ada@trusted.test", "output-available"), ("eve@blocked.test", "output-denied")]
+)
+async def test_the_websocket_runs_the_same_policy(address: str, outcome: str) -> None:
+    async with Socket(await asession_cookie()) as page:
+        await page.send(send_frame("r1", f"ws-policy-{outcome}", f"email {address} saying hi"))
+        frames = await page.until("r1")
+    chunks = chunks_of(frames)
+    request = next(c for c in chunks if c["type"] == "tool-approval-request")
+    response = next(c for c in chunks if c["type"] == "tool-approval-response")
+    assert request["isAutomatic"] is True
+    assert response["approved"] is (outcome == "output-available")
+    await runs_finished()
+    messages = await sync_to_async(stored)(f"ws-policy-{outcome}")
+    (part,) = parts_of(messages[1], "tool-send_email")
+    assert part["state"] == outcome
+    run = await Run.objects.aget()
+    assert [d["decider"] for d in run.decisions] == ["policy"]
