@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
+from uistream_app.inspect.analysis import message_before
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol.agui.verifier import verify_sse
 
@@ -227,10 +228,16 @@ def test_a_person_edits_the_arguments_they_approve(node: str, server: str) -> No
     assert part["output"]["to"] == "bob@example.com"  # the edited call is what ran
     assert part["output"]["characters"] == len("the build is red")
     assert "bob@example.com" in text(messages[1])
-    (decision,) = Run.objects.get(trigger="continue").decisions
+    continued = Run.objects.get(trigger="continue")
+    (decision,) = continued.decisions
     assert decision["input"] == edited
     assert decision["originalInput"] == {"to": "ada@example.com", "body": "the build is green"}
     assert decision["decider"] == "user"
+    # The admin's inspector rebuilds the message the continuation started from.
+    before, _ = message_before(continued)
+    assert before is not None
+    (pending,) = parts_of(before, "tool-send_email")
+    assert (pending["state"], pending["input"]) == ("approval-responded", edited)
 
 
 def test_an_edit_to_a_blocked_address_is_still_denied_by_the_policy(node: str, server: str) -> None:
@@ -343,3 +350,20 @@ async def test_the_websocket_runs_the_same_policy(address: str, outcome: str) ->
     assert part["state"] == outcome
     run = await Run.objects.aget()
     assert [d["decider"] for d in run.decisions] == ["policy"]
+
+
+@pytest.mark.parametrize(("address", "outcome"), [("ada@trusted.test", None), ("eve@blocked.test", "denied")])
+def test_agui_runs_the_same_policy_without_an_interrupt(server: str, address: str, outcome: str | None) -> None:
+    browser = Browser(server)
+    thread = f"agui-policy-{outcome}"
+    response = post_agui(browser, run_input(thread, [user(f"email {address} saying hi")]))
+    assert response.status_code == 200, response.text
+    events = assert_accepted(verify_sse(response.content))
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert events[-1].get("outcome", {}).get("type", "success") == "success"  # nobody is asked
+    (result,) = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert result.get("metadata", {}).get("uistream", {}).get("outcome") == outcome
+    decisions = [e for e in events if e["type"] == "CUSTOM" and e["name"] == "uistream:tool-approval-response"]
+    assert [d["value"]["approved"] for d in decisions] == [outcome is None]
+    wait_for(idle, "the run to be stored")
+    assert [d["decider"] for d in Run.objects.get().decisions] == ["policy"]
