@@ -367,3 +367,21 @@ def test_agui_runs_the_same_policy_without_an_interrupt(server: str, address: st
     assert [d["value"]["approved"] for d in decisions] == [outcome is None]
     wait_for(idle, "the run to be stored")
     assert [d["decider"] for d in Run.objects.get().decisions] == ["policy"]
+
+
+def test_a_staff_users_decision_is_recorded_as_staff(server: str, django_user_model: Any) -> None:
+    from django.conf import settings
+    from django.test import Client
+
+    staff = django_user_model.objects.create_user("root", password="pw", is_staff=True)
+    login = Client()
+    login.force_login(staff)
+    browser = Browser(server)
+    browser.client.cookies.set(settings.SESSION_COOKIE_NAME, login.cookies[settings.SESSION_COOKIE_NAME].value)
+    assistant, messages = pending_email(browser, "staff-chat")
+    approval_id = parts_of(assistant, "tool-send_email")[0]["approval"]["id"]
+    response = continue_chat(browser, "staff-chat", answer(messages, approval_id))
+    assert response.status_code == 200, response.text
+    wait_for(idle, "the continuation to be stored")
+    (decision,) = Run.objects.get(trigger="continue").decisions
+    assert (decision["decider"], decision["decidedBy"]) == ("staff", f"user {staff.pk} (root)")
