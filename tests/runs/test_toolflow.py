@@ -281,3 +281,20 @@ async def test_a_persons_approval_runs_the_call_as_stored() -> None:
     assert events[:2] == [ToolResult("call_0", "sent to b@example.com", tool_name="send_email"), TextDelta("Sent.")]
     assert events[-3:] == [Finish("stop"), StepFinished(0), Done()]
     assert SENT == ["b@example.com"]
+
+
+# -- the encoder's side ----------------------------------------------------------
+
+
+async def test_the_encoder_answers_only_approvals_this_message_requested() -> None:
+    from uistream_app.protocol.events import ToolCall
+
+    encoder = UIMessageEncoder("m1")
+    encoder.feed(ToolCall("c1", "send_email", '{"to": "a@b.c"}'))
+    assert encoder.feed(ToolApprovalResponse("apv-unknown", True)) == []  # the SDK would throw
+    assert encoder.feed(ToolApprovalRequest("apv-1", "c1", is_automatic=True)) == [
+        {"type": "tool-approval-request", "approvalId": "apv-1", "toolCallId": "c1", "isAutomatic": True}
+    ]
+    assert encoder.feed(ToolApprovalResponse("apv-1", False, "no")) == [
+        {"type": "tool-approval-response", "approvalId": "apv-1", "approved": False, "reason": "no"}
+    ]
