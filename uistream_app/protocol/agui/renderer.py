@@ -91,6 +91,8 @@ _FOLDED: Final = frozenset(
         "TOOL_CALL_ARGS",
         "TOOL_CALL_RESULT",
         "MESSAGES_SNAPSHOT",
+        "ACTIVITY_SNAPSHOT",
+        "ACTIVITY_DELTA",
     )
 )
 _CONTENT_OF: Final = {
