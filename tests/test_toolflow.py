@@ -247,9 +247,17 @@ def test_an_edit_to_a_blocked_address_is_still_denied_by_the_policy(node: str, s
     out = run_client(node, server, browser, chatId="edit-blocked", version=7, steps=steps)
     assert out["error"] is None
     wait_for(idle, "the runs to be stored")
-    (part,) = parts_of(stored("edit-blocked")[1], "tool-send_email")
+    messages = stored("edit-blocked")
+    assert out["messages"] == messages
+    (part,) = parts_of(messages[1], "tool-send_email")
     assert part["state"] == "output-denied"
+    assert (part["input"], part["approval"]["approved"], part["approval"]["reason"]) == (edited, False, BLOCKED_REASON)
     assert emails_sent("edit-blocked") == 0
+    # The person approved, the policy overruled them: both on the run.
+    decisions = Run.objects.get(trigger="continue").decisions
+    assert [(d["decider"], d["approved"]) for d in decisions] == [("user", True), ("policy", False)]
+    assert decisions[1]["reason"] == BLOCKED_REASON
+    assert decisions[0]["approvalId"] == decisions[1]["approvalId"] == part["approval"]["id"]
 
 
 def edit(messages: list[dict[str, Any]], approval_id: str, arguments: Any) -> list[dict[str, Any]]:

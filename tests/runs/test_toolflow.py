@@ -268,8 +268,12 @@ async def test_a_policy_denial_wins_over_a_persons_approval_of_edited_arguments(
     events = await run_all(
         ToolLoop(model, [send_email], tool_approval=by_domain), pending("a@blocked.test"), approvals=approvals
     )
-    assert events[0] == ToolDenied("call_0")
+    # The policy answers the person's approval, then the call is denied.
+    assert events[:2] == [ToolApprovalResponse("apv", False, "blocked"), ToolDenied("call_0")]
     assert SENT == []
+    assert model.requests[0].messages[-1] == ToolMessage(
+        "call_0", "The tool call was denied by the approval policy. Reason: blocked", True, "send_email"
+    )
 
 
 async def test_a_persons_approval_runs_the_call_as_stored() -> None:

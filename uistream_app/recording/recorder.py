@@ -94,7 +94,11 @@ class RunRecorder:
         # Approval ids this run requested → their tool call ids; and the
         # decisions an approval policy made in the run (docs/operations.md,
         # "Approval policies"), added to ``Run.decisions`` when it ends.
-        self._requested: dict[str, str] = {}
+        self._requested: dict[str, str] = {
+            str(p["approval"]["id"]): str(p.get("toolCallId", ""))
+            for p in (message.parts or [])
+            if isinstance(p, dict) and isinstance(p.get("approval"), dict) and "id" in p["approval"]
+        }
         self._policy_decisions: list[dict[str, Any]] = []
 
     # -- reading ------------------------------------------------------------------

@@ -384,7 +384,11 @@ class ToolLoop:
             # denies its (maybe edited) arguments still wins; else the
             # person's answer stands.
             if status.type == "denied":
-                return _denied(call, POLICY_DENIED_TEXT, status.reason)
+                # Said as the policy's answer to the person's approval, so
+                # the message and the run's decisions tell who denied it.
+                overruled = _denied(call, POLICY_DENIED_TEXT, status.reason)
+                overruled.events = (ToolApprovalResponse(decision.approval_id, False, status.reason), *overruled.events)
+                return overruled
             if not decision.approved:
                 return _denied(call, DENIED_TEXT, decision.reason)
             return tool, context, ()

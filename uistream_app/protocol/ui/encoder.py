@@ -148,15 +148,16 @@ class UIMessageEncoder:
         # toolCallId -> _STREAMING, _AVAILABLE or _INPUT_ERROR. Calls the
         # continued message already holds count as available.
         self._tool_calls: dict[str, int] = dict.fromkeys(known_tool_calls, _AVAILABLE)
+        # The approval ids this message requested (in this run or, for a
+        # continuation, before): a response to any other would make the SDK
+        # throw (no tool invocation for it).
+        self._approvals: set[str] = set()
         for part in continues:
             self._count_continued(part)
         # Calls opened as dynamic: every later chunk of the call says so, or
         # the SDK looks for a static part and creates a duplicate (ai@6/7)
         # or throws (ai@5).
         self._dynamic_calls: set[str] = set()
-        # The approval ids this message requested: a response to any other
-        # would make the SDK throw (no tool invocation for it).
-        self._approvals: set[str] = set()
         self._dispatch: dict[type, Callable[[Any], list[Chunk]]] = {
             ev.TextDelta: self._text_delta,
             ev.ReasoningDelta: self._reasoning_delta,
@@ -194,6 +195,9 @@ class UIMessageEncoder:
             call_id = part.get("toolCallId")
             if isinstance(call_id, str):
                 self._tool_calls[call_id] = _AVAILABLE
+            approval = part.get("approval")
+            if isinstance(approval, Mapping) and isinstance(approval.get("id"), str):
+                self._approvals.add(approval["id"])
 
     # -- public ---------------------------------------------------------------
 
