@@ -168,7 +168,11 @@ UISTREAM: dict[str, object] = {
         "demo_project.demo_model.get_weather",
         "demo_project.demo_model.calculate",
         "demo_project.demo_model.send_email",
+        "demo_project.demo_model.research",
     ],
+    # Approves email to trusted.test and denies email to blocked.test by
+    # itself; everything else asks the person (every transport: HTTP, WS, AG-UI).
+    "TOOL_APPROVAL": "demo_project.demo_model.email_policy",
     # The demo page works without a login: visitors own chats by session.
     "ALLOW_ANONYMOUS": True,
     # A reload in the middle of an answer drops its connection: the answer

@@ -261,6 +261,11 @@ def _resume_answer(entry: ApprovalAnswer, target: Message | None, conversation: 
         entry.approved,
         entry.reason,
         record={"via": "agui", "status": entry.status},
+        **(
+            {"edited_input": entry.edited_args, "edit_field": f"{entry.where}.payload.editedArgs"}
+            if entry.edits
+            else {}
+        ),
     )
 
 

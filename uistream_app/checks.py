@@ -4,7 +4,7 @@
 | id     | what |
 |--------|------|
 | E001   | ``UISTREAM`` is not a dict, or has a key the app does not know |
-| E002   | ``MODEL`` (or an entry of ``TOOLS``) cannot be imported |
+| E002   | ``MODEL`` (or an entry of ``TOOLS``, or ``TOOL_APPROVAL``) cannot be imported |
 | E003   | ``SDK_VERSION`` is not 5, 6 or 7 |
 | E004   | ``ON_DISCONNECT`` is not "cancel" or "finish" |
 | E005   | a numeric setting is not a positive number |
@@ -74,6 +74,18 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                         id="uistream_app.E002",
                     )
                 )
+    policy = user.get("TOOL_APPROVAL")
+    if isinstance(policy, str):
+        try:
+            import_string(policy)
+        except ImportError as exc:
+            errors.append(
+                Error(
+                    f"UISTREAM['TOOL_APPROVAL'] = {policy!r} cannot be imported: {exc}",
+                    hint="Give the dotted path of an approval policy (a function, or a mapping of tool names).",
+                    id="uistream_app.E002",
+                )
+            )
     if user.get("SDK_VERSION", 7) not in SDK_VERSIONS:
         errors.append(
             Error(

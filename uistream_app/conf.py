@@ -23,6 +23,10 @@ DEFAULTS: Final[dict[str, Any]] = {
     # None: every routed ChatView / AGUIView must set its own (check E008).
     "MODEL": None,
     "TOOLS": [],
+    # The runs' approval policy (ai@7's toolApproval): a function of a
+    # call's ToolContext, or a mapping of tool names to statuses or
+    # functions, or its dotted path; a view's ``tool_approval`` wins.
+    "TOOL_APPROVAL": None,
     "MAX_STEPS": 8,
     "SDK_VERSION": 7,
     "ERROR_TEXT": "An error occurred.",

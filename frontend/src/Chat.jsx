@@ -14,6 +14,8 @@ const EXAMPLES = [
   'compute 12 * (3 + 4)',
   'count to 50',
   'email ada@example.com saying hello',
+  'email ada@trusted.test saying hello',
+  'research tides',
 ];
 
 const RUN_BADGES = { stopped: 'Stopped', cancelled: 'Connection lost', failed: 'Failed' };

@@ -35,12 +35,15 @@ __all__ = [
     "CUSTOM_PREFIX",
     "ERROR_CODE",
     "INCOMPLETE_CODE",
+    "PROGRESS_ACTIVITY",
     "AGUIRenderer",
     "encode_event",
     "json_text",
     "now_ms",
 ]
 
+#: ``activityType`` of a streaming tool's progress (rule 7).
+PROGRESS_ACTIVITY: Final = "tool-progress"
 #: The canonical chunk type that carries an AG-UI event (rule 11).
 CARRIER_TYPE: Final = "data-agui-event"
 #: The namespace of the CUSTOM events made from UI chunks (rule 10).
@@ -88,6 +91,8 @@ _FOLDED: Final = frozenset(
         "TOOL_CALL_ARGS",
         "TOOL_CALL_RESULT",
         "MESSAGES_SNAPSHOT",
+        "ACTIVITY_SNAPSHOT",
+        "ACTIVITY_DELTA",
     )
 )
 _CONTENT_OF: Final = {
@@ -230,6 +235,7 @@ class AGUIRenderer:
         self._tool_parents = 0
         self._parent: tuple[str, str | None] | None = None  # (message id, its owner)
         self._run_result: Any = None
+        self._progress: dict[str, str] = {}  # tool call id → its progress activity message id
         self._dispatch: dict[str, Callable[[Chunk, list[Event]], None]] = {
             "start": self._start,
             "start-step": self._start_step,
@@ -636,8 +642,30 @@ class AGUIRenderer:
 
     def _tool_output_available(self, chunk: Chunk, out: list[Event]) -> None:
         call_id = self._known_call(chunk, out)
-        if call_id is not None and chunk.get("preliminary") is not True:
+        if call_id is None:
+            return
+        if chunk.get("preliminary") is not True:
             self._result(call_id, result_text(chunk.get("output")), None, out)
+            return
+        # A streaming tool's progress: one activity message per call, each
+        # value replacing the last (a second result would be a second tool
+        # message; the result comes with the final output).
+        message_id = self._progress.get(call_id)
+        if message_id is None:
+            message_id = self._progress[call_id] = self._new_id(f"{call_id}-progress")
+        output = chunk.get("output")
+        out.append(
+            self._event(
+                "ACTIVITY_SNAPSHOT",
+                self._calls[call_id].owner,
+                {
+                    "messageId": message_id,
+                    "activityType": PROGRESS_ACTIVITY,
+                    "content": {"toolCallId": call_id, "output": output},
+                    "replace": True,
+                },
+            )
+        )
 
     def _tool_output_error(self, chunk: Chunk, out: list[Event]) -> None:
         call_id = self._known_call(chunk, out)

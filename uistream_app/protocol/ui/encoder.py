@@ -113,6 +113,7 @@ class UIMessageEncoder:
     """
 
     __slots__ = (
+        "_approvals",
         "_dispatch",
         "_dynamic_calls",
         "_reasoning",
@@ -147,6 +148,10 @@ class UIMessageEncoder:
         # toolCallId -> _STREAMING, _AVAILABLE or _INPUT_ERROR. Calls the
         # continued message already holds count as available.
         self._tool_calls: dict[str, int] = dict.fromkeys(known_tool_calls, _AVAILABLE)
+        # The approval ids this message requested (in this run or, for a
+        # continuation, before): a response to any other would make the SDK
+        # throw (no tool invocation for it).
+        self._approvals: set[str] = set()
         for part in continues:
             self._count_continued(part)
         # Calls opened as dynamic: every later chunk of the call says so, or
@@ -164,6 +169,7 @@ class UIMessageEncoder:
             ev.ToolResult: self._tool_result,
             ev.ToolInputError: self._tool_input_error,
             ev.ToolApprovalRequest: self._tool_approval_request,
+            ev.ToolApprovalResponse: self._tool_approval_response,
             ev.ToolDenied: self._tool_denied,
             ev.Usage: self._usage,
             ev.Finish: self._finish_event,
@@ -189,6 +195,9 @@ class UIMessageEncoder:
             call_id = part.get("toolCallId")
             if isinstance(call_id, str):
                 self._tool_calls[call_id] = _AVAILABLE
+            approval = part.get("approval")
+            if isinstance(approval, Mapping) and isinstance(approval.get("id"), str):
+                self._approvals.add(approval["id"])
 
     # -- public ---------------------------------------------------------------
 
@@ -469,9 +478,23 @@ class UIMessageEncoder:
     def _tool_approval_request(self, event: ev.ToolApprovalRequest) -> list[Chunk]:
         if event.tool_call_id not in self._tool_calls:
             return []
+        self._approvals.add(event.approval_id)
         return [
             _with(
                 {"type": "tool-approval-request", "approvalId": event.approval_id, "toolCallId": event.tool_call_id},
+                reason=event.reason,
+                isAutomatic=True if event.is_automatic else None,
+            )
+        ]
+
+    def _tool_approval_response(self, event: ev.ToolApprovalResponse) -> list[Chunk]:
+        """An approval policy's own answer (``streamText``'s): only for a
+        request this message made, which the SDK looks the approval up by."""
+        if event.approval_id not in self._approvals:
+            return []
+        return [
+            _with(
+                {"type": "tool-approval-response", "approvalId": event.approval_id, "approved": event.approved},
                 reason=event.reason,
             )
         ]
