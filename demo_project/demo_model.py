@@ -13,6 +13,8 @@ same events. It reads the last user message and:
   " 2", " 3"…), the long stream the disconnect and resume tests use;
 * "email ADDRESS saying TEXT" calls ``send_email(to, body)``, a tool that
   needs a person's approval and only pretends to send;
+* "roll a die with N sides" calls the MCP tool ``roll_die({"sides": N})``
+  of the demo's MCP server (``demo__roll_die``, demo_project/mcp_server.py);
 * after tool results it answers from them; anything else gets a short help
   text that quotes the message.
 
@@ -185,6 +187,7 @@ DEMO_TOOLS: tuple[Tool, ...] = (get_weather, calculate, send_email)
 # -- the model -------------------------------------------------------------------
 
 _COUNT = re.compile(r"\bcount(?:\s+(?:from\s+1\s+))?\s+(?:up\s+)?to\s+(\d+)", re.I)
+_ROLL = re.compile(r"\broll\s+(?:a|one)\s+(?:die|dice)\s+with\s+(\d+)\s+sides?\b", re.I)
 _EMAIL = re.compile(r"\bemail\s+(\S+@\S+?)[,:]?\s+saying\s+(.+)", re.I | re.S)
 _WEATHER = re.compile(r"\b(?:weather|temperature|forecast)\b", re.I)
 _CITY = re.compile(r"\b(?:in|for)\s+([^?.!;:\n]+)", re.I)
@@ -298,7 +301,13 @@ class DemoModel:
         calls: list[tuple[str, dict[str, Any]]] = []
         reasons: list[str] = []
         email = _EMAIL.search(prompt)
-        if email:
+        roll = _ROLL.search(prompt)
+        if roll:
+            # An MCP server's tool: namespaced by its server (demo__roll_die).
+            die = next((n for n in sorted(available) if n == "roll_die" or n.endswith("__roll_die")), "roll_die")
+            calls.append((die, {"sides": int(roll.group(1))}))
+            reasons.append(f"The user wants a die with {roll.group(1)} sides rolled. I will call {die}.")
+        elif email:
             to, body = email.group(1), email.group(2).strip()
             calls.append(("send_email", {"to": to, "body": body}))
             reasons.append(f"The user wants an email sent to {to}. I will call send_email; a person must approve it.")
@@ -370,6 +379,9 @@ class DemoModel:
             )
         if name == "calculate" and isinstance(data, dict):
             return f"{data.get('expression')} = {data.get('result')}."
+        if name.endswith("roll_die"):
+            value = data.get("result") if isinstance(data, dict) else data
+            return f"You rolled a {value}."
         if name == "send_email" and isinstance(data, dict):
             return f"Done: the email to {data.get('to')} is sent (only pretend: this is the demo)."
         return f"{name} returned {message.content}."

@@ -63,6 +63,8 @@ class ChatHooks:
     sdk_version: int | None = None
     #: The last N stored messages the model sees; None: ``UISTREAM["HISTORY_MAX_MESSAGES"]``.
     history_max_messages: int | None = None
+    #: The ``UISTREAM["MCP_SERVERS"]`` whose tools join ``tools``, by name; None: all of them.
+    mcp_servers: Sequence[str] | None = None
     #: An agent of another framework (pydantic-ai, LangGraph, the OpenAI
     #: Agents SDK) that answers instead of ``model`` and ``tools``
     #: (``adapters``; docs/adapters.md).
@@ -129,12 +131,17 @@ class ChatHooks:
 
     def get_tools(self) -> list[Tool]:
         """The tools the model may call (``Tool`` objects, functions, or
-        dotted paths to either)."""
+        dotted paths to either), and those of the MCP servers
+        (``mcp_servers``, default every one of ``UISTREAM["MCP_SERVERS"]``)."""
         raw = self.tools if self.tools is not None else uistream_settings.TOOLS
         tools: list[Tool] = []
         for item in raw:
             value = import_string(item) if isinstance(item, str) else item
             tools.append(value if isinstance(value, Tool) else Tool(value))
+        if uistream_settings.MCP_SERVERS and (self.mcp_servers is None or self.mcp_servers):
+            from .mcp import mcp_tools
+
+            tools.extend(mcp_tools(self.mcp_servers))
         return tools
 
     def get_system_prompt(self) -> str | None:

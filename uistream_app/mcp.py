@@ -185,9 +185,7 @@ def _require_sdk() -> None:
     try:
         import mcp  # noqa: F401
     except ImportError as exc:
-        raise ImproperlyConfigured(
-            f"UISTREAM['MCP_SERVERS'] needs the MCP SDK: {EXTRA_HINT} ({exc})"
-        ) from exc
+        raise ImproperlyConfigured(f"UISTREAM['MCP_SERVERS'] needs the MCP SDK: {EXTRA_HINT} ({exc})") from exc
 
 
 # -- the loop the sessions live on ---------------------------------------------------
@@ -493,7 +491,7 @@ class MCPServerConnection:
                 session.stop.set()
                 raise ToolError(f"The MCP server {self.name!r} closed the connection during the call.") from None
             raise ToolError(f"The MCP server {self.name!r} answered an error: {exc.message}") from None
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - said to the model as the call's error
             # The transport failed (an HTTP server gone away, a reply that is not MCP).
             logger.warning("MCP server %r: the call of %s failed (%s)", self.name, name, _describe(exc))
             session.dead = True
@@ -653,19 +651,19 @@ def close_all(timeout: float = 10.0) -> None:
         return
     try:
         _blocking(_close_every(connections), timeout)
-    except Exception:  # noqa: BLE001 - shutting down: log and go on
+    except Exception:  # shutting down: log and go on
         logger.warning("closing the MCP sessions failed", exc_info=True)
 
 
-async def aclose_all(timeout: float = 10.0) -> None:
-    """``close_all`` from async code."""
+async def aclose_all() -> None:
+    """``close_all`` from async code (waits up to 10 seconds)."""
     connections = open_connections()
     loop = _loop
     if not connections or loop is None or loop.is_closed():
         return
     try:
-        await asyncio.wait_for(_on_mcp_loop(_close_every(connections)), timeout)
-    except Exception:  # noqa: BLE001 - shutting down: log and go on
+        await asyncio.wait_for(_on_mcp_loop(_close_every(connections)), 10.0)
+    except Exception:  # shutting down: log and go on
         logger.warning("closing the MCP sessions failed", exc_info=True)
 
 
