@@ -178,7 +178,14 @@ UISTREAM: dict[str, object] = {
     # uses the stop endpoint, so stopping still stops.
     "ON_DISCONNECT": "finish",
 }
-if importlib.util.find_spec("mcp") is not None:
+def _has_mcp() -> bool:
+    try:
+        return importlib.util.find_spec("mcp") is not None
+    except ImportError:
+        return False
+
+
+if _has_mcp():
     # The demo's own MCP server (demo_project/mcp_server.py, over stdio):
     # its roll_die joins the tools as demo__roll_die ("roll a die with 6 sides").
     UISTREAM["MCP_SERVERS"] = {

@@ -362,3 +362,34 @@ def test_the_demo_phrase_through_a_chat_server_and_the_real_client(
     assert 1 <= rolled <= 20
     said = "".join(p["text"] for p in parts if p["type"] == "text")
     assert said.endswith(f"You rolled a {rolled}.")
+
+
+def test_without_the_sdk_the_app_imports_and_the_error_names_the_extra() -> None:
+    code = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('mcp', 'mcp_types'):
+            raise ImportError('blocked: ' + name)
+sys.meta_path.insert(0, Block())
+import os, django
+os.environ['DJANGO_SETTINGS_MODULE'] = 'tests.settings'
+django.setup()
+from django.core.checks import run_checks
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+import uistream_app.urls, uistream_app.hooks, uistream_app.mcp
+from uistream_app.hooks import ChatHooks
+with override_settings(UISTREAM={'MCP_SERVERS': {'demo': {'command': sys.executable}}}):
+    print([e.hint for e in run_checks(tags=['compatibility']) if e.id == 'uistream_app.E021'])
+    try:
+        ChatHooks().get_tools()
+    except ImproperlyConfigured as exc:
+        print(exc)
+assert 'mcp' not in sys.modules
+"""
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    hints, error = result.stdout.splitlines()
+    assert hints == "['pip install django-uistream[mcp]']"
+    assert "pip install django-uistream[mcp]" in error
