@@ -11,7 +11,8 @@ AG-UI stream a client would have read.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from functools import partial
 from typing import Any, ClassVar
 
 from asgiref.sync import sync_to_async
@@ -30,6 +31,7 @@ from .protocol.agui.messages import MessageConversionError, fold_messages, ui_me
 from .protocol.agui.renderer import AGUIRenderer
 from .protocol.agui.resume import ApprovalAnswer, ToolResultMessage, read_approval_answers, read_tool_results
 from .protocol.agui.source import agent_source
+from .protocol.agui.state import SharedState, shared_state_source
 from .protocol.events import Event
 from .protocol.ui.parts import SETTLED_TOOL_STATES, is_tool_part, tool_parts
 from .protocol.ui.replay import replay_message
@@ -45,6 +47,7 @@ __all__ = [
     "render_stored_run",
     "stored_history",
     "stored_history_sync",
+    "stored_state",
 ]
 
 #: The SSE response headers (no ``X-Vercel-AI-UI-Message-Stream``: this is
@@ -123,6 +126,25 @@ class AGUIView(ChatHooks, StreamView):
             expose_errors=bool(uistream_settings.EXPOSE_ERRORS),
         )
 
+    def get_state(self, run: PreparedRun) -> Any:
+        """The AG-UI shared state at the start of ``run`` (called in a worker
+        thread, so it may use the ORM), or None: this endpoint shares no
+        state and sends no state events (the default). With a state, the
+        run sends it as ``STATE_SNAPSHOT`` first, every change made through
+        ``run.extra["state"]`` (a ``SharedState``: ``set``, ``patch``,
+        ``update``) as a ``STATE_DELTA`` as it happens, and ``end_state``'s
+        at its end; the state it leaves is stored (``Run.state``) and a
+        replay sends it first (docs/protocols.md, "AG-UI shared state").
+        ``stored_state(run.chat_id)`` is where the thread's last run left it;
+        the client's own ``state`` is ``run.extra["agui"].state``."""
+        return None
+
+    def end_state(self, run: PreparedRun, state: SharedState) -> Awaitable[None] | None:
+        """Called when the run completes (its source ended its message, an
+        interrupt included; not when it is stopped or fails), right before
+        its end: change ``state`` here (it may be a coroutine function)."""
+        return None
+
     def get_renderer(self, agui: AGUIInput, run: PreparedRun) -> AGUIRenderer:
         """The renderer of this response. ``RUN_STARTED`` names the stored run
         (``metadata.uistream.runId``) so a client can find it in the API; the
@@ -197,9 +219,24 @@ class AGUIView(ChatHooks, StreamView):
         prepared = await store.prepare(
             turn, context.owner, version=CANONICAL_SDK_VERSION, model_name=model_name(model), claim_owner=claim
         )
+        state = self._shared_state(prepared)
         source = self.get_source(prepared.history, prepared, model)
+        if state is not None:
+            start = partial(sync_to_async(self.get_state), prepared)
+            source = shared_state_source(source, state, start=start, end=partial(self.end_state, prepared))
         handle = await self.get_runner().start(prepared, source, metadata=self.get_message_metadata(prepared))
         return self.stream_run(handle, self.get_renderer(agui, prepared), AGUI_SSE_HEADERS)
+
+    def _shared_state(self, prepared: PreparedRun) -> SharedState | None:
+        """The run's ``SharedState`` (in ``prepared.extra["state"]``), which
+        ``get_state`` fills when the run starts (inside it: a failure there
+        is the run's), or None where ``get_state`` is not overridden (most
+        endpoints share no state: no thread hop for them)."""
+        if type(self).get_state is AGUIView.get_state:
+            return None
+        state = SharedState(None)
+        prepared.extra["state"] = state
+        return state
 
 
 def interrupt_answers(
@@ -303,13 +340,27 @@ async def render_stored_run(run: Run, *, thread_id: str | None = None, run_id: s
         message = await Message.objects.aget(pk=run.message_id)
         chunks = replay_message(message.as_ui_message())
     history = await stored_history(run)
+    state: dict[str, Any] = {"state": run.state} if run.state is not None else {}
     renderer = AGUIRenderer(
         thread_id or run.conversation_id,
         run_id or str(run.pk),
         history=history,
         continues=history is not None and run.trigger == "continue",
+        **state,
     )
     return renderer.render_many(chunks) + renderer.done()
+
+
+def stored_state(chat_id: str) -> Any:
+    """The AG-UI shared state the thread's latest run that has one left
+    (``Run.state``), or None. Sync (a worker thread, as ``get_state``)."""
+    run = (
+        Run.objects.filter(conversation_id=chat_id, state__isnull=False)
+        .order_by("-started_at", "-pk")
+        .only("state")
+        .first()
+    )
+    return run.state if run is not None else None
 
 
 def stored_history_sync(run: Run) -> list[dict[str, Any]] | None:

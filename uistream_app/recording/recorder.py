@@ -19,6 +19,8 @@ from django.utils import timezone
 
 from ..conf import settings as uistream_settings
 from ..models import Message, Run
+from ..protocol.agui.renderer import CARRIER_TYPE
+from ..protocol.agui.state import fold_chunk
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
 from .store import LogWriter, _Final, _Job, _outcome
@@ -91,6 +93,9 @@ class RunRecorder:
         self._finished = False
         self._finishing: asyncio.Future[None] | None = None
         self._writer: LogWriter | None = None
+        # The AG-UI shared state the carried state events set (Run.state).
+        self._state: Any = None
+        self._state_set = False
 
     # -- reading ------------------------------------------------------------------
 
@@ -132,8 +137,12 @@ class RunRecorder:
         self._offsets.extend([offset] * len(chunks))
         urgent = False
         for chunk in chunks:
-            if chunk.get("type") in FLUSH_AT:
+            kind = chunk.get("type")
+            if kind in FLUSH_AT:
                 urgent = True
+            elif kind == CARRIER_TYPE:
+                changed, self._state = fold_chunk(chunk, self._state)
+                self._state_set = self._state_set or changed
             if self.reader_error is None:
                 self._read(chunk)
         if urgent or was_idle:
@@ -180,6 +189,8 @@ class RunRecorder:
                 "finished_at": self._at(self._offset_ms(self._clock())),
                 "first_chunk_at": self._first_chunk_at,
             }
+            if self._state_set:
+                fields["state"] = self._state
             final = _Final(message["parts"], message.get("metadata"), fields)
             finishing = self._writer_here().finish(self, final)
             self._finishing = finishing
