@@ -178,6 +178,8 @@ UISTREAM: dict[str, object] = {
     # uses the stop endpoint, so stopping still stops.
     "ON_DISCONNECT": "finish",
 }
+
+
 def _has_mcp() -> bool:
     try:
         return importlib.util.find_spec("mcp") is not None

@@ -33,7 +33,7 @@ from uistream_app.hooks import ChatHooks
 from uistream_app.models import Run
 from uistream_app.protocol.events import Event, TextDelta, ToolApprovalRequest, ToolCall, ToolResult
 from uistream_app.runs import ToolLoop, UserMessage
-from uistream_app.runs.scripted import ScriptedModel, call, text
+from uistream_app.runs.scripted import ScriptedModel, call
 from uistream_app.shutdown import stop_gracefully
 
 from .server import serve_demo
@@ -294,7 +294,8 @@ def test_a_streamable_http_server_lends_its_tools_and_errors(http_server: str) -
     assert result.content == {"result": "über"}
     events = run_loop(ScriptedModel([call("tests__fail", {"reason": "http"})], "ok"), tools, "fail")
     (result,) = results(events)
-    assert result.is_error and "fail says: http" in result.content
+    assert result.is_error
+    assert "fail says: http" in result.content
 
 
 # -- settings --------------------------------------------------------------------------------
@@ -339,16 +340,16 @@ def test_long_and_odd_tool_names_fit_every_provider() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_demo_phrase_through_a_chat_server_and_the_real_client(
-    node: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_demo_phrase_through_a_chat_server_and_the_real_client(node: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from django.conf import settings as django_settings
 
     servers = {**django_settings.UISTREAM, "MCP_SERVERS": {"demo": DEMO_SERVER}}
     with override_settings(UISTREAM=servers):
         for base in serve_demo(monkeypatch, 1):
             browser = Browser(base)
-            out = run_client(node, base, browser, chatId="dice", version=7, steps=[{"send": "roll a die with 20 sides"}])
+            out = run_client(
+                node, base, browser, chatId="dice", version=7, steps=[{"send": "roll a die with 20 sides"}]
+            )
             assert out["error"] is None
             wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be stored")
             stored = stored_messages("dice")

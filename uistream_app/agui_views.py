@@ -31,7 +31,7 @@ from .protocol.agui.messages import MessageConversionError, fold_messages, ui_me
 from .protocol.agui.renderer import AGUIRenderer
 from .protocol.agui.resume import ApprovalAnswer, ToolResultMessage, read_approval_answers, read_tool_results
 from .protocol.agui.source import agent_source
-from .protocol.agui.state import SharedState, shared_state_source
+from .protocol.agui.state import SharedState, fold_state, shared_state_source
 from .protocol.events import Event
 from .protocol.ui.parts import SETTLED_TOOL_STATES, is_tool_part, tool_parts
 from .protocol.ui.replay import replay_message
@@ -340,7 +340,10 @@ async def render_stored_run(run: Run, *, thread_id: str | None = None, run_id: s
         message = await Message.objects.aget(pk=run.message_id)
         chunks = replay_message(message.as_ui_message())
     history = await stored_history(run)
-    state: dict[str, Any] = {"state": run.state} if run.state is not None else {}
+    # The log's own state events say the state first, as they did live; a
+    # stored state the log does not carry goes out first instead (rule 16).
+    carried = run.state is not None and fold_state(chunks)[0]
+    state: dict[str, Any] = {"state": run.state} if run.state is not None and not carried else {}
     renderer = AGUIRenderer(
         thread_id or run.conversation_id,
         run_id or str(run.pk),

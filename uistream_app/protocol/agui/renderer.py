@@ -197,8 +197,8 @@ class AGUIRenderer:
     one. ``metadata`` goes on ``RUN_STARTED``; ``history`` is the thread
     the run starts from (rules 13 and 14), ``continues`` makes the stream a
     continuation's (rule 13). ``state`` (a replay's: the shared state the
-    run left) goes out first and replaces the log's own state events (rule
-    16). Make one per stream.
+    run left, which its log does not carry) goes out first, in place of any
+    state event of the log (rule 16). Make one per stream.
     """
 
     def __init__(
