@@ -204,8 +204,13 @@ def _sessions() -> list[Any]:
 
 
 def test_a_server_that_cannot_start_lends_no_tools_and_the_request_goes_on() -> None:
-    tools = tools_of({"broken": {"command": sys.executable, "args": ["-c", "import sys; sys.exit(2)"]}})
-    assert tools == []
+    broken = {"broken": {"command": sys.executable, "args": ["-c", "import sys; sys.exit(2)"]}}
+    assert tools_of(broken) == []
+    # Asked again in the background from now on: no request waits for it.
+    (conn,) = [c for c in mcp.open_connections() if c.name == "broken"]
+    assert conn._failed_at is not None
+    assert tools_of(broken) == []
+    assert conn._listing is None  # within RETRY_SECONDS: nothing started, nothing waited for
 
 
 # -- one session per server per process ---------------------------------------------------

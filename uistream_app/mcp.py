@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import contextvars
 import logging
@@ -47,6 +48,7 @@ __all__ = [
     "connection",
     "mcp_tools",
     "parse_servers",
+    "warm_up",
 ]
 
 logger = logging.getLogger("uistream_app.mcp")
@@ -213,7 +215,7 @@ def _mcp_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def _submit(coro: Awaitable[T]) -> Any:
+def _submit(coro: Awaitable[T]) -> concurrent.futures.Future[T]:
     async def wrapper() -> T:
         return await coro
 
@@ -350,6 +352,8 @@ class MCPServerConnection:
         self._connecting: asyncio.Lock | None = None
         self._tools: list[MCPTool] | None = None
         self._failed_at: float | None = None
+        self._listing: concurrent.futures.Future[list[MCPTool]] | None = None
+        self._listing_lock = threading.Lock()
 
     # -- the session (on the sessions' loop) ---------------------------------------------
 
@@ -453,24 +457,46 @@ class MCPServerConnection:
             tools.append(MCPTool(self, item, name))
         return tools
 
-    def tools_blocking(self) -> list[MCPTool]:
-        """The server's tools for a request: listed once per process (the
-        first time, waiting up to the connect timeout), then the same list.
-        A server that can't be reached lends no tools, and is asked again
-        after ``RETRY_SECONDS``."""
-        if self._tools is not None:
-            return self._tools
-        if self._failed_at is not None and time.monotonic() - self._failed_at < RETRY_SECONDS:
-            return []
+    def start_listing(self) -> concurrent.futures.Future[list[MCPTool]]:
+        """Ask the server for its tools in the background (on the sessions'
+        loop), unless that is already under way; the future of the answer."""
+        with self._listing_lock:
+            if self._listing is None:
+                self._listing = _submit(self._list_and_keep())
+            return self._listing
+
+    async def _list_and_keep(self) -> list[MCPTool]:
         try:
-            tools = _blocking(self.list_tools(), self.config.connect_timeout + 5)
-        except Exception as exc:  # noqa: BLE001 - a server that is down must not fail the request
+            tools = await asyncio.wait_for(self.list_tools(), self.config.connect_timeout + 5)
+        except Exception as exc:
             logger.warning("MCP server %r: cannot list its tools (%s); offering none", self.name, _describe(exc))
             self._failed_at = time.monotonic()
+            raise
+        else:
+            self._failed_at = None
+            self._tools = tools
+            return tools
+        finally:
+            with self._listing_lock:
+                self._listing = None
+
+    def tools_blocking(self) -> list[MCPTool]:
+        """The server's tools for a request: listed once per process, then
+        the same list. Only the first listing is waited for (up to the
+        connect timeout; ``warm_up`` usually has it ready before the first
+        chat): after a failure the server lends no tools, and is asked again
+        in the background every ``RETRY_SECONDS``, so a server that is down
+        never holds a request (or the event loop it runs on) up."""
+        if self._tools is not None:
+            return self._tools
+        if self._failed_at is not None:
+            if time.monotonic() - self._failed_at >= RETRY_SECONDS:
+                self.start_listing()
             return []
-        self._failed_at = None
-        self._tools = tools
-        return tools
+        try:
+            return self.start_listing().result(self.config.connect_timeout + 10)
+        except Exception:  # noqa: BLE001 - logged by the listing; a server that is down must not fail the request
+            return []
 
     async def call_here(self, name: str, arguments: Mapping[str, Any]) -> Any:
         """Call the server's tool ``name`` (on the sessions' loop): its
@@ -630,6 +656,31 @@ def mcp_tools(names: Sequence[str] | None = None) -> list[Tool]:
     for config in servers:
         tools.extend(connection(config).tools_blocking())
     return tools
+
+
+def warm_up(**kwargs: Any) -> None:
+    """Start listing every configured server's tools in the background, so
+    the first chat finds them ready. Connected to ``request_started`` by the
+    app (a serving process, from its first request; not ``manage.py``
+    commands); does its work once per process."""
+    global _warmed
+    if _warmed:
+        return
+    from .conf import settings as uistream_settings
+
+    if not uistream_settings.MCP_SERVERS:
+        return
+    _warmed = True
+    try:
+        _require_sdk()
+        servers = configured_servers()
+    except Exception:  # noqa: BLE001 - the check (E021) and the first request say what is wrong
+        return
+    for config in servers:
+        connection(config).start_listing()
+
+
+_warmed = False
 
 
 def open_connections() -> list[MCPServerConnection]:
