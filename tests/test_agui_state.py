@@ -214,3 +214,57 @@ def test_true_is_not_one_and_an_unchanged_state_says_nothing() -> None:
     state = SharedState({"turns": 1})
     state.set({"turns": 1})
     assert state.drain() == []
+
+
+@pytest.fixture
+def cart_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    with override_settings(ROOT_URLCONF="tests.agui_state_urls"):
+        yield from serve_demo(monkeypatch, 1)
+
+
+def test_changes_made_during_the_run_reach_the_client_as_deltas(node: str, cart_server: str) -> None:
+    browser = Browser(cart_server)
+    out = run_client(
+        node,
+        browser,
+        f"{cart_server}/api/agui-cart",
+        "thread-cart",
+        [
+            {"text": "buy tea and milk", "messageId": "u1", "runId": "run-a"},
+            {"text": "buy bread", "messageId": "u2", "runId": "run-b"},
+        ],
+    )
+    wait_for(run_finished, "the runs to be stored")
+    first, second = out["runs"]
+    for live in (first, second):
+        assert live["error"] is None
+        assert live["warnings"] == []
+        assert_accepted(live["events"])
+    changes = state_events(first["events"])
+    assert changes[0] == {"type": "STATE_SNAPSHOT", "snapshot": {"cart": [], "runs": 0}}
+    assert [c["type"] for c in changes[1:]] == ["STATE_DELTA"] * 3  # tea, milk, the end
+    # Each tool's change goes out before its result.
+    types = [e["type"] for e in first["events"]]
+    assert types.index("STATE_DELTA") < types.index("TOOL_CALL_RESULT")
+    assert first["state"] == {"cart": ["tea", "milk"], "runs": 1}
+    assert second["state"] == {"cart": ["tea", "milk", "bread"], "runs": 2}
+    assert [r.state for r in runs_of("thread-cart")] == [first["state"], second["state"]]
+
+
+def test_a_get_state_that_fails_fails_the_run_in_band(cart_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.agui_state_urls import CartView
+
+    def broken(self: Any, run: Any) -> Any:
+        raise RuntimeError("the state store is down")
+
+    monkeypatch.setattr(CartView, "get_state", broken)
+    browser = Browser(cart_server)
+    response = post_agui(browser, run_input("thread-broken", [user("buy tea")]), path="/api/agui-cart")
+    assert response.status_code == 200
+    events = verify_sse(response.content)
+    assert events[-1]["type"] == "RUN_ERROR"
+    assert events[-1]["message"] == "An error occurred."  # masked
+    wait_for(run_finished, "the run to be stored")
+    run = Run.objects.get(conversation_id="thread-broken")
+    assert run.status == "failed"
+    assert run.state is None
