@@ -51,7 +51,8 @@ class CartView(AGUIView):
         return stored_state(run.chat_id) or {"cart": [], "runs": 0}
 
     def get_source(self, history: list[dict[str, Any]], run: PreparedRun, model: ChatModel) -> AsyncIterator[ev.Event]:
-        state: SharedState = run.extra["state"]
+        state = self.shared_state(run)
+        assert state is not None
 
         def add_to_cart(item: str) -> str:
             """Put an item in the cart."""

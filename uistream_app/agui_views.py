@@ -115,24 +115,49 @@ class AGUIView(ChatHooks, StreamView):
         """The run's events: a hand-written agent's (through
         ``agent_source``), else the adapter's or the tool loop's."""
         agent = self.get_agent()
+        source: AsyncIterator[Event]
         if agent is None or self.get_adapter() is not None:
-            return super().get_source(history, run, model)
-        return agent_source(
-            agent,
-            run.extra["agui"],
-            message_id=run.message_id,
-            history=list(history),
-            error_text=uistream_settings.ERROR_TEXT,
-            expose_errors=bool(uistream_settings.EXPOSE_ERRORS),
-        )
+            source = super().get_source(history, run, model)
+        else:
+            source = agent_source(
+                agent,
+                run.extra["agui"],
+                message_id=run.message_id,
+                history=list(history),
+                error_text=uistream_settings.ERROR_TEXT,
+                expose_errors=bool(uistream_settings.EXPOSE_ERRORS),
+            )
+        return self.with_shared_state(source, run)
+
+    def shared_state(self, run: PreparedRun) -> SharedState | None:
+        """The run's ``SharedState`` (kept in ``run.extra["state"]``), which
+        ``get_state`` fills when the run starts; None where ``get_state`` is
+        not overridden (most endpoints share no state)."""
+        if type(self).get_state is AGUIView.get_state:
+            return None
+        state = run.extra.get("state")
+        if not isinstance(state, SharedState):
+            state = run.extra["state"] = SharedState(None)
+        return state
+
+    def with_shared_state(self, source: AsyncIterator[Event], run: PreparedRun) -> AsyncIterator[Event]:
+        """``source`` with the run's state events (``shared_state_source``):
+        ``get_state`` is called inside the run (its failure is the run's),
+        ``end_state`` at its end. As it is where there is no state. An
+        override of ``get_source`` that does not call this one's calls it."""
+        state = self.shared_state(run)
+        if state is None:
+            return source
+        start = partial(sync_to_async(self.get_state), run)
+        return shared_state_source(source, state, start=start, end=partial(self.end_state, run))
 
     def get_state(self, run: PreparedRun) -> Any:
         """The AG-UI shared state at the start of ``run`` (called in a worker
         thread, so it may use the ORM), or None: this endpoint shares no
         state and sends no state events (the default). With a state, the
         run sends it as ``STATE_SNAPSHOT`` first, every change made through
-        ``run.extra["state"]`` (a ``SharedState``: ``set``, ``patch``,
-        ``update``) as a ``STATE_DELTA`` as it happens, and ``end_state``'s
+        ``self.shared_state(run)`` (a ``SharedState``: ``set``, ``patch``,
+        ``update``; also ``run.extra["state"]``) as a ``STATE_DELTA`` as it happens, and ``end_state``'s
         at its end; the state it leaves is stored (``Run.state``) and a
         replay sends it first (docs/protocols.md, "AG-UI shared state").
         ``stored_state(run.chat_id)`` is where the thread's last run left it;
@@ -219,24 +244,9 @@ class AGUIView(ChatHooks, StreamView):
         prepared = await store.prepare(
             turn, context.owner, version=CANONICAL_SDK_VERSION, model_name=model_name(model), claim_owner=claim
         )
-        state = self._shared_state(prepared)
         source = self.get_source(prepared.history, prepared, model)
-        if state is not None:
-            start = partial(sync_to_async(self.get_state), prepared)
-            source = shared_state_source(source, state, start=start, end=partial(self.end_state, prepared))
         handle = await self.get_runner().start(prepared, source, metadata=self.get_message_metadata(prepared))
         return self.stream_run(handle, self.get_renderer(agui, prepared), AGUI_SSE_HEADERS)
-
-    def _shared_state(self, prepared: PreparedRun) -> SharedState | None:
-        """The run's ``SharedState`` (in ``prepared.extra["state"]``), which
-        ``get_state`` fills when the run starts (inside it: a failure there
-        is the run's), or None where ``get_state`` is not overridden (most
-        endpoints share no state: no thread hop for them)."""
-        if type(self).get_state is AGUIView.get_state:
-            return None
-        state = SharedState(None)
-        prepared.extra["state"] = state
-        return state
 
 
 def interrupt_answers(
