@@ -340,8 +340,8 @@ class _Session:
 
 class MCPServerConnection:
     """This process's session with one MCP server (see the module
-    docstring). Its coroutines run on the sessions' loop; ``call`` and
-    ``list_tools_blocking`` are the ways in from elsewhere."""
+    docstring). Its coroutines run on the sessions' loop; ``call``,
+    ``start_listing`` and ``tools_blocking`` are the ways in from elsewhere."""
 
     def __init__(self, config: MCPServerConfig) -> None:
         self.config = config
@@ -389,8 +389,6 @@ class MCPServerConnection:
         ready: asyncio.Future[Any] = loop.create_future()
         stop = asyncio.Event()
         box: list[_Session] = []
-        from mcp import Client  # noqa: F401  (fails here, named, without the SDK)
-
         owner = loop.create_task(self._hold(box, ready, stop), name=f"uistream-mcp-{self.name}")
         try:
             client = await asyncio.wait_for(asyncio.shield(ready), self.config.connect_timeout)

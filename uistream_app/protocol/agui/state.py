@@ -26,15 +26,12 @@ from .patch import PatchError, _equal, apply_patch
 from .renderer import CARRIER_TYPE
 
 __all__ = [
-    "STATE_EVENTS",
     "SharedState",
     "diff",
     "fold_state",
     "shared_state_source",
 ]
 
-#: The AG-UI events that set the shared state.
-STATE_EVENTS: Final = frozenset(("STATE_SNAPSHOT", "STATE_DELTA"))
 _CARRIER_NAME: Final = CARRIER_TYPE.removeprefix("data-")
 
 
