@@ -344,7 +344,9 @@ async def render_stored_run(run: Run, *, thread_id: str | None = None, run_id: s
     (``stored_history``), so a continuation starts with its
     ``MESSAGES_SNAPSHOT`` and a run that ended in an interrupt ends with
     one, as they did live (renderer rules 13 and 14); when that thread is
-    not known, neither snapshot is sent."""
+    not known, neither snapshot is sent. The shared state goes first: the
+    log's own state events as they were sent, or the stored ``Run.state``
+    when the log carries none (rule 16)."""
     chunks = await load_log(run)
     if not chunks and run.message_id is not None:
         message = await Message.objects.aget(pk=run.message_id)
