@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -399,3 +400,27 @@ assert 'mcp' not in sys.modules
     hints, error = result.stdout.splitlines()
     assert hints == "['pip install django-uistream[mcp]']"
     assert "pip install django-uistream[mcp]" in error
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
+def test_a_forked_child_opens_sessions_of_its_own(starts: Path) -> None:
+    # A server process that forks workers after it used MCP (a preloading
+    # server): the parent's session lives on a thread the child has not got.
+    tools = tools_of({"tests": server_settings(starts)})
+    parent_server = whoami(tools)
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            signal.alarm(60)
+            os.write(write_end, str(whoami(tools_of({"tests": server_settings(starts)}))).encode())
+            mcp.close_all()
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        child_server = int(pipe.read() or 0)
+    os.waitpid(child, 0)
+    assert child_server not in (0, parent_server)
+    assert started(starts) == [parent_server, child_server]
+    assert whoami(tools) == parent_server  # the parent's session is untouched

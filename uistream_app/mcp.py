@@ -29,6 +29,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import logging
+import os
 import re
 import threading
 import time
@@ -194,11 +195,15 @@ def _require_sdk() -> None:
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
+_pid = os.getpid()
 
 
 def _mcp_loop() -> asyncio.AbstractEventLoop:
-    """The sessions' event loop, in a daemon thread started on first use."""
+    """The sessions' event loop, in a daemon thread started on first use
+    (again in a forked child, where the parent's thread does not run and
+    its sessions are not this process's)."""
     global _loop
+    _forget_a_parent()
     with _lock:
         if _loop is None or _loop.is_closed():
             loop = asyncio.new_event_loop()
@@ -213,6 +218,19 @@ def _mcp_loop() -> asyncio.AbstractEventLoop:
             ready.wait()
             _loop = loop
         return _loop
+
+
+def _forget_a_parent() -> None:
+    """In a forked child: drop the parent's loop and connections (its
+    thread does not run here, its sessions are not this process's)."""
+    global _loop, _pid
+    if _pid == os.getpid():
+        return
+    with _lock, _registry.lock:
+        if _pid != os.getpid():
+            _loop = None
+            _registry.connections.clear()
+            _pid = os.getpid()
 
 
 def _submit(coro: Awaitable[T]) -> concurrent.futures.Future[T]:
@@ -612,6 +630,7 @@ _registry = _Registry()
 def connection(config: MCPServerConfig) -> MCPServerConnection:
     """The process's connection to the server ``config`` describes (a
     changed setting gets a new one; the old session is closed)."""
+    _forget_a_parent()
     with _registry.lock:
         current = _registry.connections.get(config.name)
         if current is not None and current.config == config:
