@@ -265,9 +265,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def http_server(starts: Path) -> Iterator[str]:
-    port = free_port()
+def start_http_server(port: int, starts: Path) -> subprocess.Popen[bytes]:
+    """``tests/mcp_server.py`` serving streamable HTTP on ``port``, listening."""
     env = {**os.environ, "MCP_TEST_STARTS": str(starts)}
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "tests" / "mcp_server.py"), "--http", str(port)],
@@ -275,17 +274,27 @@ def http_server(starts: Path) -> Iterator[str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process
+        except OSError:
+            assert process.poll() is None, "the MCP server did not start"
+            assert time.monotonic() < deadline, "the MCP server did not listen"
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def http_port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def http_server(http_port: int, starts: Path) -> Iterator[str]:
+    process = start_http_server(http_port, starts)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert process.poll() is None, "the MCP server did not start"
-                assert time.monotonic() < deadline, "the MCP server did not listen"
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{http_port}/mcp"
     finally:
         process.terminate()
         process.wait(10)
@@ -424,3 +433,25 @@ def test_a_forked_child_opens_sessions_of_its_own(starts: Path) -> None:
     assert child_server not in (0, parent_server)
     assert started(starts) == [parent_server, child_server]
     assert whoami(tools) == parent_server  # the parent's session is untouched
+
+
+def test_an_http_server_that_went_away_is_a_tool_error_and_a_new_session_follows_its_return(
+    http_port: int, starts: Path
+) -> None:
+    process = start_http_server(http_port, starts)
+    try:
+        tools = tools_of({"tests": {"url": f"http://127.0.0.1:{http_port}/mcp"}})
+        first = whoami(tools)
+        process.terminate()
+        process.wait(10)
+        events = run_loop(ScriptedModel([call("tests__whoami")], "ok"), tools, "who?")
+        (result,) = results(events)
+        assert result.is_error
+        assert result.content.startswith("The MCP server 'tests' ")
+        process = start_http_server(http_port, starts)
+        second = whoami(tools)
+        assert second != first
+        assert started(starts) == [first, second]
+    finally:
+        process.terminate()
+        process.wait(10)

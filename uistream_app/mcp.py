@@ -395,7 +395,7 @@ class MCPServerConnection:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else ConnectionError(f"cancelled: {exc!r}"))
             elif not isinstance(exc, asyncio.CancelledError):
-                logger.warning("MCP server %r: the session ended with an error", self.name, exc_info=exc)
+                logger.warning("MCP server %r: the session ended with an error (%s)", self.name, _describe(exc))
             if isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
