@@ -17,6 +17,8 @@ same events. It reads the last user message and:
   denies one at ``blocked.test`` by itself;
 * "research TOPIC" calls ``research(topic)``, a tool that streams three
   progress outputs before its final one (an async generator);
+* "roll a die with N sides" calls the MCP tool ``roll_die({"sides": N})``
+  of the demo's MCP server (``demo__roll_die``, demo_project/mcp_server.py);
 * after tool results it answers from them; anything else gets a short help
   text that quotes the message.
 
@@ -246,6 +248,7 @@ DEMO_TOOLS: tuple[Tool, ...] = (get_weather, calculate, send_email, research)
 # -- the model -------------------------------------------------------------------
 
 _COUNT = re.compile(r"\bcount(?:\s+(?:from\s+1\s+))?\s+(?:up\s+)?to\s+(\d+)", re.I)
+_ROLL = re.compile(r"\broll\s+(?:a|one)\s+(?:die|dice)\s+with\s+(\d+)\s+sides?\b", re.I)
 _EMAIL = re.compile(r"\bemail\s+(\S+@\S+?)[,:]?\s+saying\s+(.+)", re.I | re.S)
 _RESEARCH = re.compile(r"^\s*research\s+(.+)", re.I | re.S)
 _WEATHER = re.compile(r"\b(?:weather|temperature|forecast)\b", re.I)
@@ -365,6 +368,12 @@ class DemoModel:
             topic = research_topic.group(1).strip().rstrip("?.!")
             calls.append(("research", {"topic": topic}))
             reasons.append(f"The user wants research on {topic}. I will call research and wait for its findings.")
+        roll = _ROLL.search(prompt)
+        if roll:
+            # An MCP server's tool: namespaced by its server (demo__roll_die).
+            die = next((n for n in sorted(available) if n == "roll_die" or n.endswith("__roll_die")), "roll_die")
+            calls.append((die, {"sides": int(roll.group(1))}))
+            reasons.append(f"The user wants a die with {roll.group(1)} sides rolled. I will call {die}.")
         elif email:
             to, body = email.group(1), email.group(2).strip()
             calls.append(("send_email", {"to": to, "body": body}))
@@ -438,6 +447,9 @@ class DemoModel:
             )
         if name == "calculate" and isinstance(data, dict):
             return f"{data.get('expression')} = {data.get('result')}."
+        if name.endswith("roll_die"):
+            value = data.get("result") if isinstance(data, dict) else data
+            return f"You rolled a {value}."
         if name == "send_email" and isinstance(data, dict):
             return f"Done: the email to {data.get('to')} is sent (only pretend: this is the demo)."
         if name == "research" and isinstance(data, dict):

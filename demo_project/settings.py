@@ -12,7 +12,9 @@ real Claude model), ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY``,
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -180,6 +182,21 @@ UISTREAM: dict[str, object] = {
     # uses the stop endpoint, so stopping still stops.
     "ON_DISCONNECT": "finish",
 }
+
+
+def _has_mcp() -> bool:
+    try:
+        return importlib.util.find_spec("mcp") is not None
+    except ImportError:
+        return False
+
+
+if _has_mcp():
+    # The demo's own MCP server (demo_project/mcp_server.py, over stdio):
+    # its roll_die joins the tools as demo__roll_die ("roll a die with 6 sides").
+    UISTREAM["MCP_SERVERS"] = {
+        "demo": {"command": sys.executable, "args": [str(BASE_DIR / "demo_project" / "mcp_server.py")], "timeout": 10}
+    }
 if os.environ.get("UISTREAM_DEMO_CHAT_RATE"):
     # One chat throttle (e.g. "5/min") for the useChat POST, WebSocket sends
     # and AG-UI runs, counted per owner across all three.

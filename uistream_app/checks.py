@@ -16,6 +16,7 @@
 | E011   | ``MODEL`` is a provider name (``"anthropic:…"``) that is malformed or whose API key is not set |
 | E012   | ``LEASE_SECONDS`` is not more than twice ``HEARTBEAT_SECONDS`` |
 | E020   | ``EXECUTOR`` names no executor, or "celery" without Celery or the Redis broker |
+| E021   | ``MCP_SERVERS`` is malformed, names a command that is not there, or the ``mcp`` SDK is not installed |
 | W001   | ``GZipMiddleware`` is installed: it buffers streaming responses |
 | W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
 | W003   | the Redis broker cannot be reached (``check --deploy``) |
@@ -368,6 +369,46 @@ def check_executor(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 "chunks and the web processes relay them.",
                 hint='Set UISTREAM["BROKER"] = {"BACKEND": "redis", "URL": "redis://…"}.',
                 id="uistream_app.E020",
+            )
+        )
+    return errors
+
+
+@register(Tags.compatibility)
+def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E021: ``MCP_SERVERS`` must parse (``mcp.parse_servers`` names the
+    entry and key), its stdio commands must exist, and the SDK must be
+    installed; otherwise the first request would find out."""
+    import shutil
+
+    from .mcp import EXTRA_HINT, MCPConfigError, parse_servers
+
+    user = getattr(django_settings, "UISTREAM", {})
+    if not isinstance(user, dict) or user.get("MCP_SERVERS") in (None, {}):
+        return []
+    hint = 'e.g. {"demo": {"command": "python", "args": ["server.py"]}, "web": {"url": "https://…/mcp"}}'
+    try:
+        servers = parse_servers(user["MCP_SERVERS"])
+    except MCPConfigError as exc:
+        return [Error(str(exc), hint=hint, id="uistream_app.E021")]
+    errors: list[CheckMessage] = []
+    for server in servers:
+        if server.command is not None and shutil.which(server.command) is None:
+            errors.append(
+                Error(
+                    f"UISTREAM['MCP_SERVERS'][{server.name!r}]['command'] = {server.command!r} is not an executable.",
+                    hint="Give the server's program by absolute path, or one on PATH.",
+                    id="uistream_app.E021",
+                )
+            )
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        errors.append(
+            Error(
+                "UISTREAM['MCP_SERVERS'] needs the MCP SDK, which is not installed.",
+                hint=EXTRA_HINT,
+                id="uistream_app.E021",
             )
         )
     return errors

@@ -72,6 +72,10 @@ DEFAULTS: Final[dict[str, Any]] = {
     # request), "celery" (a Celery worker; needs the Redis broker), or the
     # dotted path of a Runner subclass (docs/operations.md, "Executors").
     "EXECUTOR": "inprocess",
+    # MCP servers whose tools join every chat's tools, by name: {"demo":
+    # {"command": ..., "args": [...]}} (stdio) or {"url": ...} (streamable
+    # HTTP); needs django-uistream[mcp] (docs/operations.md, "MCP servers").
+    "MCP_SERVERS": {},
 }
 
 LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")

@@ -67,6 +67,8 @@ class ChatHooks:
     #: The runs' approval policy (``runs.ToolApprovalPolicy``) or its dotted
     #: path; None: ``UISTREAM["TOOL_APPROVAL"]``.
     tool_approval: Any = None
+    #: The ``UISTREAM["MCP_SERVERS"]`` whose tools join ``tools``, by name; None: all of them.
+    mcp_servers: Sequence[str] | None = None
     #: An agent of another framework (pydantic-ai, LangGraph, the OpenAI
     #: Agents SDK) that answers instead of ``model`` and ``tools``
     #: (``adapters``; docs/adapters.md).
@@ -133,12 +135,17 @@ class ChatHooks:
 
     def get_tools(self) -> list[Tool]:
         """The tools the model may call (``Tool`` objects, functions, or
-        dotted paths to either)."""
+        dotted paths to either), and those of the MCP servers
+        (``mcp_servers``, default every one of ``UISTREAM["MCP_SERVERS"]``)."""
         raw = self.tools if self.tools is not None else uistream_settings.TOOLS
         tools: list[Tool] = []
         for item in raw:
             value = import_string(item) if isinstance(item, str) else item
             tools.append(value if isinstance(value, Tool) else Tool(value))
+        if uistream_settings.MCP_SERVERS and (self.mcp_servers is None or self.mcp_servers):
+            from .mcp import mcp_tools
+
+            tools.extend(mcp_tools(self.mcp_servers))
         return tools
 
     def get_tool_approval(self) -> ToolApprovalPolicy | None:

@@ -19,6 +19,8 @@ from django.utils import timezone
 
 from ..conf import settings as uistream_settings
 from ..models import Message, Run
+from ..protocol.agui.renderer import CARRIER_TYPE
+from ..protocol.agui.state import fold_chunk
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
 from .store import LogWriter, _Final, _Job, _outcome
@@ -100,6 +102,9 @@ class RunRecorder:
             if isinstance(p, dict) and isinstance(p.get("approval"), dict) and "id" in p["approval"]
         }
         self._policy_decisions: list[dict[str, Any]] = []
+        # The AG-UI shared state the carried state events set (Run.state).
+        self._state: Any = None
+        self._state_set = False
 
     # -- reading ------------------------------------------------------------------
 
@@ -146,6 +151,9 @@ class RunRecorder:
                 urgent = True
             elif kind == "tool-approval-request" or kind == "tool-approval-response":
                 self._note_approval(chunk)
+            elif kind == CARRIER_TYPE:
+                changed, self._state = fold_chunk(chunk, self._state)
+                self._state_set = self._state_set or changed
             if self.reader_error is None:
                 self._read(chunk)
         if urgent or was_idle:
@@ -194,6 +202,8 @@ class RunRecorder:
             }
             if self._policy_decisions:
                 fields["decisions"] = [*(self.run.decisions or []), *self._policy_decisions]
+            if self._state_set:
+                fields["state"] = self._state
             final = _Final(message["parts"], message.get("metadata"), fields)
             finishing = self._writer_here().finish(self, final)
             self._finishing = finishing

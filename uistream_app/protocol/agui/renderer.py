@@ -201,7 +201,9 @@ class AGUIRenderer:
     integer milliseconds (default: the wall clock); fixtures pass a fixed
     one. ``metadata`` goes on ``RUN_STARTED``; ``history`` is the thread
     the run starts from (rules 13 and 14), ``continues`` makes the stream a
-    continuation's (rule 13). Make one per stream.
+    continuation's (rule 13). ``state`` (a replay's: the shared state the
+    run left, which its log does not carry) goes out first, in place of any
+    state event of the log (rule 16). Make one per stream.
     """
 
     def __init__(
@@ -213,6 +215,7 @@ class AGUIRenderer:
         metadata: dict[str, Any] | None = None,
         history: Iterable[Mapping[str, Any]] | None = None,
         continues: bool = False,
+        state: Any = _UNSET,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.thread_id = thread_id
@@ -263,6 +266,7 @@ class AGUIRenderer:
         }
         self.history = [dict(m) for m in history] if history is not None else None
         self.continues = continues
+        self._state = state
         # What the snapshot at an interrupt folds onto the history (rule 14).
         self._kept: _Kept | None = _Kept() if self.history is not None else None
         for message in self.history or ():
@@ -384,6 +388,8 @@ class AGUIRenderer:
         out.append(event)
         if self.history is not None and self.continues:
             out.append({"type": "MESSAGES_SNAPSHOT", "timestamp": self._now, "messages": self.history})
+        if self._state is not _UNSET:
+            out.append({"type": "STATE_SNAPSHOT", "timestamp": self._now, "snapshot": self._state})
 
     def _new_id(self, wanted: str) -> str:
         candidate, n = wanted, 1
@@ -711,6 +717,8 @@ class AGUIRenderer:
         if event_type not in _CARRIED and event_type not in _SCOPES:
             self._custom(CARRIER_TYPE, chunk, out)
             return
+        if self._state is not _UNSET and event_type in ("STATE_SNAPSHOT", "STATE_DELTA"):
+            return  # rule 16: the stored state, sent first, already holds them
         assert isinstance(carried, dict)
         assert isinstance(event_type, str)
         event: Event = {"type": event_type, "timestamp": self._now}
