@@ -85,10 +85,14 @@ class ChatView(ChatHooks, StreamView):
         return resolve_sdk_version(self.request, int(self.sdk_version or uistream_settings.SDK_VERSION))
 
     async def post(self, request: HttpRequest, context: RequestContext) -> HttpResponseBase:
-        max_bytes = check_json_request(request)
-        chat = parse_chat_request(request.body, max_bytes=max_bytes)
+        max_bytes = check_json_request(request, also_text=True)
+        chat = parse_chat_request(request.body, max_bytes=max_bytes, require_id=False)
         version = self.get_sdk_version()
         model = self.get_run_model()
+        if not chat.chat_id:
+            chat = ChatRequest(
+                await self.get_chat_id(chat, context.owner), chat.messages, chat.trigger, chat.message_id, chat.extra
+            )
         turn = chat_turn(chat)
         # Only a new message may give an anonymous visitor a session.
         claim = context.ensure_owner if turn.kind == "submit" and turn.edit_of is None else None
