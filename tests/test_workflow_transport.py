@@ -11,6 +11,7 @@ transport's own reconnects are what is tested.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -132,10 +133,8 @@ class CuttingProxy:
             pass
         finally:
             for sock in (client, upstream):
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 sock.close()
 
 
@@ -300,7 +299,8 @@ def test_a_run_stopped_while_the_client_is_cut_off_settles_within_three_reconnec
     ]
     # The client saw the abort, then the run's end, and stopped asking.
     assert out["error"] is not None
-    assert "410" in out["error"] and "run_ended" in out["error"]
+    assert "410" in out["error"]
+    assert "run_ended" in out["error"]
     assert out["messages"][-1]["role"] == "assistant"
 
 

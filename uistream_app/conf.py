@@ -68,6 +68,11 @@ DEFAULTS: Final[dict[str, Any]] = {
     # request), "celery" (a Celery worker; needs the Redis broker), or the
     # dotted path of a Runner subclass (docs/operations.md, "Executors").
     "EXECUTOR": "inprocess",
+    # True: every answer carries message metadata as the AI SDK's
+    # messageMetadata option would put it: the model and when on ``start``,
+    # usage, model and timings on ``finish`` (docs/protocols.md, "Message
+    # metadata"). A view's get_message_metadata() adds to the start's.
+    "MESSAGE_METADATA": False,
 }
 
 LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")
