@@ -360,9 +360,12 @@ def test_a_body_with_id_keeps_its_chat_and_gets_the_run_header(server: str) -> N
     assert run.conversation_id == "mine"
 
 
-def test_start_index_reads_the_posts_numbering_with_the_tail_index(server: str) -> None:
+@pytest.mark.parametrize("version", [7, 6, 5])
+def test_start_index_reads_the_posts_numbering_with_the_tail_index(server: str, version: int) -> None:
     browser = Browser(server)
-    with browser.stream("idx", "count to 8") as response:
+    body = browser.chat_body("idx", "What's the weather in Paris? Then count to 8")
+    headers = {"X-CSRFToken": browser.token}
+    with browser.client.stream("POST", f"/api/chat?v={version}", json=body, headers=headers) as response:
         posted, done = read_chunks(response)
     assert done
     run_id = response.headers["x-workflow-run-id"]
@@ -370,7 +373,8 @@ def test_start_index_reads_the_posts_numbering_with_the_tail_index(server: str) 
     tail = str(len(posted) - 1)
 
     for start, expected in [(0, posted), (7, posted[7:]), (-5, posted[-5:]), (-1000, posted)]:
-        got = browser.client.get(f"/api/chat/{run_id}/stream", params={"startIndex": start})
+        params = {"startIndex": start, "v": version}
+        got = browser.client.get(f"/api/chat/{run_id}/stream", params=params)
         assert got.status_code == 200
         assert got.headers["x-workflow-stream-tail-index"] == tail
         assert got.headers["x-workflow-run-id"] == run_id
@@ -379,11 +383,11 @@ def test_start_index_reads_the_posts_numbering_with_the_tail_index(server: str) 
         assert data[-1] == "[DONE]"
         assert [json.loads(d) for d in data[:-1]] == expected
     # Past the end of a finished run: 200 and only [DONE], never 204.
-    past = browser.client.get(f"/api/chat/{run_id}/stream", params={"startIndex": len(posted)})
+    past = browser.client.get(f"/api/chat/{run_id}/stream", params={"startIndex": len(posted), "v": version})
     assert past.status_code == 200
     assert events(past) == ["[DONE]"]
     # The chat id reads its latest run the same way.
-    by_chat = browser.client.get("/api/chat/idx/stream", params={"startIndex": -2})
+    by_chat = browser.client.get("/api/chat/idx/stream", params={"startIndex": -2, "v": version})
     assert [json.loads(d) for d in events(by_chat)[:-1]] == posted[-2:]
     # Without startIndex, the resume is today's: nothing runs, 204.
     assert browser.client.get("/api/chat/idx/stream").status_code == 204
@@ -450,3 +454,21 @@ def test_a_bad_start_index_is_400_naming_it(server: str, raw: str) -> None:
     error = got.json()["error"]
     assert error["field"] == "startIndex"
     assert "startIndex" in error["message"]
+
+
+def test_an_older_clients_numbering_skips_what_it_is_not_sent(server: str) -> None:
+    """ai@5 is not sent ``tool-approval-request``: its event k is not chunk
+    k of the log, and the index counts what that client was sent."""
+    browser = Browser(server)
+    body = browser.chat_body("old", "email ada@example.com saying hello")
+    headers = {"X-CSRFToken": browser.token}
+    with browser.client.stream("POST", "/api/chat?v=5", json=body, headers=headers) as response:
+        posted, done = read_chunks(response)
+    assert done
+    wait_for(run_ended(), "the run to be stored")
+    run = Run.objects.get()
+    assert len(stored_chunks(run)) > len(posted)  # the log holds what ai@5 was not sent
+    for start in (-3, len(posted) - 3):
+        got = browser.client.get(f"/api/chat/{run.pk}/stream", params={"startIndex": start, "v": 5})
+        assert got.headers["x-workflow-stream-tail-index"] == str(len(posted) - 1)
+        assert [json.loads(d) for d in events(got)[:-1]] == posted[-3:]

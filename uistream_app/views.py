@@ -232,6 +232,8 @@ async def stream_from_index(run: Run, start: int, version: int) -> HttpResponseB
     A run that ended without ``finish`` answers 410 ``run_ended`` once
     nothing is left to send: the transport reconnects at once, for ever,
     after every response that did not carry a ``finish``."""
+    if version == 7 and run.status != Run.Status.RUNNING:
+        return await _ended_from_index(run, start)
     broker = get_broker()
     run_id = str(run.pk)
     chunks: list[Chunk] | None = None
@@ -248,12 +250,7 @@ async def stream_from_index(run: Run, start: int, version: int) -> HttpResponseB
     tail = len(seqs) - 1
     first = max(0, tail + 1 + start) if start < 0 else start
     if not live and first > tail and (not chunks or chunks[-1].get("type") != "finish"):
-        raise BadRequest(
-            "this run ended without finishing and has nothing more to send",
-            code="run_ended",
-            status=410,
-            headers={TAIL_INDEX_HEADER: str(tail)},
-        )
+        raise _run_ended(tail)
     from_seq = seqs[first] if first <= tail else len(chunks)
     renderer = UIStreamRenderer(version)
     if version == 5:
@@ -275,6 +272,34 @@ async def stream_from_index(run: Run, start: int, version: int) -> HttpResponseB
         yield skipping.render_many(rest) + skipping.done()
 
     return sse_response(ended(), headers)
+
+
+async def _ended_from_index(run: Run, start: int) -> HttpResponseBase:
+    """``stream_from_index`` for an ended run read by ai@7, whose events are
+    its log's chunks: the stored ``chunk_count`` is the tail, and only the
+    chunks sent are loaded (plus the last one, whose type decides a read
+    past the end), so a reconnect near the end of a long log reads little."""
+    tail = run.chunk_count - 1
+    first = max(0, tail + 1 + start) if start < 0 else start
+    loaded = await load_log(run, start=min(first, tail)) if tail >= 0 else []
+    if first > tail and (not loaded or loaded[-1].get("type") != "finish"):
+        raise _run_ended(tail)
+    rest = loaded if first <= tail else []
+    renderer = UIStreamRenderer(7)
+
+    async def body() -> AsyncIterator[bytes]:
+        yield renderer.render_many(rest) + renderer.done()
+
+    return sse_response(body(), {**SSE_HEADERS, RUN_ID_HEADER: str(run.pk), TAIL_INDEX_HEADER: str(tail)})
+
+
+def _run_ended(tail: int) -> BadRequest:
+    return BadRequest(
+        "this run ended without finishing and has nothing more to send",
+        code="run_ended",
+        status=410,
+        headers={TAIL_INDEX_HEADER: str(tail)},
+    )
 
 
 class ChatStopView(StreamView):
