@@ -472,3 +472,22 @@ def test_an_older_clients_numbering_skips_what_it_is_not_sent(server: str) -> No
         got = browser.client.get(f"/api/chat/{run.pk}/stream", params={"startIndex": start, "v": 5})
         assert got.headers["x-workflow-stream-tail-index"] == str(len(posted) - 1)
         assert [json.loads(d) for d in events(got)[:-1]] == posted[-3:]
+
+
+def test_an_approval_through_the_transport_continues_the_same_chat(node: str, server: str) -> None:
+    """The continuation the chat sends by itself carries no chat id either:
+    the server finds the chat by the message ids it sends back."""
+    browser = visitor(server)
+    out = run_workflow_client(
+        node, server, browser, [{"send": "email ada@example.com saying hello"}, {"approve": True}]
+    )
+    assert out["error"] is None
+    assert out["finished"] == 2
+    assert len(set(out["chatIds"])) == 1
+    chat_id = out["chatIds"][0]
+    wait_for(lambda: not Run.objects.filter(status="running").exists(), "the runs to be stored")
+    assert Run.objects.filter(conversation_id=chat_id).count() == 2
+    stored = stored_messages(chat_id)
+    assert out["messages"] == stored
+    [call] = [p for p in stored[-1]["parts"] if p["type"] == "tool-send_email"]
+    assert call["state"] == "output-available"

@@ -10,16 +10,18 @@
 //
 // <json>: {"base": "http://127.0.0.1:PORT", "api": "/api/chat", "chatId": "...",
 //          "cookie": "sessionid=...; csrftoken=...", "csrf": "...",
-//          "steps": [{"send": "text"}
+//          "steps": [{"send": "text"} | {"approve": true|false}
 //                    | {"tail": {"startIndex": -5, "runId"?: "..."}}]}
 // "send" sends a message and waits until the chat settles (finished or failed).
+// "approve" answers the last message's pending approval as a person's click
+// does; the chat sends the continuation by itself (still without a chat id).
 // "tail" reads a stream through the transport's own reconnectToStream, from
 // startIndex (negative: from the end), by run id when given (else by the
 // chat id of the last answer's response), and records the chunks it yields.
 // Prints one JSON line: {"messages", "status", "error", "finished", "runIds",
 // "chatIds", "tails": [[chunk, ...], ...]}.
 
-import { AbstractChat } from 'ai';
+import { AbstractChat, lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
 import { WorkflowChatTransport } from '@workflow/ai';
 
 class State {
@@ -90,12 +92,20 @@ async function main() {
       lastError = error.message;
       settled();
     },
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
   });
   const tails = [];
   for (const step of options.steps) {
     if (step.send !== undefined) {
       const done = whenDone();
       await chat.sendMessage({ text: step.send });
+      await done;
+    } else if (step.approve !== undefined) {
+      const last = chat.messages[chat.messages.length - 1];
+      const part = last.parts.find(p => p.state === 'approval-requested');
+      if (!part) throw new Error('no approval request to answer');
+      const done = whenDone();
+      await chat.addToolApprovalResponse({ id: part.approval.id, approved: step.approve });
       await done;
     } else if (step.tail !== undefined) {
       const { startIndex, runId } = step.tail;
