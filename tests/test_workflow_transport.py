@@ -219,8 +219,11 @@ def events(response: httpx.Response) -> list[str]:
 
 
 def test_the_transport_survives_two_cuts_mid_event_and_one_after_the_run_finished(
-    node: str, server: str, proxy_factory: Callable[..., CuttingProxy]
+    node: str, server: str, proxy_factory: Callable[..., CuttingProxy], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Paced (the model reads this at each call) so that the first two cuts
+    # come while the run streams: those reconnects follow it live.
+    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "15")
     browser = Browser(server)
     proxy = proxy_factory(
         cuts={
