@@ -19,6 +19,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 
+from .agents.urls import FRAMEWORKS
+
 #: Where ``npm run build`` (in ``frontend/``) writes the page.
 BUILD_DIR = Path(__file__).resolve().parent / "static" / "demo"
 #: The entry point named in ``frontend/vite.config.js``.
@@ -57,6 +59,8 @@ def chat_page(request: HttpRequest) -> HttpResponse:
         "conversations_url": reverse("uistream:conversation-list"),
         "runs_url": reverse("uistream:run-list"),
         "admin_url": reverse("admin:index"),
+        # ``/?agent=<fw>``: the page talks to that framework's chat instead.
+        "agent_urls": {fw: reverse(f"agents:{fw}-chat") for fw in FRAMEWORKS},
         "csrf_cookie_name": settings.CSRF_COOKIE_NAME,
     }
     return render(request, "demo/index.html", context, status=200 if assets else 503)

@@ -427,6 +427,28 @@ def test_deny_an_email(page: Any, demo: str) -> None:
     assert card.get_by_role("button", name="Approve").count() == 0
 
 
+@pytest.mark.parametrize("framework", ["pydantic-ai", "langgraph", "openai-agents"])
+def test_a_framework_agent_from_the_picker_asks_and_is_approved(page: Any, demo: str, framework: str) -> None:
+    page.goto(demo + "/")
+    page.get_by_label("Agent").select_option(framework)
+    page.wait_for_url(f"**/?agent={framework}")
+    send(page, "email ada@example.com saying the build is green")
+    card = page.locator(".tool-card[data-tool=send_email]")
+    expect(card).to_have_attribute("data-state", "approval-requested")
+    card.get_by_role("button", name="Approve").click()
+    expect(card).to_have_attribute("data-state", "output-available")
+    wait_for_text(page, "Done: the email to ada@example.com is sent")
+    wait_ready(page)
+    # A reload stays with the framework's chat, and its runs were the agent's.
+    page.reload()
+    wait_ready(page)
+    expect(page.get_by_label("Agent")).to_have_value(framework)
+    expect(card).to_have_attribute("data-state", "output-available")
+    stored = runs(page, demo, chat_id(page))
+    assert [run["status"] for run in stored] == ["completed", "completed"]
+    assert all(run["model"].startswith(framework + ":") for run in stored), stored
+
+
 def test_edit_regenerate_and_the_conversation_list(page: Any, demo: str) -> None:
     page.goto(demo + "/")
     send(page, "compute 2 + 3")

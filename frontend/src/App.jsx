@@ -5,7 +5,7 @@
 
 import { generateId } from 'ai';
 import { useCallback, useEffect, useRef, useState } from 'react';
-import { api, urls } from './api.js';
+import { agent, agentUrls, api, urls } from './api.js';
 import { ChatPane } from './Chat.jsx';
 
 function chatIdFromAddress() {
@@ -62,6 +62,30 @@ function ConversationItem({ conversation, active, onOpen, onRename, onDelete }) 
         </button>
       </span>
     </li>
+  );
+}
+
+const AGENT_NAMES = { 'pydantic-ai': 'pydantic-ai', langgraph: 'LangGraph', 'openai-agents': 'OpenAI Agents SDK' };
+
+// Which agent answers: the demo model, or one of the frameworks' agents.
+// Choosing one opens a new chat under ?agent=<fw>.
+function AgentPicker() {
+  const choose = value => {
+    const url = new URL(window.location.href);
+    url.searchParams.delete('chat');
+    if (value) url.searchParams.set('agent', value);
+    else url.searchParams.delete('agent');
+    window.location.assign(url);
+  };
+  return (
+    <select className="agent-picker" aria-label="Agent" value={agent} onChange={event => choose(event.target.value)}>
+      <option value="">Demo model</option>
+      {Object.keys(agentUrls).map(fw => (
+        <option key={fw} value={fw}>
+          {AGENT_NAMES[fw] ?? fw}
+        </option>
+      ))}
+    </select>
   );
 }
 
@@ -203,6 +227,7 @@ export function App() {
             ☰
           </button>
           <h1>{current?.title || 'New chat'}</h1>
+          <AgentPicker />
         </header>
         {loadError && (
           <div className="error-banner" role="alert">

@@ -5,8 +5,14 @@
 
 const root = document.getElementById('root');
 
+// The demo's agents of other frameworks (demo_project/agents): /?agent=<fw>
+// makes the page talk to that framework's chat; everything else is the same.
+export const agentUrls = JSON.parse(document.getElementById('agent-urls')?.textContent ?? '{}');
+const askedAgent = new URLSearchParams(window.location.search).get('agent');
+export const agent = askedAgent && agentUrls[askedAgent] ? askedAgent : '';
+
 export const urls = {
-  chat: root?.dataset.chatUrl ?? '/api/chat',
+  chat: agent ? agentUrls[agent] : (root?.dataset.chatUrl ?? '/api/chat'),
   conversations: root?.dataset.conversationsUrl ?? '/api/conversations/',
   runs: root?.dataset.runsUrl ?? '/api/runs/',
   admin: root?.dataset.adminUrl ?? '/admin/',
