@@ -29,6 +29,8 @@ USER_PART_TYPES: Final = frozenset(("text", "file"))
 
 @dataclass(frozen=True)
 class ChatRequest:
+    #: ``""``: the body named no chat (``WorkflowChatTransport`` sends no
+    #: ``id``); the view chooses one (``ChatView.get_chat_id``).
     chat_id: str
     messages: list[dict[str, Any]]
     trigger: str = "submit-message"
@@ -112,15 +114,19 @@ def _check_history_message(message: object, where: str) -> None:
         _check_message(message, where)  # the precise error
 
 
-def parse_chat_request(body: bytes, *, max_bytes: int) -> ChatRequest:
+def parse_chat_request(body: bytes, *, max_bytes: int, require_id: bool = True) -> ChatRequest:
     """Rules 1-6 of docs/protocols.md, "useChat requests". Only the last
     message (the one the server takes) and the extra keys are checked part
-    by part and for depth; the history before it only for its shape."""
+    by part and for depth; the history before it only for its shape.
+
+    ``require_id=False``: a body without ``id`` is accepted, its
+    ``chat_id`` left ``""`` (the HTTP POST; a WebSocket frame must name
+    its chat). An ``id`` that is there is checked all the same."""
     try:
         data = load_json_object(body, max_bytes=max_bytes, expected="useChat's JSON body", max_depth=None)
     except JSONBodyError as exc:
         raise BadRequest(exc.message, code=exc.code, status=exc.status) from None
-    chat_id = _check_id(data.get("id"), "id")
+    chat_id = "" if not require_id and "id" not in data else _check_id(data.get("id"), "id")
     trigger = data.get("trigger", "submit-message")
     if trigger not in TRIGGERS:
         raise BadRequest(f"trigger must be one of {', '.join(TRIGGERS)}", field="trigger")

@@ -76,6 +76,11 @@ DEFAULTS: Final[dict[str, Any]] = {
     # {"command": ..., "args": [...]}} (stdio) or {"url": ...} (streamable
     # HTTP); needs django-uistream[mcp] (docs/operations.md, "MCP servers").
     "MCP_SERVERS": {},
+    # True: every answer carries message metadata as the AI SDK's
+    # messageMetadata option would put it: the model and when on ``start``,
+    # usage, model and timings on ``finish`` (docs/protocols.md, "Message
+    # metadata"). A view's get_message_metadata() adds to the start's.
+    "MESSAGE_METADATA": False,
 }
 
 LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")
