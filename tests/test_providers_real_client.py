@@ -48,7 +48,7 @@ SENT = {
     "characters": 18,
     "note": "The demo only pretends to send email.",
 }
-TOOL_NAMES = ["get_weather", "calculate", "send_email"]
+TOOL_NAMES = ["get_weather", "calculate", "send_email", "research"]
 
 
 class FakeProvider:
