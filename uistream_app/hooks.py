@@ -18,6 +18,7 @@ from django.utils.module_loading import import_string
 
 from .adapters import AgentAdapter, AgentModel, AgentTurn, adapter_for
 from .conf import settings as uistream_settings
+from .limits import RunUsageLimit, load_usage_limits
 from .models import Message, MessageQuerySet, Run
 from .protocol.events import Event
 from .runner import Runner
@@ -63,6 +64,9 @@ class ChatHooks:
     sdk_version: int | None = None
     #: The last N stored messages the model sees; None: ``UISTREAM["HISTORY_MAX_MESSAGES"]``.
     history_max_messages: int | None = None
+    #: What one run may spend (``RunUsageLimit``s, like throttles); None:
+    #: ``UISTREAM["USAGE_LIMITS"]``.
+    usage_limits: Sequence[Any] | None = None
     #: An agent of another framework (pydantic-ai, LangGraph, the OpenAI
     #: Agents SDK) that answers instead of ``model`` and ``tools``
     #: (``adapters``; docs/adapters.md).
@@ -142,6 +146,12 @@ class ChatHooks:
 
     def get_max_steps(self) -> int:
         return int(self.max_steps if self.max_steps is not None else uistream_settings.MAX_STEPS)
+
+    def get_usage_limits(self) -> list[RunUsageLimit]:
+        """The limits every run of this endpoint is held to (the runner
+        enforces them: ``limits.limit_usage``)."""
+        value = self.usage_limits if self.usage_limits is not None else uistream_settings.USAGE_LIMITS
+        return load_usage_limits(value or ())
 
     def get_history(self, messages: MessageQuerySet) -> list[Message]:
         """The stored messages the model answers from, oldest first, chosen

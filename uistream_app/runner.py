@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .conf import settings as uistream_settings
+from .limits import RunUsageLimit, limit_usage
 from .live import BrokerError, RunChannel
 from .models import Run
 from .protocol.events import Event
@@ -79,18 +80,28 @@ class Runner:
     (other processes, workers) plug in by overriding ``for_hooks`` and
     ``start`` (``UISTREAM["EXECUTOR"]``, ``executors.py``)."""
 
+    #: The endpoint's ``RunUsageLimit``s (``ChatHooks.get_usage_limits``),
+    #: enforced on every source this runner starts (``limits.limit_usage``).
+    usage_limits: tuple[RunUsageLimit, ...] = ()
+
     @classmethod
     def for_hooks(cls, hooks: Any) -> Runner:
         """The runner of one endpoint (``ChatHooks.get_runner``). An
         executor that rebuilds runs in another process keeps ``hooks`` to
         name their class there."""
-        return cls()
+        runner = cls()
+        get_limits = getattr(hooks, "get_usage_limits", None)
+        if get_limits is not None:
+            runner.usage_limits = tuple(get_limits())
+        return runner
 
     async def start(self, prepared: PreparedRun, source: AsyncIterator[Event], *, metadata: Any = None) -> RunHandle:
         # A continuation goes on from the parts the message already holds:
         # their calls' outputs are sent, new part ids follow theirs.
         encoder = UIMessageEncoder(prepared.message.pk, metadata, continues=prepared.message.parts)
         recorder = RunRecorder(prepared.run, prepared.message, inline=prepared.log_inline)
+        if self.usage_limits:
+            source = limit_usage(source, self.usage_limits)
         stopped = asyncio.Event()
         task = asyncio.create_task(
             execute_run(
@@ -177,7 +188,8 @@ async def execute_run(
                 channel,
                 status,
                 usage=dict(encoder.usage),
-                error_code=type(error).__name__ if error else "",
+                # An exception may name its own code (``usage_limit``).
+                error_code=(getattr(error, "error_code", None) or type(error).__name__) if error else "",
                 error_detail=repr(error) if error else "",
             )
         )
