@@ -81,7 +81,9 @@ async def long_chat(chat_id: str) -> Page:
                 {"type": "step-start"},
             ]
         parts.append({"type": "text", "text": f"Answer {turn}: it is sunny.", "state": "done"})
-        rows.append(Message(id=f"{chat_id}-a{turn}", conversation=chat, role="assistant", position=2 * turn - 1, parts=parts))
+        rows.append(
+            Message(id=f"{chat_id}-a{turn}", conversation=chat, role="assistant", position=2 * turn - 1, parts=parts)
+        )
     await Message.objects.abulk_create(rows)
     return alice
 
@@ -89,7 +91,10 @@ async def long_chat(chat_id: str) -> Page:
 async def turn(page: Page, route: str, chat_id: str, number: int) -> tuple[Any, ...]:
     """Send turn ``number``; what the model received for it."""
     MODEL.enqueue("Noted.")
-    body = {"id": chat_id, "messages": [{"id": f"new-{number}", "role": "user", "parts": [{"type": "text", "text": question(number)}]}]}
+    body = {
+        "id": chat_id,
+        "messages": [{"id": f"new-{number}", "role": "user", "parts": [{"type": "text", "text": question(number)}]}],
+    }
     with override_settings(ROOT_URLCONF="tests.test_history"):
         response = await page.post(f"/{route}/chat", body)
         assert response.status_code == 200, response.content
@@ -187,7 +192,8 @@ async def test_the_summary_is_written_once_and_reused_on_the_next_turn() -> None
     assert len(SUMMARIES.requests) == before + 1
     # The summariser read the older turns, tool results included (cut).
     asked = SUMMARIES.requests[-1].messages[1].content
-    assert "User: Question 1:" in asked and "Tool result (get_weather)" in asked
+    assert "User: Question 1:" in asked
+    assert "Tool result (get_weather)" in asked
     assert sent[0] == SystemMessage(PROMPT)
     assert sent[1] == SystemMessage(
         "Summary of the earlier conversation:\n"

@@ -456,6 +456,7 @@ class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def get_urls(self) -> list[URLPattern]:
         info = (self.opts.app_label, self.opts.model_name)
         extra = [
+            path("usage/", self.admin_site.admin_view(self.usage_view), name="{}_{}_usage".format(*info)),
             path(
                 "<path:object_id>/download/<str:name>/",
                 self.admin_site.admin_view(self.download_view),
@@ -469,6 +470,10 @@ class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     ) -> HttpResponse:
         """A run's page is its transcript inspector."""
         return admin_views.RunInspector(self).view(request, object_id, extra_context)
+
+    def usage_view(self, request: HttpRequest) -> HttpResponse:
+        """Usage and cost per owner and period (``usage/``)."""
+        return admin_views.usage_report_view(self, request)
 
     def download_view(self, request: HttpRequest, object_id: str, name: str) -> HttpResponseBase:
         return admin_views.RunInspector(self).download(request, object_id, name)

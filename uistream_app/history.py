@@ -108,7 +108,7 @@ class HistoryStrategy:
     #: marker saying how much; None: never.
     max_tool_result_tokens: int | None = 4000
 
-    def __init__(self, *, max_tool_result_tokens: int | None | Any = ..., estimate: Estimate | None = None) -> None:
+    def __init__(self, *, max_tool_result_tokens: int | Any | None = ..., estimate: Estimate | None = None) -> None:
         if max_tool_result_tokens is not ...:
             self.max_tool_result_tokens = max_tool_result_tokens
         self.estimate: Estimate = estimate or estimate_tokens
@@ -180,8 +180,8 @@ class HistoryStrategy:
     ) -> AsyncGenerator[Event, None]:
         messages, build = await self.build(history, system_prompt=system_prompt, model=model, chat_id=run.chat_id)
         await Run.objects.filter(pk=run.run.pk).aupdate(history=build.record)
-        for event in build.usage:  # a summary's model call is the run's spend too
-            yield event
+        for spent in build.usage:  # a summary's model call is the run's spend too
+            yield spent
         async with aclosing(loop.run(messages, approvals=run.approvals, client_results=run.client_results)) as events:
             async for event in events:
                 yield event
@@ -280,7 +280,9 @@ class SummarizeOlder(HistoryStrategy):
         first = messages.first()
         if first is None:
             return []
-        summary = Conversation.objects.filter(pk=first.conversation_id).values_list("history_summary", flat=True).first()
+        summary = (
+            Conversation.objects.filter(pk=first.conversation_id).values_list("history_summary", flat=True).first()
+        )
         if isinstance(summary, dict) and isinstance(summary.get("through_position"), int):
             rows = list(messages.filter(position__gte=summary["through_position"]))
             if rows and rows[0].ui_id == summary.get("through"):
@@ -306,9 +308,12 @@ class SummarizeOlder(HistoryStrategy):
             older, rest = rest[:cut], rest[cut:]
             text = await self.summarize(text, older, build)
             through = older[-1]
-            position = await Message.objects.filter(conversation_id=chat_id).with_client_id(
-                str(through["id"])
-            ).values_list("position", flat=True).afirst()
+            position = (
+                await Message.objects.filter(conversation_id=chat_id)
+                .with_client_id(str(through["id"]))
+                .values_list("position", flat=True)
+                .afirst()
+            )
             summary = {
                 "text": text,
                 "through": str(through["id"]),
@@ -345,7 +350,7 @@ class SummarizeOlder(HistoryStrategy):
                 lines.append(f"Assistant: {message.content}{calls}")
             elif isinstance(message, ToolMessage):
                 lines.append(f"Tool result ({message.tool_name or message.tool_call_id}): {message.content}")
-        prompt = [SystemMessage(self.instructions), UserMessage("\n".join(lines))]
+        prompt: list[ModelMessage] = [SystemMessage(self.instructions), UserMessage("\n".join(lines))]
         parts: list[str] = []
         async with aclosing(self._model(build.model).stream(prompt, (), None)) as stream:  # type: ignore[type-var]
             async for event in stream:

@@ -34,7 +34,7 @@ from .runs import (
     resolve_model,
     ui_to_model_messages,
 )
-from .store import ConversationStore, PreparedRun, latest_messages
+from .store import ConversationStore, PreparedRun
 
 __all__ = ["ChatHooks", "ServerToolLoop"]
 

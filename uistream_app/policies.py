@@ -30,10 +30,10 @@ __all__ = [
     "AllowAnonymousSessions",
     "ChatRateThrottle",
     "DailyBudget",
-    "MonthlyBudget",
-    "OwnerBudget",
     "DjangoSessionAuthentication",
     "MaxActiveRunsThrottle",
+    "MonthlyBudget",
+    "OwnerBudget",
     "Policies",
     "SocketRequest",
     "check_policies",
@@ -227,7 +227,7 @@ class OwnerBudget(BaseThrottle):
         from .usage import in_period, period_bounds, spend_of
 
         budget = self.get_budget(request, view)
-        limits = {name: budget.get(name) for name in ("tokens", "cost") if budget.get(name) is not None}
+        limits: dict[str, Any] = {name: budget[name] for name in ("tokens", "cost") if budget.get(name) is not None}
         if not limits:
             return True
         runs, ident = self.owner_runs(request)
@@ -237,8 +237,8 @@ class OwnerBudget(BaseThrottle):
         start, end = period_bounds(self.period, now)
         spend = spend_of(in_period(runs, start, end))
         last = False
-        for name, allowed in limits.items():
-            allowed = float(allowed)
+        for name, value in limits.items():
+            allowed = float(value)
             reserve = float(budget.get(f"reserve_{name}", allowed / 100))
             # Usage of runs still running is not stored yet: reserved.
             spent = (spend.tokens if name == "tokens" else spend.cost) + spend.running * reserve

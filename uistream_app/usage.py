@@ -101,7 +101,7 @@ def _totals(runs: QuerySet[Run], group: Iterable[str]) -> QuerySet[Run, dict[str
     def tokens(name: str) -> Any:
         return Coalesce(Sum(Cast(KT(f"usage__{name}"), BigIntegerField())), 0)
 
-    return (
+    totals: QuerySet[Run, dict[str, Any]] = (
         runs.values(*group)
         .annotate(
             n=Count("pk"),
@@ -111,6 +111,7 @@ def _totals(runs: QuerySet[Run], group: Iterable[str]) -> QuerySet[Run, dict[str
         )
         .order_by(*group)
     )
+    return totals
 
 
 def in_period(runs: QuerySet[Run], start: datetime.datetime, end: datetime.datetime) -> QuerySet[Run]:
@@ -137,7 +138,9 @@ def usage_report(start: datetime.datetime, end: datetime.datetime) -> list[dict[
     from django.contrib.auth import get_user_model
 
     owners: dict[tuple[Any, str], Spend] = {}
-    rows = _totals(in_period(Run.objects.all(), start, end), ("conversation__owner", "conversation__session_key", "model"))
+    rows = _totals(
+        in_period(Run.objects.all(), start, end), ("conversation__owner", "conversation__session_key", "model")
+    )
     for row in rows:
         key = (row["conversation__owner"], row["conversation__session_key"] or "")
         owners.setdefault(key, Spend()).add(
