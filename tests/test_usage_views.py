@@ -118,3 +118,8 @@ def test_the_run_page_shows_what_the_model_was_sent(admin_client: Client) -> Non
     assert "812" in section
     assert "The user planned a trip to Oslo." in section
     assert "call-7" in section
+
+
+def test_the_run_list_links_the_usage_report(admin_client: Client) -> None:
+    html = body(admin_client.get(reverse("admin:uistream_app_run_changelist")))
+    assert f'href="{reverse("admin:uistream_app_run_usage")}"' in html

@@ -443,6 +443,8 @@ class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     date_hierarchy = "started_at"
     ordering = ("-started_at",)
     list_per_page = 50
+    #: The changelist links the usage report.
+    change_list_template = "admin/uistream_app/run/change_list.html"
 
     class Media:
         css: ClassVar[dict[str, tuple[str, ...]]] = {"all": (CSS,)}
