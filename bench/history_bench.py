@@ -21,7 +21,6 @@ summary strategy the turn after too (the summary reused).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import shutil
@@ -38,7 +37,25 @@ os.environ["UISTREAM_BENCH_DIR"] = str(BENCH_DIR)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench_settings")
 
 PROMPT = " ".join(["You are the travel desk of a small agency; answer briefly and use the tools."] * 4)
-WORDS = "the weather in the north is mild with light rain expected later today and clear skies tomorrow".split()
+WORDS = [
+    "the",
+    "weather",
+    "in",
+    "the",
+    "north",
+    "is",
+    "mild",
+    "with",
+    "light",
+    "rain",
+    "expected",
+    "later",
+    "today",
+    "and",
+    "clear",
+    "skies",
+    "tomorrow",
+]
 
 
 def sentence(n: int, seed: int) -> str:
@@ -152,7 +169,7 @@ def main() -> None:
         )
         results.append(
             (
-                "SummarizeOlder, turn %d (summary reused)" % (args.turns + 1),
+                f"SummarizeOlder, turn {args.turns + 1} (summary reused)",
                 send(strategies[-1][1], chat_id, summariser),
             )
         )
