@@ -44,6 +44,7 @@ urlpatterns = [
     path("last/chat", view(LastMessages(40))),
     path("budget/chat", view(TokenBudget(3000))),
     path("summary/chat", view(SummarizeOlder(20, batch_messages=20, summary_model=SUMMARIES))),
+    path("own-summary/chat", view(SummarizeOlder(40, batch_messages=10))),
 ]
 
 
@@ -220,3 +221,21 @@ async def test_the_summary_is_written_once_and_reused_on_the_next_turn() -> None
     record = await recorded("h-sum")
     assert "summary_written" not in record
     assert json.dumps(record["summary"]).count("290 cities") == 1
+
+
+async def test_the_runs_own_model_writes_the_summary_by_default() -> None:
+    page = await long_chat("h-own")
+    # The run's model is called twice: the summary (no tools), then the answer.
+    MODEL.enqueue("Weather questions about 280 cities, all sunny.")
+    calls = len(MODEL.requests)
+    sent = await turn(page, "own-summary", "h-own", 300)
+    summary_request, answer_request = MODEL.requests[calls:]
+    assert summary_request.tools == ()
+    assert "User: Question 1:" in summary_request.messages[1].content
+    assert answer_request.messages == sent
+    assert sent[1] == SystemMessage(
+        "Summary of the earlier conversation:\nWeather questions about 280 cities, all sunny."
+    )
+    assert questions(sent) == list(range(281, 301))
+    stored = (await Conversation.objects.aget(pk="h-own")).history_summary
+    assert stored["model"] == "recorder"
