@@ -188,11 +188,19 @@ async def execute_run(
                 channel,
                 status,
                 usage=dict(encoder.usage),
-                # An exception may name its own code (``usage_limit``).
-                error_code=(getattr(error, "error_code", None) or type(error).__name__) if error else "",
+                error_code=_error_code(error),
                 error_detail=repr(error) if error else "",
             )
         )
+
+
+def _error_code(error: BaseException | None) -> str:
+    """What ``Run.error_code`` says: the exception's own ``error_code``
+    when it names one (a usage limit's ``usage_limit``), else its class."""
+    if error is None:
+        return ""
+    code = getattr(error, "error_code", None)
+    return code if isinstance(code, str) and code else type(error).__name__
 
 
 async def _record_and_publish(
