@@ -14,6 +14,7 @@ from uistream_app.limits import RunUsageLimit
 from uistream_app.models import Run
 
 from .server import serve_demo
+from .test_agui_http import run_client as run_agui_client
 from .test_chat_http import Browser, wait_for
 from .test_chat_real_client import run_client, stored_messages
 
@@ -102,3 +103,20 @@ def test_a_run_within_its_limits_completes(node: str, server: str, settings: Any
     assert out["error"] is None
     assert (run.status, run.error_code) == ("completed", "")
     assert tool_states(stored) == ["output-available"]
+
+
+def test_the_real_agui_client_sees_the_limit_as_run_error(node: str, server: str, settings: Any) -> None:
+    limited(settings, tool_calls=0)
+    browser = Browser(server)
+    out = run_agui_client(
+        node,
+        browser,
+        f"{server}/api/agui",
+        "lim-agui",
+        [{"text": "What's the weather in Oslo?", "messageId": "u1", "runId": "run-a"}],
+    )
+    (run_out,) = out["runs"]
+    assert run_out["runError"]["message"] == "usage_limit: the run reached its tool_calls limit (0)"
+    wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be stored")
+    run = Run.objects.get(conversation_id="lim-agui")
+    assert (run.status, run.error_code) == ("failed", "usage_limit")
