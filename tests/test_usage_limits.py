@@ -15,7 +15,8 @@ from uistream_app.models import Run
 
 from .server import serve_demo
 from .test_agui_http import run_client as run_agui_client
-from .test_chat_http import Browser, wait_for
+from .test_chat_http import Browser, read_chunks, wait_for
+from .test_chat_http import text_of as chunk_text
 from .test_chat_real_client import run_client, stored_messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -120,3 +121,20 @@ def test_the_real_agui_client_sees_the_limit_as_run_error(node: str, server: str
     wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be stored")
     run = Run.objects.get(conversation_id="lim-agui")
     assert (run.status, run.error_code) == ("failed", "usage_limit")
+
+
+def test_a_limited_run_can_still_be_stopped(server: str, settings: Any) -> None:
+    # The limits wrap the source; a stop still ends the run as stopped.
+    limited(settings, output_tokens=100_000, wall_seconds=60)
+    browser = Browser(server)
+    with browser.stream("lim-stop", "count to 400") as response:
+        read_chunks(response, stop=lambda cs: chunk_text(cs).count(" ") >= 3)
+        assert browser.post("/api/chat/lim-stop/stop").json() == {"stopped": True}
+        rest, done = read_chunks(response)
+    assert done
+    assert rest[-1] == {"type": "abort", "reason": "stopped"}
+    wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to end")
+    assert (
+        Run.objects.get(conversation_id="lim-stop").status,
+        Run.objects.get(conversation_id="lim-stop").error_code,
+    ) == ("stopped", "")
