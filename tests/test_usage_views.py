@@ -123,3 +123,20 @@ def test_the_run_page_shows_what_the_model_was_sent(admin_client: Client) -> Non
 def test_the_run_list_links_the_usage_report(admin_client: Client) -> None:
     html = body(admin_client.get(reverse("admin:uistream_app_run_changelist")))
     assert f'href="{reverse("admin:uistream_app_run_usage")}"' in html
+
+
+def test_the_conversation_page_shows_its_history_summary(admin_client: Client) -> None:
+    chat = Conversation.objects.create(
+        pk="summarised",
+        history_summary={
+            "text": "They <b>planned</b> a trip.",
+            "through": "a19",
+            "through_position": 39,
+            "covers": 40,
+            "model": "gpt-x",
+            "created_at": "2026-12-01T10:00:00+00:00",
+        },
+    )
+    html = body(admin_client.get(reverse("admin:uistream_app_conversation_change", args=[chat.pk])))
+    assert "They &lt;b&gt;planned&lt;/b&gt; a trip." in html
+    assert "covers 40 messages, through a19; written by gpt-x" in html

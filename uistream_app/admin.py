@@ -348,7 +348,16 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     )
     date_hierarchy = "updated_at"
     ordering = ("-updated_at",)
-    fields = ("id", "title", "owner", "session_key", "created_at", "updated_at", "metadata_display")
+    fields = (
+        "id",
+        "title",
+        "owner",
+        "session_key",
+        "created_at",
+        "updated_at",
+        "metadata_display",
+        "history_summary_display",
+    )
     readonly_fields = fields
     inlines = (MessageInline, RunInline)
     list_per_page = 50
@@ -419,6 +428,24 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     @admin.display(description=_("metadata"))
     def metadata_display(self, conversation: Conversation) -> SafeString:
         return format_html('<pre class="uistream-json">{}</pre>', pretty_json(conversation.metadata))
+
+    @admin.display(description=_("history summary"))
+    def history_summary_display(self, conversation: Conversation) -> SafeString | str:
+        """The summary the model is sent instead of the older turns (``SummarizeOlder``)."""
+        summary = conversation.history_summary
+        if not isinstance(summary, dict):
+            return "–"
+        return format_html(
+            '<pre class="uistream-json">{}</pre><p class="help">{}</p>',
+            summary.get("text", ""),
+            _("covers %(n)s messages, through %(id)s; written by %(model)s at %(at)s")
+            % {
+                "n": summary.get("covers"),
+                "id": summary.get("through"),
+                "model": summary.get("model"),
+                "at": summary.get("created_at"),
+            },
+        )
 
 
 @admin.register(Run)
