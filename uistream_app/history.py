@@ -182,7 +182,9 @@ class HistoryStrategy:
         await Run.objects.filter(pk=run.run.pk).aupdate(history=build.record)
         for spent in build.usage:  # a summary's model call is the run's spend too
             yield spent
-        async with aclosing(loop.run(messages, approvals=run.approvals, client_results=run.client_results)) as events:
+        async with aclosing(
+            loop.run(messages, approvals=run.approvals, client_results=run.client_results, context=run)
+        ) as events:
             async for event in events:
                 yield event
 

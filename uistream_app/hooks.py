@@ -28,6 +28,7 @@ from .runs import (
     ModelSpecError,
     SystemMessage,
     Tool,
+    ToolApprovalPolicy,
     ToolCallRequest,
     ToolLoop,
     is_model_spec,
@@ -71,6 +72,11 @@ class ChatHooks:
     #: What one run may spend (``RunUsageLimit``s, like throttles); None:
     #: ``UISTREAM["USAGE_LIMITS"]``.
     usage_limits: Sequence[Any] | None = None
+    #: The runs' approval policy (``runs.ToolApprovalPolicy``) or its dotted
+    #: path; None: ``UISTREAM["TOOL_APPROVAL"]``.
+    tool_approval: Any = None
+    #: The ``UISTREAM["MCP_SERVERS"]`` whose tools join ``tools``, by name; None: all of them.
+    mcp_servers: Sequence[str] | None = None
     #: An agent of another framework (pydantic-ai, LangGraph, the OpenAI
     #: Agents SDK) that answers instead of ``model`` and ``tools``
     #: (``adapters``; docs/adapters.md).
@@ -137,13 +143,28 @@ class ChatHooks:
 
     def get_tools(self) -> list[Tool]:
         """The tools the model may call (``Tool`` objects, functions, or
-        dotted paths to either)."""
+        dotted paths to either), and those of the MCP servers
+        (``mcp_servers``, default every one of ``UISTREAM["MCP_SERVERS"]``)."""
         raw = self.tools if self.tools is not None else uistream_settings.TOOLS
         tools: list[Tool] = []
         for item in raw:
             value = import_string(item) if isinstance(item, str) else item
             tools.append(value if isinstance(value, Tool) else Tool(value))
+        if uistream_settings.MCP_SERVERS and (self.mcp_servers is None or self.mcp_servers):
+            from .mcp import mcp_tools
+
+            tools.extend(mcp_tools(self.mcp_servers))
         return tools
+
+    def get_tool_approval(self) -> ToolApprovalPolicy | None:
+        """The approval policy of this request's run: it decides tool calls
+        before the tools' own ``needs_approval`` (docs/operations.md,
+        "Approval policies")."""
+        # Read through the class so a plain function is not bound as a method.
+        value = self.__dict__.get("tool_approval", type(self).tool_approval)
+        if value is None:
+            return uistream_settings.import_setting("TOOL_APPROVAL")  # type: ignore[no-any-return]
+        return import_string(value) if isinstance(value, str) else value  # type: ignore[no-any-return]
 
     def get_system_prompt(self) -> str | None:
         return self.system_prompt
@@ -192,6 +213,7 @@ class ChatHooks:
             self.get_tools(),
             max_steps=self.get_max_steps(),
             error_text=uistream_settings.ERROR_TEXT,
+            tool_approval=self.get_tool_approval(),
         )
         # The strategy builds what is sent (and records it on the run), then runs the loop.
         return self.get_history_strategy().source(history, run, model, self.get_system_prompt(), loop)
@@ -230,11 +252,19 @@ class ChatHooks:
     def get_store(self, *, with_thread: bool = False) -> ConversationStore:
         """The store that turns this endpoint's requests into runs."""
         adapter = self.get_adapter()
+        editable: dict[str, Any] = {}
         if adapter is not None:
             client_tools = adapter.client_tools
         else:
-            client_tools = frozenset(t.name for t in self.get_tools() if t.client_side)
-        return ConversationStore(client_tools=client_tools, choose_history=self.get_history, with_thread=with_thread)
+            tools = self.get_tools()
+            client_tools = frozenset(t.name for t in tools if t.client_side)
+            editable = {t.name: t.parameters for t in tools if t.editable_arguments}
+        return ConversationStore(
+            client_tools=client_tools,
+            choose_history=self.get_history,
+            with_thread=with_thread,
+            editable_tools=editable,
+        )
 
     def get_runner(self) -> Runner:
         """The runner that starts this endpoint's runs: the executor
