@@ -334,3 +334,34 @@ def test_get_model_names_the_key_of_an_unusable_model_name(
         ),
     ):
         ChatView().get_model()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "check_id"),
+    [
+        ("USAGE_LIMITS", [{"output_tokns": 10}], "uistream_app.E030"),
+        ("BUDGETS", {"days": {"tokens": 10}}, "uistream_app.E031"),
+        ("BUDGETS", {"day": {"tokens": "lots"}}, "uistream_app.E031"),
+        ("PRICES", {"gpt": {"input": 1, "outptu": 2}}, "uistream_app.E032"),
+        ("HISTORY_STRATEGY", "uistream_app.history.NoSuchStrategy", "uistream_app.E033"),
+        ("BUDGETS", {"month": {"cost": 5}}, "uistream_app.W030"),
+    ],
+)
+def test_usage_and_history_settings_are_checked(key: str, value: Any, check_id: str) -> None:
+    from uistream_app.checks import check_usage_settings
+
+    with override_settings(UISTREAM={key: value}):
+        assert [m.id for m in check_usage_settings()] == [check_id]
+
+
+def test_usable_usage_and_history_settings_pass() -> None:
+    from uistream_app.checks import check_usage_settings
+
+    usable = {
+        "USAGE_LIMITS": [{"output_tokens": 4000, "wall_seconds": 60}],
+        "BUDGETS": {"day": {"tokens": 200_000, "reserve_tokens": 4000}, "month": {"cost": 20.0}},
+        "PRICES": {"openai:gpt-4o": {"input": 2.5, "output": 10.0}},
+        "HISTORY_STRATEGY": "uistream_app.history.AllMessages",
+    }
+    with override_settings(UISTREAM=usable):
+        assert check_usage_settings() == []

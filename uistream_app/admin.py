@@ -348,7 +348,16 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     )
     date_hierarchy = "updated_at"
     ordering = ("-updated_at",)
-    fields = ("id", "title", "owner", "session_key", "created_at", "updated_at", "metadata_display")
+    fields = (
+        "id",
+        "title",
+        "owner",
+        "session_key",
+        "created_at",
+        "updated_at",
+        "metadata_display",
+        "history_summary_display",
+    )
     readonly_fields = fields
     inlines = (MessageInline, RunInline)
     list_per_page = 50
@@ -420,6 +429,24 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def metadata_display(self, conversation: Conversation) -> SafeString:
         return format_html('<pre class="uistream-json">{}</pre>', pretty_json(conversation.metadata))
 
+    @admin.display(description=_("history summary"))
+    def history_summary_display(self, conversation: Conversation) -> SafeString | str:
+        """The summary the model is sent instead of the older turns (``SummarizeOlder``)."""
+        summary = conversation.history_summary
+        if not isinstance(summary, dict):
+            return "–"
+        return format_html(
+            '<pre class="uistream-json">{}</pre><p class="help">{}</p>',
+            summary.get("text", ""),
+            _("covers %(n)s messages, through %(id)s; written by %(model)s at %(at)s")
+            % {
+                "n": summary.get("covers"),
+                "id": summary.get("through"),
+                "model": summary.get("model"),
+                "at": summary.get("created_at"),
+            },
+        )
+
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -443,6 +470,8 @@ class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     date_hierarchy = "started_at"
     ordering = ("-started_at",)
     list_per_page = 50
+    #: The changelist links the usage report.
+    change_list_template = "admin/uistream_app/run/change_list.html"
 
     class Media:
         css: ClassVar[dict[str, tuple[str, ...]]] = {"all": (CSS,)}
@@ -456,6 +485,7 @@ class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def get_urls(self) -> list[URLPattern]:
         info = (self.opts.app_label, self.opts.model_name)
         extra = [
+            path("usage/", self.admin_site.admin_view(self.usage_view), name="{}_{}_usage".format(*info)),
             path(
                 "<path:object_id>/download/<str:name>/",
                 self.admin_site.admin_view(self.download_view),
@@ -469,6 +499,10 @@ class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     ) -> HttpResponse:
         """A run's page is its transcript inspector."""
         return admin_views.RunInspector(self).view(request, object_id, extra_context)
+
+    def usage_view(self, request: HttpRequest) -> HttpResponse:
+        """Usage and cost per owner and period (``usage/``)."""
+        return admin_views.usage_report_view(self, request)
 
     def download_view(self, request: HttpRequest, object_id: str, name: str) -> HttpResponseBase:
         return admin_views.RunInspector(self).download(request, object_id, name)

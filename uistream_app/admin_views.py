@@ -176,6 +176,9 @@ class RunInspector:
             "summary": self.summary(run, report.continues),
             "usage": pretty_json(run.usage) if run.usage else None,
             "decisions": pretty_json(run.decisions) if run.decisions else None,
+            "cost": _cost(run),
+            "history": run.history or None,
+            "history_json": pretty_json(run.history) if run.history else None,
             "report": report,
             "verdict": report.verdict,
             "types": report.types.most_common(),
@@ -246,3 +249,60 @@ class RunInspector:
             response["Content-Disposition"] = disposition
         response["X-Content-Type-Options"] = "nosniff"
         return response
+
+
+def _cost(run: Run) -> str | None:
+    """The run's cost by ``UISTREAM["PRICES"]`` (None: no price for its model)."""
+    from .conf import settings as uistream_settings
+    from .usage import cost_of
+
+    if not run.usage or run.model not in (uistream_settings.PRICES or {}):
+        return None
+    return f"{cost_of(run.model, int(run.usage.get('input_tokens', 0)), int(run.usage.get('output_tokens', 0))):.6f}"
+
+
+def usage_report_view(model_admin: ModelAdmin[Run], request: HttpRequest) -> HttpResponse:
+    """The admin's usage report: every owner's runs, tokens and cost in one
+    period (``?period=day|month&date=YYYY-MM-DD``, default this month),
+    with the previous and next periods a click away."""
+    import datetime
+
+    from django.utils import timezone
+
+    from .usage import PERIODS, period_bounds, usage_report
+
+    if not model_admin.has_view_permission(request):
+        from django.core.exceptions import PermissionDenied
+
+        raise PermissionDenied
+    period = request.GET.get("period", "month")
+    if period not in PERIODS:
+        period = "month"
+    try:
+        day = datetime.date.fromisoformat(request.GET.get("date", ""))
+        at = timezone.make_aware(datetime.datetime.combine(day, datetime.time(12)))
+    except ValueError:
+        at = timezone.now()
+    start, end = period_bounds(period, at)
+    previous = period_bounds(period, start - datetime.timedelta(seconds=1))[0]
+    rows = usage_report(start, end)
+    opts = model_admin.opts
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": opts,
+        "app_label": opts.app_label,
+        "title": _("Usage and cost"),
+        "subtitle": f"{period} {start.date().isoformat()}",
+        "period": period,
+        "periods": PERIODS,
+        "start": start,
+        "end": end,
+        "previous_date": previous.date().isoformat(),
+        "next_date": end.date().isoformat(),
+        "date": start.date().isoformat(),
+        "rows": rows,
+        "total_tokens": sum(r["spend"].tokens for r in rows),
+        "total_cost": f"{sum(r['spend'].cost for r in rows):.6f}",
+    }
+    request.current_app = model_admin.admin_site.name
+    return TemplateResponse(request, "admin/uistream_app/run/usage.html", context)

@@ -16,10 +16,15 @@
 | E011   | ``MODEL`` is a provider name (``"anthropic:…"``) that is malformed or whose API key is not set |
 | E012   | ``LEASE_SECONDS`` is not more than twice ``HEARTBEAT_SECONDS`` |
 | E020   | ``EXECUTOR`` names no executor, or "celery" without Celery or the Redis broker |
+| E030   | ``USAGE_LIMITS`` holds something that is not a ``RunUsageLimit`` (or a dict of its fields) |
+| E031   | ``BUDGETS`` is not ``{"day"|"month": {tokens, cost, reserve_tokens, reserve_cost}}`` of numbers |
+| E032   | ``PRICES`` is not ``{model: {"input", "output"}}`` of numbers |
+| E033   | ``HISTORY_STRATEGY`` cannot be imported or is not a ``HistoryStrategy`` |
 | E021   | ``MCP_SERVERS`` is malformed, names a command that is not there, or the ``mcp`` SDK is not installed |
 | W001   | ``GZipMiddleware`` is installed: it buffers streaming responses |
 | W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
 | W003   | the Redis broker cannot be reached (``check --deploy``) |
+| W030   | a cost budget is set but ``PRICES`` is empty: every run costs 0 |
 """
 
 from __future__ import annotations
@@ -451,3 +456,73 @@ def check_asgi(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
             id="uistream_app.W002",
         )
     ]
+
+
+_BUDGET_KEYS = frozenset(("tokens", "cost", "reserve_tokens", "reserve_cost"))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+@register(Tags.compatibility)
+def check_usage_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """``USAGE_LIMITS``, ``BUDGETS``, ``PRICES`` and ``HISTORY_STRATEGY``
+    (docs/operations.md, "Usage limits and budgets", "History strategies"):
+    a typo there would silently mean no limit, no budget or a free model."""
+    from .history import load_strategy
+    from .limits import load_usage_limits
+
+    user = getattr(django_settings, "UISTREAM", {})
+    if not isinstance(user, dict):
+        return []  # E001
+    errors: list[CheckMessage] = []
+    try:
+        load_usage_limits(user.get("USAGE_LIMITS") or ())
+    except TypeError as exc:
+        errors.append(Error(f"UISTREAM['USAGE_LIMITS']: {exc}", id="uistream_app.E030"))
+    budgets = user.get("BUDGETS") or {}
+    budget_shape = isinstance(budgets, dict) and all(
+        period in ("day", "month")
+        and isinstance(spec, dict)
+        and set(spec) <= _BUDGET_KEYS
+        and all(_number(v) for v in spec.values())
+        for period, spec in budgets.items()
+    )
+    if not budget_shape:
+        errors.append(
+            Error(
+                f"UISTREAM['BUDGETS'] = {budgets!r} is not a budget table.",
+                hint='{"day": {"tokens": 200000}, "month": {"cost": 20.0}}: periods "day" and "month", '
+                "keys tokens, cost, reserve_tokens, reserve_cost, numbers.",
+                id="uistream_app.E031",
+            )
+        )
+    prices = user.get("PRICES") or {}
+    if not (
+        isinstance(prices, dict)
+        and all(
+            isinstance(p, dict) and set(p) <= {"input", "output"} and all(_number(v) for v in p.values())
+            for p in prices.values()
+        )
+    ):
+        errors.append(
+            Error(
+                f"UISTREAM['PRICES'] = {prices!r} is not a price table.",
+                hint='{"openai:gpt-4o": {"input": 2.5, "output": 10.0}}: per model, per million tokens.',
+                id="uistream_app.E032",
+            )
+        )
+    elif budget_shape and any("cost" in spec for spec in budgets.values()) and not prices:
+        errors.append(
+            Warning(
+                "UISTREAM['BUDGETS'] sets a cost budget but UISTREAM['PRICES'] is empty: every run costs 0.",
+                hint="Price the models your runs record (Run.model), per million input and output tokens.",
+                id="uistream_app.W030",
+            )
+        )
+    try:
+        load_strategy(user.get("HISTORY_STRATEGY"))
+    except (ImportError, TypeError) as exc:
+        errors.append(Error(f"UISTREAM['HISTORY_STRATEGY'] cannot be used: {exc}", id="uistream_app.E033"))
+    return errors

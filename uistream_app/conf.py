@@ -72,6 +72,19 @@ DEFAULTS: Final[dict[str, Any]] = {
     # request), "celery" (a Celery worker; needs the Redis broker), or the
     # dotted path of a Runner subclass (docs/operations.md, "Executors").
     "EXECUTOR": "inprocess",
+    # What one run may spend: RunUsageLimit objects or dicts of their
+    # fields (input_tokens, output_tokens, total_tokens, tool_calls,
+    # wall_seconds); a view's usage_limits win (uistream_app.limits).
+    "USAGE_LIMITS": [],
+    # What an owner may spend per period (DailyBudget, MonthlyBudget in
+    # THROTTLE_CLASSES): {"day": {"tokens": N, "cost": X}, "month": {...}}.
+    "BUDGETS": {},
+    # Prices per model (Run.model), per million tokens: {"openai:gpt-4o":
+    # {"input": 2.5, "output": 10.0}}; turns Run.usage into cost.
+    "PRICES": {},
+    # How a turn's history is chosen (uistream_app.history): a strategy
+    # object or dotted path; None: LastMessages(HISTORY_MAX_MESSAGES).
+    "HISTORY_STRATEGY": None,
     # MCP servers whose tools join every chat's tools, by name: {"demo":
     # {"command": ..., "args": [...]}} (stdio) or {"url": ...} (streamable
     # HTTP); needs django-uistream[mcp] (docs/operations.md, "MCP servers").

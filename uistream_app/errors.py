@@ -30,6 +30,7 @@ class BadRequest(Exception):
         field: str | None = None,
         status: int = 400,
         headers: dict[str, str] | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -37,11 +38,14 @@ class BadRequest(Exception):
         self.field = field
         self.status = status
         self.headers = headers or {}
+        #: More fields of the JSON error (a budget's ``resets_at``).
+        self.details = details or {}
 
     def as_dict(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.field is not None:
             error["field"] = self.field
+        error.update(self.details)
         return {"error": error}
 
 

@@ -253,7 +253,7 @@ async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None
     except Exception as exc:  # a hook's failure is the run's: stored, and sent as its error
         logger.exception("run %s could not start in the worker", run_id)
         source = _failing(exc)
-    handle = await Runner().start(prepared, source, metadata=payload["metadata"])
+    handle = await Runner.for_hooks(hooks).start(prepared, source, metadata=payload["metadata"])
     try:
         async with asyncio.timeout(time_limit):
             await asyncio.wait([handle.task])

@@ -18,6 +18,8 @@ from django.utils.module_loading import import_string
 
 from .adapters import AgentAdapter, AgentModel, AgentTurn, adapter_for
 from .conf import settings as uistream_settings
+from .history import HistoryStrategy, LastMessages, load_strategy
+from .limits import RunUsageLimit, load_usage_limits
 from .models import Message, MessageQuerySet, Run
 from .protocol.events import Event
 from .runner import Runner
@@ -33,7 +35,7 @@ from .runs import (
     resolve_model,
     ui_to_model_messages,
 )
-from .store import ConversationStore, PreparedRun, latest_messages
+from .store import ConversationStore, PreparedRun
 
 __all__ = ["ChatHooks", "ServerToolLoop"]
 
@@ -64,6 +66,12 @@ class ChatHooks:
     sdk_version: int | None = None
     #: The last N stored messages the model sees; None: ``UISTREAM["HISTORY_MAX_MESSAGES"]``.
     history_max_messages: int | None = None
+    #: How a turn's history is chosen (``history.HistoryStrategy``); None:
+    #: ``UISTREAM["HISTORY_STRATEGY"]``, else ``LastMessages(history_max_messages)``.
+    history_strategy: Any = None
+    #: What one run may spend (``RunUsageLimit``s, like throttles); None:
+    #: ``UISTREAM["USAGE_LIMITS"]``.
+    usage_limits: Sequence[Any] | None = None
     #: The runs' approval policy (``runs.ToolApprovalPolicy``) or its dotted
     #: path; None: ``UISTREAM["TOOL_APPROVAL"]``.
     tool_approval: Any = None
@@ -164,16 +172,31 @@ class ChatHooks:
     def get_max_steps(self) -> int:
         return int(self.max_steps if self.max_steps is not None else uistream_settings.MAX_STEPS)
 
-    def get_history(self, messages: MessageQuerySet) -> list[Message]:
-        """The stored messages the model answers from, oldest first, chosen
-        from the conversation's (``messages``, ordered by position; called in
-        the store's transaction). Default: the last ``history_max_messages``,
-        starting at a user message. The last one must be the user message
-        being answered (or, continuing, the assistant message continued)."""
+    def get_usage_limits(self) -> list[RunUsageLimit]:
+        """The limits every run of this endpoint is held to (the runner
+        enforces them: ``limits.limit_usage``)."""
+        value = self.usage_limits if self.usage_limits is not None else uistream_settings.USAGE_LIMITS
+        return load_usage_limits(value or ())
+
+    def get_history_strategy(self) -> HistoryStrategy:
+        """The strategy that chooses what a turn sends (docs/operations.md,
+        "History strategies")."""
+        strategy = load_strategy(self.history_strategy) or load_strategy(uistream_settings.HISTORY_STRATEGY)
+        if strategy is not None:
+            return strategy
         limit = self.history_max_messages
         if limit is None:
             limit = uistream_settings.HISTORY_MAX_MESSAGES
-        return latest_messages(limit)(messages)
+        return LastMessages(limit)
+
+    def get_history(self, messages: MessageQuerySet) -> list[Message]:
+        """The stored messages the model answers from, oldest first, chosen
+        from the conversation's (``messages``, ordered by position; called in
+        the store's transaction): the strategy's ``select``. Default: the
+        last ``history_max_messages``, starting at a user message. The last
+        one must be the user message being answered (or, continuing, the
+        assistant message continued)."""
+        return self.get_history_strategy().select(messages)
 
     def get_source(self, history: list[dict[str, Any]], run: PreparedRun, model: ChatModel) -> AsyncIterator[Event]:
         """The run's event source. ``history`` is the stored conversation the
@@ -185,10 +208,6 @@ class ChatHooks:
         adapter = self.get_adapter()
         if adapter is not None:
             return adapter.run(self.get_agent_turn(history, run))
-        messages = ui_to_model_messages(history)
-        prompt = self.get_system_prompt()
-        if prompt:
-            messages.insert(0, SystemMessage(prompt))
         loop = ServerToolLoop(
             model,
             self.get_tools(),
@@ -196,7 +215,8 @@ class ChatHooks:
             error_text=uistream_settings.ERROR_TEXT,
             tool_approval=self.get_tool_approval(),
         )
-        return loop.run(messages, approvals=run.approvals, client_results=run.client_results, context=run)
+        # The strategy builds what is sent (and records it on the run), then runs the loop.
+        return self.get_history_strategy().source(history, run, model, self.get_system_prompt(), loop)
 
     def get_agent_turn(self, history: list[dict[str, Any]], run: PreparedRun) -> AgentTurn:
         """What the agent's adapter gets for ``run``."""

@@ -95,6 +95,16 @@ class Conversation(models.Model):
         db_index=True,
         help_text=_("The session that owns the conversation when its owner is anonymous."),
     )
+    history_summary = models.JSONField(
+        _("history summary"),
+        null=True,
+        blank=True,
+        encoder=StoredJSONEncoder,
+        help_text=_(
+            "The summary of older turns the model is sent instead of them (SummarizeOlder): its text, "
+            "the last message it covers, the model that wrote it."
+        ),
+    )
     title = models.CharField(_("title"), max_length=200, blank=True)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
@@ -255,6 +265,16 @@ class Run(models.Model):
         help_text=_(
             "What an agent framework keeps to resume this run's pending calls (a LangGraph checkpoint, "
             "an Agents SDK RunState), saved by its adapter; the run that answers them reads it."
+        ),
+    )
+    history = models.JSONField(
+        _("history sent"),
+        null=True,
+        blank=True,
+        encoder=StoredJSONEncoder,
+        help_text=_(
+            "What the model was sent as the conversation: the strategy, the stored messages it kept, "
+            "the summary of older turns, the estimated tokens (uistream_app.history)."
         ),
     )
     state = models.JSONField(

@@ -29,8 +29,11 @@ from .errors import BadRequest
 __all__ = [
     "AllowAnonymousSessions",
     "ChatRateThrottle",
+    "DailyBudget",
     "DjangoSessionAuthentication",
     "MaxActiveRunsThrottle",
+    "MonthlyBudget",
+    "OwnerBudget",
     "Policies",
     "SocketRequest",
     "check_policies",
@@ -166,6 +169,124 @@ class MaxActiveRunsThrottle(BaseThrottle):
         return self.wait_seconds
 
 
+class OwnerBudget(BaseThrottle):
+    """What one owner may spend per ``period`` (``"day"`` or ``"month"``,
+    calendar periods in ``TIME_ZONE``): ``tokens`` (input plus output)
+    and/or ``cost`` (by ``UISTREAM["PRICES"]``), from
+    ``UISTREAM["BUDGETS"][period]`` unless ``get_budget`` says otherwise
+    (override it to give users budgets of their own). An owner over
+    budget is refused with 429 ``budget_exceeded``, ``Retry-After`` the
+    seconds until the period resets and ``resets_at`` in the body.
+
+    Concurrent runs: a run still running has no stored usage yet, so it
+    counts as a reservation (``reserve_tokens`` / ``reserve_cost``,
+    default 1% of the budget; set it to what one run may spend, e.g. its
+    ``RunUsageLimit``): an owner is admitted while spent + reservations
+    stays under the budget. Between this check and the run's row there is
+    a gap; where the next run would use up the budget (the last admission),
+    admissions of the owner go one at a time: the first takes a lock in
+    Django's cache for ``admission_seconds`` (by then its row exists and
+    counts), a second one meanwhile is refused with that ``Retry-After``.
+    So two runs started at once can't both slip past a nearly-spent budget,
+    and the budget is overshot by at most one run's usage."""
+
+    period: ClassVar[str] = "day"
+    admission_seconds: ClassVar[int] = 5
+
+    def __init__(self) -> None:
+        self._refusal: BadRequest | None = None
+
+    def get_budget(self, request: Any, view: Any) -> dict[str, Any]:
+        """``{"tokens": N, "cost": X, "reserve_tokens": n, "reserve_cost": x}``
+        (any of them); empty: no budget."""
+        budgets = uistream_settings.BUDGETS or {}
+        return dict(budgets.get(self.period) or {})
+
+    def now(self) -> Any:
+        """The moment the request is checked at (its period's)."""
+        from django.utils import timezone
+
+        return timezone.now()
+
+    def owner_runs(self, request: Any) -> Any:
+        """The runs of the request's owner (None: an anonymous visitor with
+        no session yet, who has spent nothing)."""
+        from .models import Run
+
+        user = request.user
+        if user is not None and user.is_authenticated:
+            return Run.objects.filter(conversation__owner=user), f"user-{user.pk}"
+        key = session_key_of(request)
+        if key is None:
+            return None, ""
+        return Run.objects.filter(conversation__owner=None, conversation__session_key=key), f"session-{key}"
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        from django.core.cache import cache
+
+        from .usage import in_period, period_bounds, spend_of
+
+        budget = self.get_budget(request, view)
+        limits: dict[str, Any] = {name: budget[name] for name in ("tokens", "cost") if budget.get(name) is not None}
+        if not limits:
+            return True
+        runs, ident = self.owner_runs(request)
+        if runs is None:
+            return True
+        now = self.now()
+        start, end = period_bounds(self.period, now)
+        spend = spend_of(in_period(runs, start, end))
+        last = False
+        for name, value in limits.items():
+            allowed = float(value)
+            reserve = float(budget.get(f"reserve_{name}", allowed / 100))
+            # Usage of runs still running is not stored yet: reserved.
+            spent = (spend.tokens if name == "tokens" else spend.cost) + spend.running * reserve
+            if spent >= allowed:
+                seconds = max(1, math.ceil((end - now).total_seconds()))
+                self._refusal = BadRequest(
+                    f"budget exceeded: the {self.period}'s {name} budget is spent; it resets at {end.isoformat()}",
+                    code="budget_exceeded",
+                    status=429,
+                    headers={"Retry-After": str(seconds)},
+                    details={"budget": f"{self.period}:{name}", "resets_at": end.isoformat()},
+                )
+                return False
+            last = last or spent + reserve >= allowed
+        if last:
+            key = f"uistream-budget-admission-{self.period}-{ident}"
+            if not cache.add(key, 1, self.admission_seconds):
+                self._refusal = BadRequest(
+                    f"budget nearly spent: another run of yours is starting; try again in "
+                    f"{self.admission_seconds} seconds",
+                    code="budget_exceeded",
+                    status=429,
+                    headers={"Retry-After": str(self.admission_seconds)},
+                    details={"budget": f"{self.period}:admission", "resets_at": end.isoformat()},
+                )
+                return False
+        return True
+
+    def refusal(self) -> BadRequest | None:
+        """The answer to a refused request (``check_policies`` raises it)."""
+        return self._refusal
+
+    def wait(self) -> float | None:
+        return None
+
+
+class DailyBudget(OwnerBudget):
+    """``OwnerBudget`` per calendar day: ``UISTREAM["BUDGETS"]["day"]``."""
+
+    period = "day"
+
+
+class MonthlyBudget(OwnerBudget):
+    """``OwnerBudget`` per calendar month: ``UISTREAM["BUDGETS"]["month"]``."""
+
+    period = "month"
+
+
 class SocketRequest:
     """One WebSocket send as the request DRF's permission and throttle
     classes read: ``user``, ``session``, ``META`` (the client address and
@@ -208,6 +329,10 @@ def check_policies(
     for throttle_class in throttle_classes:
         throttle = throttle_class()
         if not throttle.allow_request(request, view):
+            refusal = getattr(throttle, "refusal", None)
+            answer = refusal() if callable(refusal) else None
+            if isinstance(answer, BadRequest):
+                raise answer  # a budget's own 429, with when it resets
             denied = True
             wait = throttle.wait()
             if wait is not None:

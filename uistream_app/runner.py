@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .conf import settings as uistream_settings
+from .limits import RunUsageLimit, limit_usage
 from .live import BrokerError, RunChannel
 from .models import Run
 from .protocol.events import Event
@@ -81,12 +82,20 @@ class Runner:
     (other processes, workers) plug in by overriding ``for_hooks`` and
     ``start`` (``UISTREAM["EXECUTOR"]``, ``executors.py``)."""
 
+    #: The endpoint's ``RunUsageLimit``s (``ChatHooks.get_usage_limits``),
+    #: enforced on every source this runner starts (``limits.limit_usage``).
+    usage_limits: tuple[RunUsageLimit, ...] = ()
+
     @classmethod
     def for_hooks(cls, hooks: Any) -> Runner:
         """The runner of one endpoint (``ChatHooks.get_runner``). An
         executor that rebuilds runs in another process keeps ``hooks`` to
         name their class there."""
-        return cls()
+        runner = cls()
+        get_limits = getattr(hooks, "get_usage_limits", None)
+        if get_limits is not None:
+            runner.usage_limits = tuple(get_limits())
+        return runner
 
     async def start(self, prepared: PreparedRun, source: AsyncIterator[Event], *, metadata: Any = None) -> RunHandle:
         clock = RunClock()
@@ -99,6 +108,8 @@ class Runner:
             encoder.message_metadata = start_metadata(prepared.run, metadata)
             encoder.finish_metadata = functools.partial(_finish_metadata, prepared.run, encoder, clock)
         recorder = RunRecorder(prepared.run, prepared.message, inline=prepared.log_inline)
+        if self.usage_limits:
+            source = limit_usage(source, self.usage_limits)
         stopped = asyncio.Event()
         task = asyncio.create_task(
             execute_run(
@@ -193,10 +204,19 @@ async def execute_run(
                 status,
                 finish_reason=reason,
                 usage=dict(encoder.usage),
-                error_code=type(error).__name__ if error else "",
+                error_code=_error_code(error),
                 error_detail=repr(error) if error else "",
             )
         )
+
+
+def _error_code(error: BaseException | None) -> str:
+    """What ``Run.error_code`` says: the exception's own ``error_code``
+    when it names one (a usage limit's ``usage_limit``), else its class."""
+    if error is None:
+        return ""
+    code = getattr(error, "error_code", None)
+    return code if isinstance(code, str) and code else type(error).__name__
 
 
 class RunClock:

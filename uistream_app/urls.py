@@ -12,6 +12,7 @@ from django.urls import include, path
 
 from . import agui_views, views
 from .api import urls as api_urls
+from .api.usage import UsageView
 from .api.views import SchemaView
 
 app_name = "uistream"
@@ -29,5 +30,6 @@ urlpatterns = [
     ),
     path("conversations/", include(api_urls.conversation_patterns)),
     path("runs/", include(api_urls.run_patterns)),
+    path("usage/", UsageView.as_view(), name="usage"),
     path("schema/", SchemaView.as_view(), name="schema"),
 ]

@@ -9,7 +9,8 @@ in docs/protocols.md):
 * an exception from the source ends the message with an ``error`` chunk
   whose text is masked (``error_text``, "An error occurred." by default);
   the exception itself goes to the log and to ``on_error`` for the
-  recorder, never to the wire unless ``expose_errors`` is set;
+  recorder, never to the wire unless ``expose_errors`` is set (or the
+  exception has a ``client_text``: a usage limit's names the limit);
 * a source that stops without ``Done`` still gets its ``finish``, so the
   client's stream always ends framed.
 """
@@ -40,6 +41,11 @@ def _error_chunks(
     logger.warning("ui message source failed; the wire carries the masked text", exc_info=exc)
     if on_error is not None:
         on_error(exc)
+    # An exception may carry a text meant for the client (a usage limit
+    # names the limit it crossed); any other is masked.
+    client_text = getattr(exc, "client_text", None)
+    if isinstance(client_text, str) and client_text:
+        return encoder.error(client_text)
     return encoder.error(str(exc) if expose_errors else error_text)
 
 
