@@ -68,6 +68,9 @@ DEFAULTS: Final[dict[str, Any]] = {
     # request), "celery" (a Celery worker; needs the Redis broker), or the
     # dotted path of a Runner subclass (docs/operations.md, "Executors").
     "EXECUTOR": "inprocess",
+    # Whether the OpenTelemetry spans of tool calls carry their arguments and
+    # results (they may hold personal data; docs/operations.md, "Tracing").
+    "TRACE_CONTENT": False,
 }
 
 LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")

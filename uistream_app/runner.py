@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from . import telemetry
 from .conf import settings as uistream_settings
 from .live import BrokerError, RunChannel
 from .models import Run
@@ -92,6 +93,14 @@ class Runner:
         encoder = UIMessageEncoder(prepared.message.pk, metadata, continues=prepared.message.parts)
         recorder = RunRecorder(prepared.run, prepared.message, inline=prepared.log_inline)
         stopped = asyncio.Event()
+        # The run's span (a child of the request's), current in its task.
+        context, prepared.run.trace_id = telemetry.start_run(
+            run_id=str(prepared.run.pk),
+            conversation_id=prepared.chat_id,
+            model=prepared.run.model,
+            owner_kind="user" if prepared.owner.user is not None else "anonymous",
+            content=bool(uistream_settings.TRACE_CONTENT),
+        )
         task = asyncio.create_task(
             execute_run(
                 source,
@@ -103,6 +112,7 @@ class Runner:
                 stopped=stopped,
             ),
             name=f"uistream-run-{prepared.run.pk}",
+            context=context,
         )
         watcher = asyncio.create_task(_watch_stop(prepared.channel, task, stopped))
         handle = RunHandle(prepared.run, task)
@@ -171,6 +181,7 @@ async def execute_run(
             await asyncio.shield(_record_and_publish(recorder, channel, tail, closing=True))
     finally:
         error = failure[0] if failure else None
+        telemetry.end_run(status, finish_reason=encoder.finish_reason, usage=encoder.usage, error=error)
         await asyncio.shield(
             _finish(
                 recorder,

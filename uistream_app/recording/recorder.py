@@ -179,6 +179,7 @@ class RunRecorder:
                 "error_detail": error_detail,
                 "finished_at": self._at(self._offset_ms(self._clock())),
                 "first_chunk_at": self._first_chunk_at,
+                "trace_id": self.run.trace_id,
             }
             final = _Final(message["parts"], message.get("metadata"), fields)
             finishing = self._writer_here().finish(self, final)

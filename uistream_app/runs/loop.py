@@ -29,6 +29,7 @@ from ..protocol.events import (
     ToolInputError,
     ToolResult,
 )
+from ..telemetry import tool_failed, trace_model_call, trace_tool_call
 from .errors import ToolError
 from .messages import AssistantMessage, ModelMessage, ModelOptions, ReasoningPart, ToolCallRequest, ToolMessage
 from .model import ChatModel
@@ -189,7 +190,7 @@ class ToolLoop:
             # them back. ``mark`` is where the open part's text began.
             reasoning_parts: list[ReasoningPart] = []
             mark = 0
-            stream = model_stream(conversation, specs, self.options)
+            stream = trace_model_call(self.model, model_stream(conversation, specs, self.options))
             try:
                 async for event in stream:
                     cls = type(event)
@@ -256,7 +257,9 @@ class ToolLoop:
                     slots.append(ready)
                 else:
                     tool, context = ready
-                    slots.append(asyncio.create_task(self._execute(tool, context)))
+                    execution = self._execute(tool, context)
+                    traced = trace_tool_call(execution, call.name, call.id, context.arguments, tool.description)
+                    slots.append(asyncio.create_task(traced))
             for slot in slots:
                 yield slot if isinstance(slot, _Outcome) else await slot
         finally:
@@ -311,12 +314,15 @@ class ToolLoop:
             if result is None:
                 result = ToolResult(call_id, await _invoke(tool, context), tool_name=name)
         except ToolError as exc:
+            tool_failed("ToolError")
             result = ToolResult(call_id, str(exc), is_error=True, tool_name=name)
         except _ToolTimeout:
+            tool_failed("timeout")
             logger.warning("tool %s (call %s) timed out after %ss", name, call_id, tool.timeout)
             text = f"Tool {name} timed out after {tool.timeout:g} seconds."
             result = ToolResult(call_id, text, is_error=True, tool_name=name)
-        except Exception:
+        except Exception as exc:
+            tool_failed(type(exc).__name__)
             logger.exception("tool %s (call %s) failed", name, call_id)
             result = ToolResult(call_id, self.error_text, is_error=True, tool_name=name)
         try:
