@@ -24,6 +24,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 from opentelemetry.semconv._incubating.attributes import error_attributes as ERR
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as GA
+from opentelemetry.trace import SpanKind
 
 from demo_project.urls import urlpatterns as demo_urlpatterns
 from uistream_app.adapters import AgentAdapter, AgentTurn
@@ -365,3 +366,139 @@ def test_a_run_on_a_worker_continues_the_requests_trace(tmp_path: Path, redis_co
     assert agent["trace_id"] == caller_trace == Run.objects.get().trace_id
     names = sorted(r["name"] for r in children(records, agent))
     assert names == ["chat uistream-demo", "chat uistream-demo", "execute_tool get_weather"]
+
+
+# -- under WSGI -----------------------------------------------------------------
+
+
+def test_under_wsgi_the_run_is_a_child_of_the_request_span(spans: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The run starts in the portal's event loop (another thread): the
+    # request's span goes along. The span is the test's own, opened around
+    # the WSGI call as a WSGI instrumentation would.
+    from django.core.wsgi import get_wsgi_application
+
+    from .server import _QuietHandler, _ThreadingWSGIServer
+
+    django_app = get_wsgi_application()
+    tracer = trace.get_tracer("a-wsgi-instrumentation")
+
+    def application(environ: dict[str, Any], start_response: Any) -> Any:
+        with tracer.start_as_current_span(f"{environ['REQUEST_METHOD']} {environ['PATH_INFO']}", kind=SpanKind.SERVER):
+            return django_app(environ, start_response)
+
+    import threading
+    from wsgiref.simple_server import make_server
+
+    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "1")
+    server = make_server("127.0.0.1", 0, application, _ThreadingWSGIServer, _QuietHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with override_settings(UISTREAM=SETTINGS):
+            browser = Browser(f"http://127.0.0.1:{server.server_port}")
+            response = browser.post("/api/chat", browser.chat_body("wsgi-trace", "What's the weather in Rome?"))
+            assert response.status_code == 200
+            wait_for(run_finished, "the run to be stored")
+    finally:
+        server.shutdown()
+        server.server_close()
+    records = finished()
+    request = request_span(records, "POST /api/chat")
+    agent = the(records, "invoke_agent")
+    assert agent["parent_id"] == request["span_id"]
+    assert sorted(r["name"] for r in children(records, agent)) == [
+        "chat uistream-demo",
+        "chat uistream-demo",
+        "execute_tool get_weather",
+    ]
+
+
+# -- the demo's exporter --------------------------------------------------------
+
+
+def test_the_demo_sends_its_runs_to_an_otlp_collector() -> None:
+    # A collector of our own on 127.0.0.1 receives what the demo's settings
+    # configure when OTEL_EXPORTER_OTLP_ENDPOINT is set: OTLP over
+    # HTTP/protobuf, service "uistream-demo", the run's span tree.
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    received: list[tuple[str, str, bytes]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, self.headers["Content-Type"], body))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    collector = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=collector.serve_forever, daemon=True).start()
+    code = """
+import asyncio, django
+django.setup()
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+from uistream_app import telemetry
+from uistream_app.runs import ToolLoop, UserMessage
+from demo_project.demo_model import DEMO_TOOLS, DemoModel
+context, trace_id = telemetry.start_run(run_id="r1", conversation_id="c1", model="uistream-demo", owner_kind="user")
+async def run():
+    loop = ToolLoop(DemoModel(delay_ms=0), DEMO_TOOLS)
+    async for _ in loop.run([UserMessage("weather in Paris?")]):
+        pass
+    telemetry.end_run("completed", finish_reason="stop", usage={})
+context.run(asyncio.run, run())
+trace.get_tracer_provider().shutdown()
+print(trace_id)
+"""
+    try:
+        env = {
+            **_env(),
+            "DJANGO_SETTINGS_MODULE": "demo_project.settings",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_port}",
+        }
+        result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env)
+    finally:
+        collector.shutdown()
+        collector.server_close()
+    assert result.returncode == 0, result.stderr
+    trace_id = result.stdout.strip()
+    assert received
+    spans: dict[str, tuple[str, str]] = {}  # span id → (name, parent span id)
+    for path_, content_type, body in received:
+        assert (path_, content_type) == ("/v1/traces", "application/x-protobuf")
+        request = ExportTraceServiceRequest.FromString(body)
+        for resource_spans in request.resource_spans:
+            resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+            assert resource["service.name"] == "uistream-demo"
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    assert span.trace_id.hex() == trace_id
+                    spans[span.span_id.hex()] = (span.name, span.parent_span_id.hex())
+    (root,) = [span_id for span_id, (name, parent) in spans.items() if not parent]
+    assert spans[root][0] == "invoke_agent uistream-demo"
+    assert sorted(name for name, parent in spans.values() if parent == root) == [
+        "chat uistream-demo",
+        "chat uistream-demo",
+        "execute_tool get_weather",
+    ]
+
+
+def test_without_the_variable_the_demo_configures_nothing() -> None:
+    code = """
+import django
+django.setup()
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+print(type(trace.get_tracer_provider()).__name__)
+"""
+    env = {**_env(), "DJANGO_SETTINGS_MODULE": "demo_project.settings"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ProxyTracerProvider"
