@@ -11,7 +11,9 @@ second. Spans follow the OpenTelemetry GenAI semantic conventions:
   is the current span while the run's task runs, so what the source does
   (a framework adapter's own spans, an HTTP client's) nests under it;
 * ``chat {model}``, one per model call (``trace_model_call``): the model,
-  its token usage and finish reason;
+  its token usage and finish reason (an instrumented HTTP client's spans
+  nest under the run's span: the model call's is never current, which
+  would take a frame per streamed delta);
 * ``execute_tool {name}``, one per tool call the server runs
   (``trace_tool_call``): the tool, the outcome, and, only with
   ``UISTREAM["TRACE_CONTENT"]`` (they may hold personal data), its
@@ -32,10 +34,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
-from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
+
+from .protocol.events import Finish, Usage
 
 try:
     from opentelemetry import context as otel_context
@@ -48,6 +52,7 @@ else:
 
 __all__ = [
     "ENABLED",
+    "ModelCall",
     "carrier",
     "continued",
     "current_context",
@@ -197,23 +202,26 @@ def end_run(
 # -- model calls ----------------------------------------------------------------
 
 
-def trace_model_call(model: object, stream: AsyncIterator[T]) -> AsyncIterator[T]:
-    """``stream`` (one call of ``model``) under a ``chat`` span, or
-    ``stream`` itself when its run is not traced."""
+def trace_model_call(model: object) -> ModelCall | None:
+    """A ``chat`` span for one call of ``model``, or None when the run is
+    not traced. The loop hands it the call's ``Usage`` and ``Finish``
+    events (``observe``), its failure (``failed``), and ends it."""
     if not ENABLED:
-        return stream
+        return None
     run = _RUN.get()
     if run is None:
-        return stream
-    return _ModelCall(model, stream, run)
+        return None
+    return ModelCall(model, run)
 
 
-class _ModelCall(AsyncIterator[T]):
-    """A model call's events, each read with the call's span current (so
-    an instrumented HTTP client's span nests under it); usage and finish
-    reason are read off the events as they pass."""
+class ModelCall:
+    """One model call's span (see ``trace_model_call``). The loop reads the
+    model's events itself: a wrapper around the stream would cost a frame
+    per delta, thousands per answer."""
 
-    def __init__(self, model: object, stream: AsyncIterator[T], run: _RunTrace) -> None:
+    __slots__ = ("_ended", "_error", "_reasons", "_span", "_usage")
+
+    def __init__(self, model: object, run: _RunTrace) -> None:
         name = _model_name(model)
         attributes: dict[str, Any] = {
             OPERATION_NAME: "chat",
@@ -223,50 +231,29 @@ class _ModelCall(AsyncIterator[T]):
         provider = _PROVIDERS.get(type(model).__module__) or getattr(model, "provider_name", None)
         if isinstance(provider, str):
             attributes[PROVIDER_NAME] = provider
-        self._stream = stream
         self._span = _get_tracer().start_span(f"chat {name}", kind=SpanKind.CLIENT, attributes=attributes)
-        self._context = trace.set_span_in_context(self._span)
         self._usage: dict[str, int] = {}
         self._reasons: list[str] = []
+        self._error: BaseException | None = None
         self._ended = False
 
-    def __aiter__(self) -> _ModelCall[T]:
-        return self
-
-    async def __anext__(self) -> T:
-        token = otel_context.attach(self._context)
-        try:
-            event = await self._stream.__anext__()
-        except StopAsyncIteration:
-            self._end(None)
-            raise
-        except BaseException as exc:
-            self._end(exc)
-            raise
-        finally:
-            otel_context.detach(token)
-        kind = type(event).__name__
-        if kind == "Usage":
+    def observe(self, event: Usage | Finish) -> None:
+        """Take a ``Usage`` (summed) or ``Finish`` event of the call."""
+        if type(event) is Usage:
             for key, _attribute in _USAGE_ATTRIBUTES:
-                value = getattr(event, key, None)
+                value = getattr(event, key)
                 if value is not None:
                     self._usage[key] = self._usage.get(key, 0) + value
-        elif kind == "Finish":
-            self._reasons.append(event.reason)  # type: ignore[attr-defined]
-        return event
+        else:
+            self._reasons.append(event.reason)  # type: ignore[union-attr]
 
-    async def aclose(self) -> None:
-        """Close the model's stream (the loop always does) and end the span."""
-        aclose = getattr(self._stream, "aclose", None)
-        token = otel_context.attach(self._context)
-        try:
-            if aclose is not None:
-                await aclose()
-        finally:
-            otel_context.detach(token)
-            self._end(None)
+    def failed(self, error: BaseException) -> None:
+        """The call raised ``error`` (a closing or a cancellation is no
+        failure: the run was stopped or its client left)."""
+        if not isinstance(error, (GeneratorExit, asyncio.CancelledError)):
+            self._error = error
 
-    def _end(self, error: BaseException | None) -> None:
+    def end(self) -> None:
         if self._ended:
             return
         self._ended = True
@@ -276,8 +263,8 @@ class _ModelCall(AsyncIterator[T]):
                 span.set_attribute(attribute, self._usage[key])
         if self._reasons:
             span.set_attribute(RESPONSE_FINISH_REASONS, tuple(self._reasons))
-        if error is not None and not isinstance(error, (GeneratorExit, asyncio.CancelledError)):
-            span.set_attribute(ERROR_TYPE, type(error).__name__)
+        if self._error is not None:
+            span.set_attribute(ERROR_TYPE, type(self._error).__name__)
             span.set_status(Status(StatusCode.ERROR))
         span.end()
 

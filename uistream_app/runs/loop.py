@@ -19,6 +19,7 @@ from typing import Any, Final, TypeAlias
 from ..protocol.events import (
     Done,
     Event,
+    Finish,
     ReasoningDelta,
     ReasoningEnd,
     StepFinished,
@@ -28,6 +29,7 @@ from ..protocol.events import (
     ToolDenied,
     ToolInputError,
     ToolResult,
+    Usage,
 )
 from ..telemetry import tool_failed, trace_model_call, trace_tool_call
 from .errors import ToolError
@@ -190,7 +192,8 @@ class ToolLoop:
             # them back. ``mark`` is where the open part's text began.
             reasoning_parts: list[ReasoningPart] = []
             mark = 0
-            stream = trace_model_call(self.model, model_stream(conversation, specs, self.options))
+            stream = model_stream(conversation, specs, self.options)
+            traced = trace_model_call(self.model)  # the call's span; None when the run is not traced
             try:
                 async for event in stream:
                     cls = type(event)
@@ -208,11 +211,19 @@ class ToolLoop:
                         # execution…) is answered in this same stream by its
                         # ``ToolResult``; only the others are the loop's.
                         calls.append(event)  # type: ignore[arg-type]
+                    elif traced is not None and (cls is Usage or cls is Finish):
+                        traced.observe(event)  # type: ignore[arg-type]
                     yield event
+            except BaseException as exc:
+                if traced is not None:
+                    traced.failed(exc)
+                raise
             finally:
                 aclose = getattr(stream, "aclose", None)
                 if aclose is not None:
                     await aclose()
+                if traced is not None:
+                    traced.end()
 
             requests = tuple(ToolCallRequest(c.tool_call_id, c.tool_name, c.input) for c in calls)
             conversation.append(AssistantMessage("".join(texts), requests, "".join(reasoning), tuple(reasoning_parts)))
