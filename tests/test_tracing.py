@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.test import override_settings
-from django.urls import path
+from django.test import Client, override_settings
+from django.urls import path, reverse
 from opentelemetry import trace
 from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 from opentelemetry.semconv._incubating.attributes import error_attributes as ERR
@@ -155,7 +155,7 @@ def chat(server: str, chat_id: str, text: str, path: str = "/api/chat") -> list[
     return chunks
 
 
-def test_a_two_step_tool_run_is_a_tree_under_the_request(server: str) -> None:
+def test_a_two_step_tool_run_is_a_tree_under_the_request(server: str, django_user_model: Any) -> None:
     chunks = chat(server, "weather-1", "What's the weather in Paris?")
     call = next(c for c in chunks if c["type"] == "tool-input-available")
     records = finished()
@@ -202,6 +202,13 @@ def test_a_two_step_tool_run_is_a_tree_under_the_request(server: str) -> None:
     for record in records:
         assert GA.GEN_AI_TOOL_CALL_ARGUMENTS not in record["attributes"]
         assert GA.GEN_AI_TOOL_CALL_RESULT not in record["attributes"]
+
+    # The operator finds the trace from the run's page in the admin.
+    admin = Client()
+    admin.force_login(django_user_model.objects.create_superuser("root", "root@example.com", "pw"))
+    page = admin.get(reverse("admin:uistream_app_run_change", args=[run.pk]))
+    assert page.status_code == 200
+    assert f"<dt>trace</dt><dd>{run.trace_id}</dd>" in page.content.decode()
 
 
 def test_tool_content_is_traced_only_when_the_setting_allows(server: str) -> None:
