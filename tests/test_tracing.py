@@ -10,9 +10,11 @@ to a file this test reads.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,8 @@ from demo_project.urls import urlpatterns as demo_urlpatterns
 from uistream_app.adapters import AgentAdapter, AgentTurn
 from uistream_app.models import Run
 from uistream_app.protocol import events as ev
-from uistream_app.runs import ModelMessage, ModelResponseError
+from uistream_app.runs import ModelMessage, ModelResponseError, ScriptedModel
+from uistream_app.runs.scripted import call
 from uistream_app.views import ChatView
 
 from .live.conftest import redis_config  # noqa: F401  (fixture)
@@ -65,6 +68,21 @@ class FailingModel:
 
 
 TRACER = trace.get_tracer("a-framework")
+
+
+#: Set (in the server's thread) once ``wait_for_the_stop`` runs.
+TOOL_STARTED = threading.Event()
+
+
+async def wait_for_the_stop(place: str) -> str:
+    """Look ``place`` up (a tool that never answers: the test stops the run while it waits)."""
+    TOOL_STARTED.set()
+    await asyncio.Event().wait()
+    return "never"
+
+
+def slow_tool_model() -> ScriptedModel:
+    return ScriptedModel([call("wait_for_the_stop", {"place": "Lyon"})], "Done.", name="scripted")
 
 
 class TracingAdapter(AgentAdapter):
@@ -267,6 +285,27 @@ def test_a_stopped_run(server: str) -> None:
     assert model_call["name"] == "chat uistream-demo"
     assert GA.GEN_AI_RESPONSE_FINISH_REASONS not in model_call["attributes"]
     assert model_call["status"] == "UNSET"
+
+
+def test_a_run_stopped_while_a_tool_runs(server: str) -> None:
+    TOOL_STARTED.clear()
+    settings = {**SETTINGS, "MODEL": f"{__name__}.slow_tool_model", "TOOLS": [f"{__name__}.wait_for_the_stop"]}
+    browser = Browser(server)
+    with override_settings(UISTREAM=settings), browser.stream("stopping-tool", "Where?") as response:
+        read_chunks(response, stop=lambda cs: any(c["type"] == "tool-input-available" for c in cs))
+        assert TOOL_STARTED.wait(15)
+        assert browser.post("/api/chat/stopping-tool/stop").json() == {"stopped": True}
+        rest, _ = read_chunks(response)
+    assert rest[-1] == {"type": "abort", "reason": "stopped"}
+    wait_for(run_finished, "the run to be stored")
+    records = finished()
+    agent = the(records, "invoke_agent")
+    assert agent["attributes"]["uistream.run.status"] == "stopped"
+    tool = the(records, "execute_tool")
+    assert tool["parent_id"] == agent["span_id"]
+    assert tool["attributes"][GA.GEN_AI_TOOL_NAME] == "wait_for_the_stop"
+    assert tool["attributes"]["uistream.tool.outcome"] == "cancelled"
+    assert tool["status"] == "UNSET"  # stopping a run is no failure of its tool
 
 
 def test_a_frameworks_own_spans_nest_under_the_run(server: str) -> None:

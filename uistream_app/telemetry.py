@@ -301,14 +301,21 @@ async def _tool_call(
         attributes[TOOL_DESCRIPTION] = description
     if run.content:
         attributes[TOOL_CALL_ARGUMENTS] = _json(arguments)
-    with _get_tracer().start_as_current_span(
-        f"execute_tool {name}",
-        kind=SpanKind.INTERNAL,
-        attributes=attributes,
-        record_exception=run.content,
-        set_status_on_exception=True,
-    ) as span:
+    span = _get_tracer().start_span(f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes)
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
         outcome = await call
+    except asyncio.CancelledError:
+        # The run was stopped or its client left while the tool ran: no failure of the tool's.
+        span.set_attribute(TOOL_OUTCOME, "cancelled")
+        raise
+    except BaseException as exc:  # the loop catches a tool's errors: this is the loop's own
+        span.set_attribute(ERROR_TYPE, type(exc).__name__)
+        span.set_status(Status(StatusCode.ERROR))
+        if run.content:
+            span.record_exception(exc)
+        raise
+    else:
         result = getattr(outcome, "event", None)
         failed = bool(getattr(result, "is_error", False))
         span.set_attribute(TOOL_OUTCOME, "error" if failed else "success")
@@ -319,6 +326,9 @@ async def _tool_call(
         if run.content and result is not None:
             span.set_attribute(TOOL_CALL_RESULT, _json(getattr(result, "content", None)))
         return outcome
+    finally:
+        otel_context.detach(token)
+        span.end()
 
 
 def tool_failed(error_type: str) -> None:
