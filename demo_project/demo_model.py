@@ -12,7 +12,13 @@ same events. It reads the last user message and:
 * "count to N" streams the numbers 1 to N, one text delta each ("1",
   " 2", " 3"…), the long stream the disconnect and resume tests use;
 * "email ADDRESS saying TEXT" calls ``send_email(to, body)``, a tool that
-  needs a person's approval and only pretends to send;
+  needs a person's approval and only pretends to send; the demo's approval
+  policy (``email_policy``) approves an address at ``trusted.test`` and
+  denies one at ``blocked.test`` by itself;
+* "research TOPIC" calls ``research(topic)``, a tool that streams three
+  progress outputs before its final one (an async generator);
+* "roll a die with N sides" calls the MCP tool ``roll_die({"sides": N})``
+  of the demo's MCP server (``demo__roll_die``, demo_project/mcp_server.py);
 * after tool results it answers from them; anything else gets a short help
   text that quotes the message.
 
@@ -26,7 +32,8 @@ it for a compatible server without a key.
 The tools: ``get_weather`` returns made-up but stable data for any city;
 ``calculate`` evaluates arithmetic with a small AST walker (numbers,
 ``+ - * / // % **`` and parentheses; no names, no calls, no ``eval``;
-bounded sizes); ``send_email`` pretends.
+bounded sizes); ``send_email`` pretends (a person who approves it may
+edit its arguments); ``research`` pretends to read three sources.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ import operator
 import os
 import re
 import zlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Any
 
 from uistream_app.protocol.events import (
@@ -52,10 +59,12 @@ from uistream_app.protocol.events import (
     Usage,
 )
 from uistream_app.runs import (
+    ApprovalStatus,
     AssistantMessage,
     ModelMessage,
     ModelOptions,
     Tool,
+    ToolContext,
     ToolError,
     ToolMessage,
     ToolSpec,
@@ -64,7 +73,17 @@ from uistream_app.runs import (
 )
 from uistream_app.runs.model import ChatModel, ModelEvent
 
-__all__ = ["DEMO_TOOLS", "DemoModel", "calculate", "get_weather", "make_model", "safe_eval", "send_email"]
+__all__ = [
+    "DEMO_TOOLS",
+    "DemoModel",
+    "calculate",
+    "email_policy",
+    "get_weather",
+    "make_model",
+    "research",
+    "safe_eval",
+    "send_email",
+]
 
 DEFAULT_DELAY_MS = 30
 MAX_COUNT = 5000
@@ -166,7 +185,7 @@ def calculate(expression: str) -> dict[str, Any]:
     return {"expression": expression, "result": safe_eval(expression)}
 
 
-@tool(requires_approval=True, run_sync_in_thread=False)
+@tool(requires_approval=True, run_sync_in_thread=False, editable_arguments=True)
 def send_email(to: str, body: str) -> dict[str, Any]:
     """Send an email (the demo only pretends to). Needs a person's approval.
 
@@ -179,13 +198,59 @@ def send_email(to: str, body: str) -> dict[str, Any]:
     return {"status": "sent", "to": to, "characters": len(body), "note": "The demo only pretends to send email."}
 
 
-DEMO_TOOLS: tuple[Tool, ...] = (get_weather, calculate, send_email)
+#: The three sources ``research`` pretends to read, in order.
+RESEARCH_STAGES = ("encyclopedia", "news archive", "journal index")
+
+
+@tool
+async def research(topic: str) -> AsyncGenerator[dict[str, Any], None]:
+    """Research a topic (the demo pretends to read three sources), showing
+    progress as it goes.
+
+    Args:
+        topic: What to research, e.g. "tides".
+    """
+    subject = " ".join(topic.split()).strip(" .?!")
+    if not subject:
+        raise ToolError("What should I research? The topic is empty.")
+    found = []
+    for i, source in enumerate(RESEARCH_STAGES, 1):
+        await asyncio.sleep(0)  # a real tool would wait on its sources here
+        found.append(f"{source} entry on {subject}")
+        yield {"status": "searching", "step": i, "of": len(RESEARCH_STAGES), "source": source}
+    # The last value is the call's output (every value before it is progress).
+    yield {
+        "status": "done",
+        "topic": subject,
+        "summary": f"{subject.capitalize()}: three sources agree, as far as a demo can tell.",
+        "sources": found,
+    }
+
+
+def email_policy(context: ToolContext) -> ApprovalStatus | None:
+    """The demo's approval policy (``UISTREAM["TOOL_APPROVAL"]``): an email
+    to ``trusted.test`` is approved and one to ``blocked.test`` denied
+    without asking anyone; any other address still asks the person (the
+    tool's own rule), as does every other tool's call that needs it."""
+    if context.tool_name != "send_email":
+        return None
+    domain = str(context.arguments.get("to", "")).rpartition("@")[2].lower()
+    if domain == "trusted.test":
+        return ApprovalStatus("approved", "trusted.test is on the demo's list of trusted domains")
+    if domain == "blocked.test":
+        return ApprovalStatus("denied", "blocked.test is on the demo's list of blocked domains")
+    return None
+
+
+DEMO_TOOLS: tuple[Tool, ...] = (get_weather, calculate, send_email, research)
 
 
 # -- the model -------------------------------------------------------------------
 
 _COUNT = re.compile(r"\bcount(?:\s+(?:from\s+1\s+))?\s+(?:up\s+)?to\s+(\d+)", re.I)
+_ROLL = re.compile(r"\broll\s+(?:a|one)\s+(?:die|dice)\s+with\s+(\d+)\s+sides?\b", re.I)
 _EMAIL = re.compile(r"\bemail\s+(\S+@\S+?)[,:]?\s+saying\s+(.+)", re.I | re.S)
+_RESEARCH = re.compile(r"^\s*research\s+(.+)", re.I | re.S)
 _WEATHER = re.compile(r"\b(?:weather|temperature|forecast)\b", re.I)
 _CITY = re.compile(r"\b(?:in|for)\s+([^?.!;:\n]+)", re.I)
 _CITY_LIST = re.compile(r"\s*(?:,|\band\b|\bor\b|&)\s*", re.I)
@@ -298,7 +363,18 @@ class DemoModel:
         calls: list[tuple[str, dict[str, Any]]] = []
         reasons: list[str] = []
         email = _EMAIL.search(prompt)
-        if email:
+        research_topic = _RESEARCH.match(prompt)
+        if research_topic and not email:
+            topic = research_topic.group(1).strip().rstrip("?.!")
+            calls.append(("research", {"topic": topic}))
+            reasons.append(f"The user wants research on {topic}. I will call research and wait for its findings.")
+        roll = _ROLL.search(prompt)
+        if roll:
+            # An MCP server's tool: namespaced by its server (demo__roll_die).
+            die = next((n for n in sorted(available) if n == "roll_die" or n.endswith("__roll_die")), "roll_die")
+            calls.append((die, {"sides": int(roll.group(1))}))
+            reasons.append(f"The user wants a die with {roll.group(1)} sides rolled. I will call {die}.")
+        elif email:
             to, body = email.group(1), email.group(2).strip()
             calls.append(("send_email", {"to": to, "body": body}))
             reasons.append(f"The user wants an email sent to {to}. I will call send_email; a person must approve it.")
@@ -335,7 +411,8 @@ class DemoModel:
         answer = (
             "I'm the offline demo model, so I follow a few simple rules. I can tell you the weather "
             '("What\'s the weather in Paris?"), do arithmetic ("compute 12 * (3 + 4)"), count ("count to 20") '
-            'or send a pretend email ("email ada@example.com saying hello"). You said: "' + prompt.strip() + '"'
+            'send a pretend email ("email ada@example.com saying hello") or research a topic ("research tides"). '
+            'You said: "' + prompt.strip() + '"'
         )
         return self._think(think) + self._say(answer)
 
@@ -356,7 +433,7 @@ class DemoModel:
     @staticmethod
     def _sentence(name: str, message: ToolMessage) -> str:
         if message.is_error:
-            if message.content.startswith("The user denied"):
+            if message.content.startswith(("The user denied", "The tool call was denied")):
                 return f"I did not run {name}: {message.content}"
             return f"The {name} tool failed: {message.content}"
         try:
@@ -370,8 +447,14 @@ class DemoModel:
             )
         if name == "calculate" and isinstance(data, dict):
             return f"{data.get('expression')} = {data.get('result')}."
+        if name.endswith("roll_die"):
+            value = data.get("result") if isinstance(data, dict) else data
+            return f"You rolled a {value}."
         if name == "send_email" and isinstance(data, dict):
             return f"Done: the email to {data.get('to')} is sent (only pretend: this is the demo)."
+        if name == "research" and isinstance(data, dict):
+            sources = ", ".join(str(s) for s in data.get("sources") or [])
+            return f"Research finished. {data.get('summary')} (Sources: {sources}.)"
         return f"{name} returned {message.content}."
 
     @staticmethod

@@ -13,7 +13,9 @@ OpenTelemetry collector over OTLP/HTTP, service ``uistream-demo``).
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -169,7 +171,11 @@ UISTREAM: dict[str, object] = {
         "demo_project.demo_model.get_weather",
         "demo_project.demo_model.calculate",
         "demo_project.demo_model.send_email",
+        "demo_project.demo_model.research",
     ],
+    # Approves email to trusted.test and denies email to blocked.test by
+    # itself; everything else asks the person (every transport: HTTP, WS, AG-UI).
+    "TOOL_APPROVAL": "demo_project.demo_model.email_policy",
     # The demo page works without a login: visitors own chats by session.
     "ALLOW_ANONYMOUS": True,
     # A reload in the middle of an answer drops its connection: the answer
@@ -177,6 +183,21 @@ UISTREAM: dict[str, object] = {
     # uses the stop endpoint, so stopping still stops.
     "ON_DISCONNECT": "finish",
 }
+
+
+def _has_mcp() -> bool:
+    try:
+        return importlib.util.find_spec("mcp") is not None
+    except ImportError:
+        return False
+
+
+if _has_mcp():
+    # The demo's own MCP server (demo_project/mcp_server.py, over stdio):
+    # its roll_die joins the tools as demo__roll_die ("roll a die with 6 sides").
+    UISTREAM["MCP_SERVERS"] = {
+        "demo": {"command": sys.executable, "args": [str(BASE_DIR / "demo_project" / "mcp_server.py")], "timeout": 10}
+    }
 if os.environ.get("UISTREAM_DEMO_CHAT_RATE"):
     # One chat throttle (e.g. "5/min") for the useChat POST, WebSocket sends
     # and AG-UI runs, counted per owner across all three.

@@ -43,3 +43,5 @@ ROOT_URLCONF = "tests.urls"
 # inline inside a TestCase's transaction, has tests of its own
 # (test_in_django_testcase).
 UISTREAM = {**UISTREAM, "LOG_WRITER": "thread"}  # noqa: F405
+# The demo's MCP server is started only by the tests that use it (tests/test_mcp.py).
+UISTREAM.pop("MCP_SERVERS", None)

@@ -473,10 +473,17 @@ MALFORMED: list[tuple[str, Any, int, str, str | None]] = [
         "resume[0].payload.reason",
     ),
     (
-        "edited arguments",
-        [{"interruptId": "ID", "status": "resolved", "payload": {"approved": True, "editedArgs": {"to": "x@y.z"}}}],
+        "edited arguments that don't fit the tool",
+        [{"interruptId": "ID", "status": "resolved", "payload": {"approved": True, "editedArgs": {"to": 3}}}],
         400,
-        "unsupported",
+        "invalid",
+        "resume[0].payload.editedArgs",
+    ),
+    (
+        "edited arguments of a denied call",
+        [{"interruptId": "ID", "status": "resolved", "payload": {"approved": False, "editedArgs": {"to": "x@y.z"}}}],
+        400,
+        "invalid",
         "resume[0].payload.editedArgs",
     ),
     (

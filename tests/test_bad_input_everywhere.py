@@ -207,7 +207,7 @@ async def test_the_body_is_read_before_ownership(endpoint: str, bob_chat: None) 
             assert_error(await alice.post(path, b"{nope"), 400, "invalid_json")
             body = chat_body(chat) if endpoint == "chat" else agui_body(chat)
             assert_error(
-                await alice.post(path, json.dumps(body), content_type="text/plain"), 415, "unsupported_media_type"
+                await alice.post(path, json.dumps(body), content_type="text/html"), 415, "unsupported_media_type"
             )
             huge = json.dumps({**body, "pad": "x" * 2_000_000})
             assert_error(await alice.post(path, huge), 413, "too_large")

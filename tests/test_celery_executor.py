@@ -371,8 +371,11 @@ def test_an_agui_run_through_a_worker_is_the_in_process_run(stack: Stack) -> Non
     assert on_worker == here
     assert on_worker[-1]["type"] == "RUN_FINISHED"
     assert [e["type"] for e in on_worker].count("TOOL_CALL_START") == 1
+    # The demo's shared state ({"turns": N}) goes through the worker too, and is stored there.
+    assert [e["type"] for e in on_worker if e["type"].startswith("STATE_")] == ["STATE_SNAPSHOT", "STATE_DELTA"]
     wait_for(lambda: settled("agui-worker"), "the run to be stored")
     assert run_status("agui-worker") == ["completed"]
+    assert Run.objects.get(conversation_id="agui-worker").state == {"turns": 1}
 
 
 def test_a_run_that_cannot_be_enqueued_fails_in_band(stack: Stack) -> None:

@@ -93,3 +93,27 @@ def test_stop_from_another_process(two_servers: tuple[str, str]) -> None:
     assert rest[-1] == {"type": "abort", "reason": "stopped"}
     wait_for(lambda: Run.objects.filter(status="stopped").exists(), "the run to be stored as stopped")
     assert len(text_of(received + rest).split()) < 400
+
+
+def test_reconnect_by_index_in_another_process(two_servers: tuple[str, str]) -> None:
+    """WorkflowChatTransport's reconnect (``?startIndex=N`` by run id) served
+    by a process that did not run the run: from the Redis stream while it
+    runs, numbered as the POST's events."""
+    first, second = two_servers
+    browser = Browser(first)
+    with browser.stream("chat-r3", "count to 400") as original:
+        run_id = original.headers["x-workflow-run-id"]
+        other = same_visitor(browser, second)
+        head, _ = read_chunks(original, stop=lambda cs: len(cs) >= 10)
+        with other.stream("GET", f"/api/chat/{run_id}/stream?startIndex=10") as again:
+            assert again.status_code == 200
+            assert int(again.headers["x-workflow-stream-tail-index"]) >= 9
+            followed, done = read_chunks(again)
+        rest, _ = read_chunks(original)
+    assert done
+    assert followed == (head + rest)[10:]
+    assert followed[-1]["type"] == "finish"
+    wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be stored")
+    ended = other.get(f"/api/chat/{run_id}/stream?startIndex=-3")
+    assert ended.status_code == 200
+    assert ended.headers["x-workflow-stream-tail-index"] == str(len(head + rest) - 1)

@@ -37,6 +37,7 @@ def test_defaults_pass() -> None:
         ({"MODEL": "collections.OrderedDict"}, ["uistream_app.E009"]),
         ({"MODEL": "math.pi"}, ["uistream_app.E009"]),
         ({"TOOLS": ["no.such.tool"]}, ["uistream_app.E002"]),
+        ({"TOOL_APPROVAL": "no.such.policy"}, ["uistream_app.E002"]),
         ({"SDK_VERSION": 4}, ["uistream_app.E003"]),
         ({"ON_DISCONNECT": "ignore"}, ["uistream_app.E004"]),
         ({"MAX_STEPS": 0}, ["uistream_app.E005"]),

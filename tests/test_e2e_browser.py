@@ -320,6 +320,39 @@ def test_reload_mid_answer_resumes_to_the_same_text(page: Any, demo: str) -> Non
     assert [run["status"] for run in runs(page, demo, chat_id(page))] == ["completed"]
 
 
+def test_workflow_transport_reload_resumes_by_run_id(page: Any, demo: str) -> None:
+    """``/?transport=workflow``: the page on Vercel's WorkflowChatTransport;
+    a reload reconnects to the run by the id the POST's header named."""
+    page.goto(demo + "/?transport=workflow")
+    with page.expect_response(lambda r: r.url.endswith("/api/chat") and r.request.method == "POST") as posted:
+        send(page, "count to 300")
+    run_id = posted.value.headers["x-workflow-run-id"]
+    wait_for_text(page, " 30 ")
+    assert not answer_text(page).endswith(" 300")
+
+    with page.expect_response(lambda r: f"/api/chat/{run_id}/stream?startIndex=" in r.url) as resumed:
+        page.reload()
+    assert resumed.value.status == 200
+    assert "transport=workflow" in page.url
+    wait_for_text(page, " 300")
+    wait_ready(page)
+    assert answer_text(page) == COUNT_TO_300
+    expect(page.locator(".message.assistant")).to_have_count(1)
+    expect(page.locator(".error-banner")).to_have_count(0)
+    assert [run["status"] for run in runs(page, demo, chat_id(page))] == ["completed"]
+
+
+def test_workflow_transport_stop_is_stored_as_stopped_without_an_error(page: Any, demo: str) -> None:
+    page.goto(demo + "/?transport=workflow")
+    send(page, "count to 300")
+    wait_for_text(page, " 20 ")
+    page.get_by_role("button", name="Stop").click()
+    wait_ready(page)
+    expect(last_answer(page).locator(".badge-run-stopped")).to_have_text("Stopped")
+    expect(page.locator(".error-banner")).to_have_count(0)
+    assert [run["status"] for run in runs(page, demo, chat_id(page))] == ["stopped"]
+
+
 def test_stop_mid_answer_is_stored_as_stopped(page: Any, demo: str) -> None:
     page.goto(demo + "/")
     send(page, "count to 300")

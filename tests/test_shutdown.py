@@ -163,6 +163,7 @@ def test_the_real_client_shows_the_interruption_and_keeps_what_was_stored(node: 
     assert out["error"] == INTERRUPTED_TEXT
     run = Run.objects.get(conversation_id="real-term")
     assert run.status == "interrupted"
+    assert run.finish_reason == "interrupted"  # ai@7's word: the answer did not finish
     stored = [m.as_ui_message() for m in Conversation.objects.get(pk="real-term").messages.order_by("position")]
     assert out["messages"] == stored
     assert stored[-1]["parts"]  # what was streamed before the stop is kept

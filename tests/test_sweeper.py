@@ -72,6 +72,7 @@ def test_the_command_settles_an_orphan_from_its_log() -> None:
 
     run.refresh_from_db()
     assert run.status == "interrupted"
+    assert run.finish_reason == "interrupted"
     assert run.finished_at is not None
     assert [e.chunk for e in read_log(run)] == [*SENT, terminal()]
     assert run.chunk_count == len(SENT) + 1

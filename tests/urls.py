@@ -8,10 +8,11 @@ from typing import Any
 
 from django.urls import path
 
+from demo_project.demo_model import send_email
 from demo_project.urls import urlpatterns as demo_urlpatterns
 from uistream_app.adapters import AgentAdapter, AgentTurn
 from uistream_app.protocol import events as ev
-from uistream_app.runs import ClientTool, ModelMessage, ToolMessage
+from uistream_app.runs import ClientTool, ModelMessage, Tool, ToolMessage
 from uistream_app.views import ChatView
 
 
@@ -71,8 +72,16 @@ class ScriptedAgentChatView(ChatView):
     agent = ScriptedAdapter(object())
 
 
+class LockedEmailChatView(ChatView):
+    """The demo's chat, but its ``send_email`` does not let a person edit
+    the arguments of a call they approve."""
+
+    tools = (Tool(send_email.function, name="send_email", requires_approval=True),)
+
+
 urlpatterns = [
     *demo_urlpatterns,
+    path("test-locked-email/chat", LockedEmailChatView.as_view()),
     path("test-client-tools/chat", ClientToolChatView.as_view()),
     path("test-agent/chat", ScriptedAgentChatView.as_view()),
 ]

@@ -11,7 +11,8 @@ AG-UI stream a client would have read.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from functools import partial
 from typing import Any, ClassVar
 
 from asgiref.sync import sync_to_async
@@ -30,6 +31,7 @@ from .protocol.agui.messages import MessageConversionError, fold_messages, ui_me
 from .protocol.agui.renderer import AGUIRenderer
 from .protocol.agui.resume import ApprovalAnswer, ToolResultMessage, read_approval_answers, read_tool_results
 from .protocol.agui.source import agent_source
+from .protocol.agui.state import SharedState, fold_state, shared_state_source
 from .protocol.events import Event
 from .protocol.ui.parts import SETTLED_TOOL_STATES, is_tool_part, tool_parts
 from .protocol.ui.replay import replay_message
@@ -45,6 +47,7 @@ __all__ = [
     "render_stored_run",
     "stored_history",
     "stored_history_sync",
+    "stored_state",
 ]
 
 #: The SSE response headers (no ``X-Vercel-AI-UI-Message-Stream``: this is
@@ -112,16 +115,60 @@ class AGUIView(ChatHooks, StreamView):
         """The run's events: a hand-written agent's (through
         ``agent_source``), else the adapter's or the tool loop's."""
         agent = self.get_agent()
+        source: AsyncIterator[Event]
         if agent is None or self.get_adapter() is not None:
-            return super().get_source(history, run, model)
-        return agent_source(
-            agent,
-            run.extra["agui"],
-            message_id=run.message_id,
-            history=list(history),
-            error_text=uistream_settings.ERROR_TEXT,
-            expose_errors=bool(uistream_settings.EXPOSE_ERRORS),
-        )
+            source = super().get_source(history, run, model)
+        else:
+            source = agent_source(
+                agent,
+                run.extra["agui"],
+                message_id=run.message_id,
+                history=list(history),
+                error_text=uistream_settings.ERROR_TEXT,
+                expose_errors=bool(uistream_settings.EXPOSE_ERRORS),
+            )
+        return self.with_shared_state(source, run)
+
+    def shared_state(self, run: PreparedRun) -> SharedState | None:
+        """The run's ``SharedState`` (kept in ``run.extra["state"]``), which
+        ``get_state`` fills when the run starts; None where ``get_state`` is
+        not overridden (most endpoints share no state)."""
+        if type(self).get_state is AGUIView.get_state:
+            return None
+        state = run.extra.get("state")
+        if not isinstance(state, SharedState):
+            state = run.extra["state"] = SharedState(None)
+        return state
+
+    def with_shared_state(self, source: AsyncIterator[Event], run: PreparedRun) -> AsyncIterator[Event]:
+        """``source`` with the run's state events (``shared_state_source``):
+        ``get_state`` is called inside the run (its failure is the run's),
+        ``end_state`` at its end. As it is where there is no state. An
+        override of ``get_source`` that does not call this one's calls it."""
+        state = self.shared_state(run)
+        if state is None:
+            return source
+        start = partial(sync_to_async(self.get_state), run)
+        return shared_state_source(source, state, start=start, end=partial(self.end_state, run))
+
+    def get_state(self, run: PreparedRun) -> Any:
+        """The AG-UI shared state at the start of ``run`` (called in a worker
+        thread, so it may use the ORM), or None: this endpoint shares no
+        state and sends no state events (the default). With a state, the
+        run sends it as ``STATE_SNAPSHOT`` first, every change made through
+        ``self.shared_state(run)`` (a ``SharedState``: ``set``, ``patch``,
+        ``update``; also ``run.extra["state"]``) as a ``STATE_DELTA`` as it happens, and ``end_state``'s
+        at its end; the state it leaves is stored (``Run.state``) and a
+        replay sends it first (docs/protocols.md, "AG-UI shared state").
+        ``stored_state(run.chat_id)`` is where the thread's last run left it;
+        the client's own ``state`` is ``run.extra["agui"].state``."""
+        return None
+
+    def end_state(self, run: PreparedRun, state: SharedState) -> Awaitable[None] | None:
+        """Called when the run completes (its source ended its message, an
+        interrupt included; not when it is stopped or fails), right before
+        its end: change ``state`` here (it may be a coroutine function)."""
+        return None
 
     def get_renderer(self, agui: AGUIInput, run: PreparedRun) -> AGUIRenderer:
         """The renderer of this response. ``RUN_STARTED`` names the stored run
@@ -261,6 +308,11 @@ def _resume_answer(entry: ApprovalAnswer, target: Message | None, conversation: 
         entry.approved,
         entry.reason,
         record={"via": "agui", "status": entry.status},
+        **(
+            {"edited_input": entry.edited_args, "edit_field": f"{entry.where}.payload.editedArgs"}
+            if entry.edits
+            else {}
+        ),
     )
 
 
@@ -297,19 +349,38 @@ async def render_stored_run(run: Run, *, thread_id: str | None = None, run_id: s
     (``stored_history``), so a continuation starts with its
     ``MESSAGES_SNAPSHOT`` and a run that ended in an interrupt ends with
     one, as they did live (renderer rules 13 and 14); when that thread is
-    not known, neither snapshot is sent."""
+    not known, neither snapshot is sent. The shared state goes first: the
+    log's own state events as they were sent, or the stored ``Run.state``
+    when the log carries none (rule 16)."""
     chunks = await load_log(run)
     if not chunks and run.message_id is not None:
         message = await Message.objects.aget(pk=run.message_id)
         chunks = replay_message(message.as_ui_message())
     history = await stored_history(run)
+    # The log's own state events say the state first, as they did live; a
+    # stored state the log does not carry goes out first instead (rule 16).
+    carried = run.state is not None and fold_state(chunks)[0]
+    state: dict[str, Any] = {"state": run.state} if run.state is not None and not carried else {}
     renderer = AGUIRenderer(
         thread_id or run.conversation_id,
         run_id or str(run.pk),
         history=history,
         continues=history is not None and run.trigger == "continue",
+        **state,
     )
     return renderer.render_many(chunks) + renderer.done()
+
+
+def stored_state(chat_id: str) -> Any:
+    """The AG-UI shared state the thread's latest run that has one left
+    (``Run.state``), or None. Sync (a worker thread, as ``get_state``)."""
+    run = (
+        Run.objects.filter(conversation_id=chat_id, state__isnull=False)
+        .order_by("-started_at", "-pk")
+        .only("state")
+        .first()
+    )
+    return run.state if run is not None else None
 
 
 def stored_history_sync(run: Run) -> list[dict[str, Any]] | None:

@@ -23,3 +23,15 @@ class UIStreamConfig(AppConfig):
         # A serving process renews its runs' leases and sweeps orphans
         # from its first request on (not in manage.py commands).
         request_started.connect(ensure_renewer, dispatch_uid="uistream_app.sweeper")
+        # And starts its MCP servers (UISTREAM["MCP_SERVERS"]) in the
+        # background, so the first chat finds their tools listed.
+        request_started.connect(_warm_up_mcp, dispatch_uid="uistream_app.mcp")
+
+
+def _warm_up_mcp(**kwargs: object) -> None:
+    from .conf import settings as uistream_settings
+
+    if uistream_settings.MCP_SERVERS:  # mcp.py is imported only where it is used
+        from .mcp import warm_up
+
+        warm_up()

@@ -16,7 +16,7 @@ from typing import Any, Final
 from .errors import BadRequest, not_found
 from .models import Conversation, Message
 from .protocol.jsonbody import MAX_DEPTH, JSONBodyError, depth_ok, load_json_object
-from .protocol.ui.parts import tool_parts
+from .protocol.ui.parts import is_tool_part, tool_parts
 from .store import AnswerReader, ToolAnswer, Turn
 
 __all__ = ["MAX_DEPTH", "BadRequest", "ChatRequest", "chat_turn", "parse_chat_request", "valid_id"]
@@ -29,6 +29,8 @@ USER_PART_TYPES: Final = frozenset(("text", "file"))
 
 @dataclass(frozen=True)
 class ChatRequest:
+    #: ``""``: the body named no chat (``WorkflowChatTransport`` sends no
+    #: ``id``); the view chooses one (``ChatView.get_chat_id``).
     chat_id: str
     messages: list[dict[str, Any]]
     trigger: str = "submit-message"
@@ -112,15 +114,19 @@ def _check_history_message(message: object, where: str) -> None:
         _check_message(message, where)  # the precise error
 
 
-def parse_chat_request(body: bytes, *, max_bytes: int) -> ChatRequest:
+def parse_chat_request(body: bytes, *, max_bytes: int, require_id: bool = True) -> ChatRequest:
     """Rules 1-6 of docs/protocols.md, "useChat requests". Only the last
     message (the one the server takes) and the extra keys are checked part
-    by part and for depth; the history before it only for its shape."""
+    by part and for depth; the history before it only for its shape.
+
+    ``require_id=False``: a body without ``id`` is accepted, its
+    ``chat_id`` left ``""`` (the HTTP POST; a WebSocket frame must name
+    its chat). An ``id`` that is there is checked all the same."""
     try:
         data = load_json_object(body, max_bytes=max_bytes, expected="useChat's JSON body", max_depth=None)
     except JSONBodyError as exc:
         raise BadRequest(exc.message, code=exc.code, status=exc.status) from None
-    chat_id = _check_id(data.get("id"), "id")
+    chat_id = "" if not require_id and "id" not in data else _check_id(data.get("id"), "id")
     trigger = data.get("trigger", "submit-message")
     if trigger not in TRIGGERS:
         raise BadRequest(f"trigger must be one of {', '.join(TRIGGERS)}", field="trigger")
@@ -155,30 +161,42 @@ def chat_turn(chat: ChatRequest) -> Turn:
     if chat.is_continuation:
         if chat.message_id not in (None, last["id"]):
             raise BadRequest("a continuation names the assistant message it continues", field="messageId")
-        return Turn(chat.chat_id, "continue", answers=resent_message_answers(last), extra=chat.extra)
+        where = f"messages[{len(chat.messages) - 1}]"
+        return Turn(chat.chat_id, "continue", answers=resent_message_answers(last, where), extra=chat.extra)
     return Turn(chat.chat_id, "submit", message=last, edit_of=chat.message_id, extra=chat.extra)
 
 
-def resent_message_answers(claimed: dict[str, Any]) -> AnswerReader:
+def resent_message_answers(claimed: dict[str, Any], where: str = "messages[-1]") -> AnswerReader:
     """useChat's continuation: the browser sends the whole assistant message
     back, and what it says new about each tool call (a state that differs
     from the stored one) is an answer. The message must be the stored last
-    message (404 otherwise, as for any message that is not the owner's)."""
+    message (404 otherwise, as for any message that is not the owner's).
+    An approval whose part carries another ``input`` than the stored call
+    approves the call with those arguments (the store checks the tool
+    allows it); ``where`` is the message's place in the body, for errors."""
 
     def read(target: Message | None, conversation: Conversation) -> list[ToolAnswer]:
         if target is None or target.role != "assistant" or target.ui_id != claimed["id"]:
             raise not_found()
-        states = {p["toolCallId"]: p.get("state") for p in tool_parts(target.parts)}
+        stored = {p["toolCallId"]: p for p in tool_parts(target.parts)}
         answers: list[ToolAnswer] = []
-        for claim in tool_parts(claimed["parts"]):
+        for i, claim in enumerate(claimed["parts"]):
+            if not is_tool_part(claim):
+                continue
             call_id, claimed_state = str(claim["toolCallId"]), claim.get("state")
-            if call_id in states and claimed_state == states[call_id]:
+            known = stored.get(call_id)
+            if known is not None and claimed_state == known.get("state"):
                 continue  # nothing new said about this call
             if claimed_state == "approval-responded":
                 said: dict[str, Any] = claim.get("approval") if isinstance(claim.get("approval"), dict) else {}  # type: ignore[assignment]
                 reason = said.get("reason") if isinstance(said.get("reason"), str) else None
+                edit: dict[str, Any] = {}
+                if known is not None and "input" in claim and claim["input"] != known.get("input"):
+                    edit = {"edited_input": claim["input"], "edit_field": f"{where}.parts[{i}].input"}
                 answers.append(
-                    ToolAnswer(call_id, "approval", str(said.get("id", "")), said.get("approved"), reason=reason)
+                    ToolAnswer(
+                        call_id, "approval", str(said.get("id", "")), said.get("approved"), reason=reason, **edit
+                    )
                 )
             elif claimed_state in ("output-available", "output-error"):
                 is_error = claimed_state == "output-error"

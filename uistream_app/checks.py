@@ -4,7 +4,7 @@
 | id     | what |
 |--------|------|
 | E001   | ``UISTREAM`` is not a dict, or has a key the app does not know |
-| E002   | ``MODEL`` (or an entry of ``TOOLS``) cannot be imported |
+| E002   | ``MODEL`` (or an entry of ``TOOLS``, or ``TOOL_APPROVAL``) cannot be imported |
 | E003   | ``SDK_VERSION`` is not 5, 6 or 7 |
 | E004   | ``ON_DISCONNECT`` is not "cancel" or "finish" |
 | E005   | a numeric setting is not a positive number |
@@ -16,6 +16,7 @@
 | E011   | ``MODEL`` is a provider name (``"anthropic:…"``) that is malformed or whose API key is not set |
 | E012   | ``LEASE_SECONDS`` is not more than twice ``HEARTBEAT_SECONDS`` |
 | E020   | ``EXECUTOR`` names no executor, or "celery" without Celery or the Redis broker |
+| E021   | ``MCP_SERVERS`` is malformed, names a command that is not there, or the ``mcp`` SDK is not installed |
 | W001   | ``GZipMiddleware`` is installed: it buffers streaming responses |
 | W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
 | W003   | the Redis broker cannot be reached (``check --deploy``) |
@@ -74,6 +75,18 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                         id="uistream_app.E002",
                     )
                 )
+    policy = user.get("TOOL_APPROVAL")
+    if isinstance(policy, str):
+        try:
+            import_string(policy)
+        except ImportError as exc:
+            errors.append(
+                Error(
+                    f"UISTREAM['TOOL_APPROVAL'] = {policy!r} cannot be imported: {exc}",
+                    hint="Give the dotted path of an approval policy (a function, or a mapping of tool names).",
+                    id="uistream_app.E002",
+                )
+            )
     if user.get("SDK_VERSION", 7) not in SDK_VERSIONS:
         errors.append(
             Error(
@@ -356,6 +369,46 @@ def check_executor(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 "chunks and the web processes relay them.",
                 hint='Set UISTREAM["BROKER"] = {"BACKEND": "redis", "URL": "redis://…"}.',
                 id="uistream_app.E020",
+            )
+        )
+    return errors
+
+
+@register(Tags.compatibility)
+def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E021: ``MCP_SERVERS`` must parse (``mcp.parse_servers`` names the
+    entry and key), its stdio commands must exist, and the SDK must be
+    installed; otherwise the first request would find out."""
+    import shutil
+
+    from .mcp import EXTRA_HINT, MCPConfigError, parse_servers
+
+    user = getattr(django_settings, "UISTREAM", {})
+    if not isinstance(user, dict) or user.get("MCP_SERVERS") in (None, {}):
+        return []
+    hint = 'e.g. {"demo": {"command": "python", "args": ["server.py"]}, "web": {"url": "https://…/mcp"}}'
+    try:
+        servers = parse_servers(user["MCP_SERVERS"])
+    except MCPConfigError as exc:
+        return [Error(str(exc), hint=hint, id="uistream_app.E021")]
+    errors: list[CheckMessage] = []
+    for server in servers:
+        if server.command is not None and shutil.which(server.command) is None:
+            errors.append(
+                Error(
+                    f"UISTREAM['MCP_SERVERS'][{server.name!r}]['command'] = {server.command!r} is not an executable.",
+                    hint="Give the server's program by absolute path, or one on PATH.",
+                    id="uistream_app.E021",
+                )
+            )
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        errors.append(
+            Error(
+                "UISTREAM['MCP_SERVERS'] needs the MCP SDK, which is not installed.",
+                hint=EXTRA_HINT,
+                id="uistream_app.E021",
             )
         )
     return errors

@@ -23,6 +23,10 @@ DEFAULTS: Final[dict[str, Any]] = {
     # None: every routed ChatView / AGUIView must set its own (check E008).
     "MODEL": None,
     "TOOLS": [],
+    # The runs' approval policy (ai@7's toolApproval): a function of a
+    # call's ToolContext, or a mapping of tool names to statuses or
+    # functions, or its dotted path; a view's ``tool_approval`` wins.
+    "TOOL_APPROVAL": None,
     "MAX_STEPS": 8,
     "SDK_VERSION": 7,
     "ERROR_TEXT": "An error occurred.",
@@ -68,6 +72,15 @@ DEFAULTS: Final[dict[str, Any]] = {
     # request), "celery" (a Celery worker; needs the Redis broker), or the
     # dotted path of a Runner subclass (docs/operations.md, "Executors").
     "EXECUTOR": "inprocess",
+    # MCP servers whose tools join every chat's tools, by name: {"demo":
+    # {"command": ..., "args": [...]}} (stdio) or {"url": ...} (streamable
+    # HTTP); needs django-uistream[mcp] (docs/operations.md, "MCP servers").
+    "MCP_SERVERS": {},
+    # True: every answer carries message metadata as the AI SDK's
+    # messageMetadata option would put it: the model and when on ``start``,
+    # usage, model and timings on ``finish`` (docs/protocols.md, "Message
+    # metadata"). A view's get_message_metadata() adds to the start's.
+    "MESSAGE_METADATA": False,
     # Whether the OpenTelemetry spans of tool calls carry their arguments and
     # results (they may hold personal data; docs/operations.md, "Tracing").
     "TRACE_CONTENT": False,

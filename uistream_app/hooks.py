@@ -26,6 +26,7 @@ from .runs import (
     ModelSpecError,
     SystemMessage,
     Tool,
+    ToolApprovalPolicy,
     ToolCallRequest,
     ToolLoop,
     is_model_spec,
@@ -63,6 +64,11 @@ class ChatHooks:
     sdk_version: int | None = None
     #: The last N stored messages the model sees; None: ``UISTREAM["HISTORY_MAX_MESSAGES"]``.
     history_max_messages: int | None = None
+    #: The runs' approval policy (``runs.ToolApprovalPolicy``) or its dotted
+    #: path; None: ``UISTREAM["TOOL_APPROVAL"]``.
+    tool_approval: Any = None
+    #: The ``UISTREAM["MCP_SERVERS"]`` whose tools join ``tools``, by name; None: all of them.
+    mcp_servers: Sequence[str] | None = None
     #: An agent of another framework (pydantic-ai, LangGraph, the OpenAI
     #: Agents SDK) that answers instead of ``model`` and ``tools``
     #: (``adapters``; docs/adapters.md).
@@ -129,13 +135,28 @@ class ChatHooks:
 
     def get_tools(self) -> list[Tool]:
         """The tools the model may call (``Tool`` objects, functions, or
-        dotted paths to either)."""
+        dotted paths to either), and those of the MCP servers
+        (``mcp_servers``, default every one of ``UISTREAM["MCP_SERVERS"]``)."""
         raw = self.tools if self.tools is not None else uistream_settings.TOOLS
         tools: list[Tool] = []
         for item in raw:
             value = import_string(item) if isinstance(item, str) else item
             tools.append(value if isinstance(value, Tool) else Tool(value))
+        if uistream_settings.MCP_SERVERS and (self.mcp_servers is None or self.mcp_servers):
+            from .mcp import mcp_tools
+
+            tools.extend(mcp_tools(self.mcp_servers))
         return tools
+
+    def get_tool_approval(self) -> ToolApprovalPolicy | None:
+        """The approval policy of this request's run: it decides tool calls
+        before the tools' own ``needs_approval`` (docs/operations.md,
+        "Approval policies")."""
+        # Read through the class so a plain function is not bound as a method.
+        value = self.__dict__.get("tool_approval", type(self).tool_approval)
+        if value is None:
+            return uistream_settings.import_setting("TOOL_APPROVAL")  # type: ignore[no-any-return]
+        return import_string(value) if isinstance(value, str) else value  # type: ignore[no-any-return]
 
     def get_system_prompt(self) -> str | None:
         return self.system_prompt
@@ -173,8 +194,9 @@ class ChatHooks:
             self.get_tools(),
             max_steps=self.get_max_steps(),
             error_text=uistream_settings.ERROR_TEXT,
+            tool_approval=self.get_tool_approval(),
         )
-        return loop.run(messages, approvals=run.approvals, client_results=run.client_results)
+        return loop.run(messages, approvals=run.approvals, client_results=run.client_results, context=run)
 
     def get_agent_turn(self, history: list[dict[str, Any]], run: PreparedRun) -> AgentTurn:
         """What the agent's adapter gets for ``run``."""
@@ -210,11 +232,19 @@ class ChatHooks:
     def get_store(self, *, with_thread: bool = False) -> ConversationStore:
         """The store that turns this endpoint's requests into runs."""
         adapter = self.get_adapter()
+        editable: dict[str, Any] = {}
         if adapter is not None:
             client_tools = adapter.client_tools
         else:
-            client_tools = frozenset(t.name for t in self.get_tools() if t.client_side)
-        return ConversationStore(client_tools=client_tools, choose_history=self.get_history, with_thread=with_thread)
+            tools = self.get_tools()
+            client_tools = frozenset(t.name for t in tools if t.client_side)
+            editable = {t.name: t.parameters for t in tools if t.editable_arguments}
+        return ConversationStore(
+            client_tools=client_tools,
+            choose_history=self.get_history,
+            with_thread=with_thread,
+            editable_tools=editable,
+        )
 
     def get_runner(self) -> Runner:
         """The runner that starts this endpoint's runs: the executor

@@ -46,6 +46,7 @@ from .runner import RunHandle
 
 __all__ = [
     "BROKER_UNAVAILABLE",
+    "RUN_ID_HEADER",
     "SSE_HEADERS",
     "RequestContext",
     "StreamRenderer",
@@ -64,6 +65,9 @@ SSE_HEADERS: dict[str, str] = {
     "X-Accel-Buffering": "no",
 }
 SDK_VERSION_HEADER = "x-uistream-sdk-version"
+#: The run a POST started, on every response that streams a run (the
+#: header ``WorkflowChatTransport`` reads to reconnect by run id).
+RUN_ID_HEADER = "x-workflow-run-id"
 SAFE_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
 #: Chunks that end a run's stream: after any other, the stream is cut short.
 TERMINAL_CHUNKS = frozenset(("finish", "error", "abort"))
@@ -130,18 +134,23 @@ def check_csrf(request: HttpRequest) -> None:
         raise BadRequest("CSRF verification failed: send the X-CSRFToken header", code="csrf_failed", status=403)
 
 
-def check_json_request(request: HttpRequest) -> int:
+def check_json_request(request: HttpRequest, *, also_text: bool = False) -> int:
     """A JSON body's checks: its declared size within ``MAX_REQUEST_BYTES``
     (413) and a JSON content type (415) before a byte of it is read, then
     its actual size (413 too: a chunked body declares none, and Django's
     own ``DATA_UPLOAD_MAX_MEMORY_SIZE`` would answer it with an HTML 400).
-    Returns the size limit, for the parser."""
+    Returns the size limit, for the parser.
+
+    ``also_text``: ``text/plain`` carrying JSON is accepted too (what
+    ``WorkflowChatTransport`` sends: a string body with no content type).
+    CSRF was checked before, whatever the type: a cross-site form can send
+    ``text/plain`` without a preflight, so the check is what keeps it out."""
     max_bytes = int(uistream_settings.MAX_REQUEST_BYTES)
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > max_bytes:
         raise too_large(max_bytes)
     content_type = request.content_type or ""
-    if content_type != "application/json":
+    if content_type != "application/json" and not (also_text and content_type == "text/plain"):
         raise BadRequest(
             f"send application/json, not {content_type or 'nothing'!r}", code="unsupported_media_type", status=415
         )
@@ -191,8 +200,9 @@ async def render_subscription(
     *,
     keepalive_seconds: float,
     on_close: Callable[[bool], Any] | None = None,
+    from_seq: int = 0,
 ) -> AsyncGenerator[bytes, None]:
-    """Replay then live chunks of ``run_id`` as bytes, a keep-alive comment
+    """Replay (from ``from_seq``) then live chunks of ``run_id`` as bytes, a keep-alive comment
     after ``keepalive_seconds`` of silence, the renderer's end at the end.
     What the broker hands over together goes out in one write.
     ``on_close(completed)`` runs however the response ends (a disconnect
@@ -201,7 +211,7 @@ async def render_subscription(
     A broker that fails mid-stream (Redis gone) ends the stream in band: a
     masked ``error`` chunk in the renderer's dialect, then its end, so the
     client sees an error and the response body is complete."""
-    subscription = broker.subscribe_batches(run_id, keepalive=keepalive_seconds)
+    subscription = broker.subscribe_batches(run_id, from_seq, keepalive=keepalive_seconds)
     render_many = renderer.render_many
     completed = False
     last: Chunk | None = None
@@ -329,6 +339,7 @@ class StreamView(Policies, View):
         """The answer of a request that started ``handle``: its run's
         chunks, rendered; a dropped connection follows ``ON_DISCONNECT``."""
         policy = uistream_settings.ON_DISCONNECT
+        headers = {**headers, RUN_ID_HEADER: handle.run_id}
 
         def on_close(completed: bool) -> None:
             if not completed and policy == "cancel":

@@ -11,7 +11,9 @@ responses are subscribers of the broker; they never touch the run.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import time
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -27,7 +29,7 @@ from .protocol.ui.encoder import UIMessageEncoder
 from .protocol.ui.stream import aencode_batches
 from .recording import RunRecorder
 from .store import PreparedRun
-from .sweeper import ensure_renewer
+from .sweeper import INTERRUPTED_FINISH_REASON, ensure_renewer
 
 __all__ = ["RunHandle", "Runner", "execute_run", "live_runs"]
 
@@ -88,9 +90,15 @@ class Runner:
         return cls()
 
     async def start(self, prepared: PreparedRun, source: AsyncIterator[Event], *, metadata: Any = None) -> RunHandle:
+        clock = RunClock()
         # A continuation goes on from the parts the message already holds:
         # their calls' outputs are sent, new part ids follow theirs.
         encoder = UIMessageEncoder(prepared.message.pk, metadata, continues=prepared.message.parts)
+        if uistream_settings.MESSAGE_METADATA:
+            # Read where the run executes (a worker too), as the SDK's
+            # messageMetadata callback is called for start and finish.
+            encoder.message_metadata = start_metadata(prepared.run, metadata)
+            encoder.finish_metadata = functools.partial(_finish_metadata, prepared.run, encoder, clock)
         recorder = RunRecorder(prepared.run, prepared.message, inline=prepared.log_inline)
         stopped = asyncio.Event()
         # The run's span (a child of the request's), current in its task.
@@ -110,6 +118,7 @@ class Runner:
                 error_text=uistream_settings.ERROR_TEXT,
                 expose_errors=bool(uistream_settings.EXPOSE_ERRORS),
                 stopped=stopped,
+                clock=clock,
             ),
             name=f"uistream-run-{prepared.run.pk}",
             context=context,
@@ -139,6 +148,7 @@ async def execute_run(
     error_text: str,
     expose_errors: bool,
     stopped: asyncio.Event,
+    clock: RunClock | None = None,
 ) -> None:
     """Drive one run: encode the source, record every chunk, publish it.
 
@@ -154,6 +164,8 @@ async def execute_run(
             # Recorded, then published, with no await in between: a
             # cancellation (stop, disconnect) can't split the two, and
             # publish takes its chunks before it first waits (RunChannel).
+            if clock is not None and clock.first_chunk is None:
+                clock.first_chunk = time.monotonic()
             await _record_and_publish(recorder, channel, batch)
         # A broker that failed after the last publish (Redis gone) fails
         # the run here, before its outcome is stored.
@@ -181,17 +193,65 @@ async def execute_run(
             await asyncio.shield(_record_and_publish(recorder, channel, tail, closing=True))
     finally:
         error = failure[0] if failure else None
-        telemetry.end_run(status, finish_reason=encoder.finish_reason, usage=encoder.usage, error=error)
+        # An interrupted answer did not finish; its log ends with the error
+        # its client was shown (one terminal chunk), the run says why.
+        reason = INTERRUPTED_FINISH_REASON if status == "interrupted" else None
+        telemetry.end_run(status, finish_reason=reason or encoder.finish_reason, usage=encoder.usage, error=error)
         await asyncio.shield(
             _finish(
                 recorder,
                 channel,
                 status,
+                finish_reason=reason,
                 usage=dict(encoder.usage),
                 error_code=type(error).__name__ if error else "",
                 error_detail=repr(error) if error else "",
             )
         )
+
+
+class RunClock:
+    """When a run started executing and sent its first chunk (monotonic
+    seconds), for the timings of its finish metadata."""
+
+    __slots__ = ("first_chunk", "started")
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.first_chunk: float | None = None
+
+
+def start_metadata(run: Run, metadata: Any) -> Any:
+    """The ``start`` chunk's metadata with ``MESSAGE_METADATA``: the model
+    and when the answer began (ms since the epoch, as ``Date.now()``), under
+    what the view's ``get_message_metadata`` gave (its keys win; a value
+    that is not an object is sent as it is)."""
+    if metadata is not None and not isinstance(metadata, dict):
+        return metadata
+    return {"model": run.model, "createdAt": int(run.started_at.timestamp() * 1000), **(metadata or {})}
+
+
+#: The encoder's usage totals in the SDK's ``LanguageModelUsage`` names.
+_USAGE_NAMES = {
+    "input_tokens": "inputTokens",
+    "output_tokens": "outputTokens",
+    "reasoning_tokens": "reasoningTokens",
+    "cached_input_tokens": "cachedInputTokens",
+}
+
+
+def _finish_metadata(run: Run, encoder: UIMessageEncoder, clock: RunClock) -> dict[str, Any]:
+    """The ``finish`` chunk's metadata with ``MESSAGE_METADATA``: usage (the
+    SDK's ``totalUsage`` names), the model, and timings in milliseconds
+    (to the first chunk, and the whole answer)."""
+    usage = {_USAGE_NAMES[name]: value for name, value in encoder.usage.items() if name in _USAGE_NAMES}
+    if "inputTokens" in usage or "outputTokens" in usage:
+        usage["totalTokens"] = usage.get("inputTokens", 0) + usage.get("outputTokens", 0)
+    now = time.monotonic()
+    timings = {"durationMs": round((now - clock.started) * 1000)}
+    if clock.first_chunk is not None:
+        timings["firstChunkMs"] = round((clock.first_chunk - clock.started) * 1000)
+    return {"model": run.model, "usage": usage, "timings": timings}
 
 
 async def _record_and_publish(

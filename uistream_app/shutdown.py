@@ -20,7 +20,9 @@ SIGTERM it:
 1. lets the runs of this process (``runner.live_runs()``, whether or not a
    client still reads them) go on for up to ``SHUTDOWN_GRACE_SECONDS``;
 2. interrupts those still running: each ends with an ``error`` chunk
-   (``INTERRUPTED_TEXT``), its log stored, its run ``interrupted``;
+   (``INTERRUPTED_TEXT``), its log stored, its run ``interrupted``; then
+   closes this process's MCP sessions (``mcp.aclose_all``: the stdio
+   servers exit), no run being left to call them;
 3. waits (up to ``DRAIN_SECONDS``) until every HTTP request in flight has
    been answered, so the streams' last bytes are out;
 4. hands the signal to the server's own handler, which stops as it would
@@ -39,6 +41,7 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from types import FrameType
@@ -146,6 +149,9 @@ async def stop_gracefully(grace_seconds: float, drain_seconds: float = DRAIN_SEC
         handle.task.get_loop().call_soon_threadsafe(handle.interrupt, INTERRUPTED_TEXT)
     if running:
         await asyncio.wait([_ended(h.task) for h in running])
+    mcp = sys.modules.get("uistream_app.mcp")  # imported only where MCP_SERVERS is used
+    if mcp is not None:
+        await mcp.aclose_all()
     await _no_request_in_flight(drain_seconds)
 
 

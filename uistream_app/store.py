@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,6 +30,7 @@ from .owners import Owner
 from .protocol.ui.parts import is_tool_part, tool_name, tool_parts
 from .recording import log_writes_inline
 from .runs import ClientToolResult, ToolApproval
+from .runs.tools import validate_json
 from .sweeper import settle_chat_orphans
 
 __all__ = [
@@ -46,6 +47,10 @@ __all__ = [
 
 def new_message_id() -> str:
     return "msg_" + secrets.token_urlsafe(18)
+
+
+#: ``ToolAnswer.edited_input`` when the answer edits nothing.
+_UNEDITED: Any = object()
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,10 @@ class ToolAnswer:
     output: Any = None
     is_error: bool = False
     record: dict[str, Any] = field(default_factory=dict)
+    #: An approval's edited arguments (left out: none), and where the
+    #: request said them (the error's ``field``).
+    edited_input: Any = _UNEDITED
+    edit_field: str = ""
 
 
 #: Reads a continuation's answers against the stored last message (None
@@ -165,7 +174,9 @@ class ConversationStore:
 
     ``client_tools``: names of the tools the client runs (a continuation
     may answer only those with results); ``choose_history``: the view's
-    ``get_history``; ``with_thread``: also load the whole thread.
+    ``get_history``; ``with_thread``: also load the whole thread;
+    ``editable_tools``: the tools whose arguments a person who approves a
+    call may edit, by name, with the JSON Schema the edit must fit.
     """
 
     def __init__(
@@ -174,8 +185,10 @@ class ConversationStore:
         client_tools: frozenset[str] = frozenset(),
         choose_history: HistoryChooser | None = None,
         with_thread: bool = False,
+        editable_tools: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.client_tools = client_tools
+        self.editable_tools = dict(editable_tools or {})
         self.choose_history = choose_history or latest_messages(None)
         self.with_thread = with_thread
 
@@ -427,7 +440,15 @@ class ConversationStore:
         answers = turn.answers(target, conversation)
         if target is None or target.role != "assistant":
             raise not_found()
-        applied = apply_answers(target.parts, answers, self.client_tools, owner.describe())
+        staff = owner.user is not None and bool(getattr(owner.user, "is_staff", False))
+        applied = apply_answers(
+            target.parts,
+            answers,
+            self.client_tools,
+            owner.describe(),
+            decider="staff" if staff else "user",
+            editable=self.editable_tools.get,
+        )
         target.parts = applied.parts
         target.save(update_fields=["parts"])
         conversation.updated_at = timezone.now()
@@ -449,14 +470,23 @@ class AnswersApplied:
 
 
 def apply_answers(
-    parts: Sequence[dict[str, Any]], answers: Sequence[ToolAnswer], client_tools: frozenset[str], decided_by: str
+    parts: Sequence[dict[str, Any]],
+    answers: Sequence[ToolAnswer],
+    client_tools: frozenset[str],
+    decided_by: str,
+    *,
+    decider: str = "user",
+    editable: Callable[[str], Mapping[str, Any] | None] | None = None,
 ) -> AnswersApplied:
     """The one implementation of a continuation's rules, whatever dialect
     the answers came in (docs/architecture.md, "Approvals"): each answer
     accepted once, only for a call pending in the stored message, approval
     ids compared in constant time; the calls run with the stored arguments.
     Returns new parts (the stored ones are not changed); raises
-    ``BadRequest`` with nothing written."""
+    ``BadRequest`` with nothing written. ``decider`` says who decided
+    (``user``, ``staff``); ``editable`` maps a tool's name to the JSON
+    Schema its arguments are edited against, None where a person may not
+    edit them (an edited approval is refused then)."""
     by_call: dict[str, ToolAnswer] = {}
     for said in answers:
         if said.tool_call_id in by_call:
@@ -477,7 +507,7 @@ def apply_answers(
             new_parts.append(part)
             continue
         answer = found
-        stamp = {"toolCallId": answer.tool_call_id, "decidedAt": now, "decidedBy": decided_by}
+        stamp = {"toolCallId": answer.tool_call_id, "decidedAt": now, "decidedBy": decided_by, "decider": decider}
         state = part.get("state")
         if answer.kind == "approval" and state == "approval-requested":
             pending = part.get("approval") or {}
@@ -486,16 +516,22 @@ def apply_answers(
             decided = {**pending, "approved": approval.approved}
             if approval.reason:
                 decided["reason"] = approval.reason
-            new_parts.append({**part, "state": "approval-responded", "approval": decided})
-            decisions.append(
-                {
-                    **stamp,
-                    "approvalId": pending["id"],
-                    "approved": approval.approved,
-                    "reason": approval.reason,
-                    **answer.record,
-                }
-            )
+            edit = _check_edit(answer, part, approval, editable)
+            answered = {**part, "state": "approval-responded", "approval": decided}
+            if edit is not None:
+                answered["input"] = edit  # what runs, and what the model sees it ran with
+            new_parts.append(answered)
+            decision = {
+                **stamp,
+                "approvalId": pending["id"],
+                "approved": approval.approved,
+                "reason": approval.reason,
+                **answer.record,
+            }
+            if edit is not None:
+                decision["input"] = edit
+                decision["originalInput"] = part.get("input")
+            decisions.append(decision)
         elif answer.kind == "result" and state == "input-available" and tool_name(part) in client_tools:
             if answer.is_error and not isinstance(answer.output, str):
                 raise BadRequest(f"the error of {answer.tool_call_id} needs an errorText", code="invalid")
@@ -526,6 +562,38 @@ def _resume_state(message: Message, run_id: str) -> Any:
         .values_list("agent_state", flat=True)
         .first()
     )
+
+
+def _check_edit(
+    answer: ToolAnswer,
+    part: dict[str, Any],
+    approval: ToolApproval,
+    editable: Callable[[str], Mapping[str, Any] | None] | None,
+) -> Any:
+    """The edited arguments an approval runs with, checked; None when the
+    answer edits nothing. Refused (400, nothing written): an edit of a
+    denied call, of a tool that does not allow edits, or arguments that
+    do not fit the tool's schema."""
+    edited = answer.edited_input
+    if edited is _UNEDITED or edited == part.get("input"):
+        return None
+    where = answer.edit_field or None
+    call_id = answer.tool_call_id
+    if not approval.approved:
+        raise BadRequest(f"the call {call_id} is denied: there is nothing to edit", code="invalid", field=where)
+    schema = editable(tool_name(part)) if editable is not None else None
+    if schema is None:
+        raise BadRequest(
+            f"the arguments of {tool_name(part)} can't be edited: approve or deny the call as proposed",
+            code="not_editable",
+            field=where,
+        )
+    if not isinstance(edited, dict):
+        raise BadRequest(f"the edited arguments of {call_id} must be an object", code="invalid", field=where)
+    error = validate_json(schema, edited)
+    if error is not None:
+        raise BadRequest(f"the edited arguments of {call_id} don't fit {tool_name(part)}: {error}", field=where)
+    return edited
 
 
 def _check_approval(answer: ToolAnswer, pending: dict[str, Any]) -> ToolApproval:

@@ -51,6 +51,7 @@ from .recording import iter_log, last_offset_ms, write_log
 
 __all__ = [
     "INTERRUPTED_CODE",
+    "INTERRUPTED_FINISH_REASON",
     "Settled",
     "ensure_renewer",
     "orphan_ids",
@@ -65,6 +66,10 @@ logger = logging.getLogger("uistream_app.sweeper")
 
 #: ``Run.error_code`` of a settled orphan.
 INTERRUPTED_CODE = "Interrupted"
+#: ``Run.finish_reason`` of a run settled ``interrupted`` before its answer
+#: finished: ai@7's own word for an answer whose stream ended without its
+#: end (``FinishReason``: "output may be incomplete").
+INTERRUPTED_FINISH_REASON = "interrupted"
 _TERMINAL_TYPES = frozenset(("finish", "error", "abort"))
 
 
@@ -145,7 +150,13 @@ def _store_settled(run: Run, published: list[Chunk] | None, error_text: str) -> 
             write_log(run, added, offsets)
         complete += terminal
         now = timezone.now()
+        ended: dict[str, Any] = {}
+        if terminal:
+            # The answer did not finish: say so in ai@7's words (a log that
+            # ends with a ``finish`` keeps that finish's reason).
+            ended["finish_reason"] = INTERRUPTED_FINISH_REASON
         Run.objects.filter(pk=run.pk).update(
+            **ended,
             status=Run.Status.INTERRUPTED,
             finished_at=now,
             chunk_count=len(complete),

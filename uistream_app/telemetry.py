@@ -316,7 +316,9 @@ async def _tool_call(
             span.record_exception(exc)
         raise
     else:
-        result = getattr(outcome, "event", None)
+        # The loop's outcome of the call: its ToolResult comes last.
+        said = getattr(outcome, "events", ())
+        result = said[-1] if said else None
         failed = bool(getattr(result, "is_error", False))
         span.set_attribute(TOOL_OUTCOME, "error" if failed else "success")
         if failed:

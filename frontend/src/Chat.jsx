@@ -5,6 +5,7 @@
 
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
+import { WorkflowChatTransport } from '@workflow/ai';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { api, csrfHeaders, errorText, urls } from './api.js';
 import { MessageParts } from './parts.jsx';
@@ -14,9 +15,44 @@ const EXAMPLES = [
   'compute 12 * (3 + 4)',
   'count to 50',
   'email ada@example.com saying hello',
+  'email ada@trusted.test saying hello',
+  'research tides',
 ];
 
 const RUN_BADGES = { stopped: 'Stopped', cancelled: 'Connection lost', failed: 'Failed' };
+
+// `/?transport=workflow`: Vercel's WorkflowChatTransport instead of the
+// default one. It reconnects by itself when a stream ends without `finish`
+// (GET chat/<run id>/stream?startIndex=N), and after a reload by the run id
+// this tab remembers from the POST's x-workflow-run-id header.
+const WORKFLOW = new URLSearchParams(window.location.search).get('transport') === 'workflow';
+const runKey = chatId => `uistream-run:${chatId}`;
+
+function workflowTransport(chatId) {
+  return new WorkflowChatTransport({
+    api: urls.chat,
+    // The page's part: its cookies and the CSRF header, read at each request.
+    fetch: (input, init = {}) =>
+      fetch(input, {
+        ...init,
+        headers: { ...Object.fromEntries(new Headers(init.headers)), ...csrfHeaders() },
+        credentials: 'same-origin',
+      }),
+    // The transport sends only `messages` (the server accepts that, and
+    // picks the chat); the page adds what Edit and Regenerate need.
+    prepareSendMessagesRequest: ({ id, messages, trigger, messageId, body }) => ({
+      body: { ...body, id, messages, trigger, messageId },
+    }),
+    onChatSendMessage: response => {
+      const runId = response.headers.get('x-workflow-run-id');
+      if (runId) sessionStorage.setItem(runKey(chatId), runId);
+    },
+    prepareReconnectToStreamRequest: ({ api }) => {
+      const runId = sessionStorage.getItem(runKey(chatId));
+      return { api: runId ? `${urls.chat}/${encodeURIComponent(runId)}/stream` : api };
+    },
+  });
+}
 
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms));
 
@@ -122,13 +158,15 @@ function AssistantMessage({ message, runStatus, busy, isLast, onApproval, onRege
 export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity }) {
   const transport = useMemo(
     () =>
-      new DefaultChatTransport({
-        api: urls.chat,
-        // Read at each request: the CSRF cookie can change (a login).
-        headers: () => csrfHeaders(),
-        credentials: 'same-origin',
-      }),
-    [],
+      WORKFLOW
+        ? workflowTransport(chatId)
+        : new DefaultChatTransport({
+            api: urls.chat,
+            // Read at each request: the CSRF cookie can change (a login).
+            headers: () => csrfHeaders(),
+            credentials: 'same-origin',
+          }),
+    [chatId],
   );
   const [runStatuses, setRunStatuses] = useState(initialStatuses);
   const [stopping, setStopping] = useState(false);
@@ -142,8 +180,11 @@ export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity 
     messages: initialMessages,
     transport,
     // A chat with no stored messages has nothing to resume (and the server
-    // does not know it yet: its resume would be a 404).
-    resume: initialMessages.length > 0,
+    // does not know it yet: its resume would be a 404). WorkflowChatTransport
+    // reads a run that ended too (and, stopped, fails): only a running one.
+    resume: WORKFLOW
+      ? Object.values(initialStatuses).includes('running')
+      : initialMessages.length > 0,
     sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
     onFinish: () => {
       refreshStatuses();
@@ -175,6 +216,11 @@ export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity 
   const onStop = async () => {
     setStopping(true);
     try {
+      // WorkflowChatTransport reconnects after a stream without `finish`,
+      // which a stopped run's is, and would be told 410 (an error banner):
+      // the page ends its side first. The demo's ON_DISCONNECT is "finish",
+      // so that drop does not end the run; the stop request below does.
+      if (WORKFLOW) await stop();
       await api.stop(chatId);
       // The server ends the stream itself (an abort chunk, then [DONE]).
       // Waiting for that keeps the run "stopped": aborting the fetch first

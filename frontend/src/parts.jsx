@@ -65,7 +65,7 @@ export function ToolCard({ part, onApproval, busy }) {
         <div className="approval">
           <p>
             <strong>{name}</strong> needs your approval to run
-            {part.approval?.reason ? `: ${part.approval.reason}` : '.'}
+            {part.approval?.requestReason ? `: ${part.approval.requestReason}` : '.'}
           </p>
           <div className="approval-buttons">
             <button
@@ -90,6 +90,12 @@ export function ToolCard({ part, onApproval, busy }) {
       {part.state === 'approval-responded' && (
         <div className="tool-note">{part.approval?.approved ? 'Approved: running…' : 'Denied.'}</div>
       )}
+      {part.approval?.isAutomatic && part.state !== 'approval-requested' && (
+        <div className="tool-note">
+          {part.approval.approved ? 'Approved' : 'Denied'} automatically by the approval policy
+          {part.approval.reason ? `: ${part.approval.reason}` : '.'}
+        </div>
+      )}
       {part.state === 'output-available' && (
         <div className="tool-section">
           <div className="tool-label">Output{part.preliminary ? ' (preliminary)' : ''}</div>
@@ -98,7 +104,9 @@ export function ToolCard({ part, onApproval, busy }) {
       )}
       {part.state === 'output-error' && <div className="tool-error">{part.errorText}</div>}
       {part.state === 'output-denied' && (
-        <div className="tool-note">Denied{part.approval?.reason ? `: ${part.approval.reason}` : ''}. The tool did not run.</div>
+        <div className="tool-note">
+          {part.approval?.isAutomatic ? 'The tool did not run.' : `Denied${part.approval?.reason ? `: ${part.approval.reason}` : ''}. The tool did not run.`}
+        </div>
       )}
     </div>
   );

@@ -4,7 +4,7 @@
 //
 //   node agui_client.mjs read <stream.sse>
 //     The client's whole pipeline over the bytes (lib/agui.mjs readStream).
-//     Prints {newMessages, messages, events, finished, runError, error, warnings}.
+//     Prints {newMessages, messages, events, finished, runError, error, warnings, state}.
 //
 //   node agui_client.mjs read-dir <dir>
 //     The same for every *.sse file of <dir>, one JSON line each ({file, ...}).
@@ -19,7 +19,7 @@
 //     left pending (lib/agui.mjs liveRun). The agent keeps its messages
 //     across runs, as a browser's would. Prints {runs: [{newMessages, events,
 //     finished, runError, error, warnings, pendingInterrupts, messages: the
-//     agent's messages after that run}], messages: the agent's messages
+//     agent's messages after that run, state: its state after that run}], messages: the agent's messages
 //     after the last run, state}.
 
 import { readdirSync, readFileSync } from 'node:fs';

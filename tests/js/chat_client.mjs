@@ -7,21 +7,37 @@
 // <json>: {"base": "http://127.0.0.1:PORT", "api": "/api/chat", "chatId": "...",
 //          "version": 5|6|7, "cookie": "sessionid=...; csrftoken=...", "csrf": "...",
 //          "steps": [{"send": "text"} | {"regenerate": true} | {"resume": true}
-//                    | {"approve": true|false, "reason"?: "..."}],
+//                    | {"approve": true|false, "reason"?: "...", "edit"?: {...}}],
 //          "clientTools": {"NAME": <output>}}
 // "approve" answers the pending approval request of the last message the way
 // a person's click does (addToolApprovalResponse; the chat sends it by itself,
 // sendAutomaticallyWhen = lastAssistantMessageIsCompleteWithApprovalResponses).
+// "edit" first replaces the call's input in the chat's state (a person who
+// edits the arguments before approving: the message the chat sends back
+// carries them).
 // "clientTools" makes the browser run those tools (onToolCall + addToolOutput,
 // sent by itself when every call has its output); {"waitFinished": n} waits
 // until n answers have finished.
 // The version is sent as the x-uistream-sdk-version header, the way a project
 // serving old clients would configure its transport.
-// Prints one JSON line: {"messages": [...], "status", "error", "finished": n}
-// where messages are the chat's state after the last step, normalised with
-// JSON.parse(JSON.stringify(...)) as they would be stored.
+// Prints one JSON line: {"messages": [...], "status", "error", "finished": n,
+// "progress": {toolCallId: [outputs]}} where messages are the chat's state
+// after the last step, normalised with JSON.parse(JSON.stringify(...)) as
+// they would be stored, and progress lists, per tool call, every distinct
+// preliminary output the chat's state showed while it streamed.
 
 import { SDKS } from './lib/sdk.mjs';
+
+const progress = {};
+
+function noteProgress(message) {
+  for (const part of message.parts ?? []) {
+    if (part.preliminary !== true || part.toolCallId === undefined) continue;
+    const seen = (progress[part.toolCallId] ??= []);
+    const output = JSON.stringify(part.output);
+    if (seen[seen.length - 1] !== output) seen.push(output);
+  }
+}
 
 class State {
   constructor() {
@@ -36,6 +52,7 @@ class State {
     this.messages = this.messages.slice(0, -1);
   }
   replaceMessage(index, message) {
+    noteProgress(message);
     this.messages = [...this.messages.slice(0, index), this.snapshot(message), ...this.messages.slice(index + 1)];
   }
   snapshot(thing) {
@@ -123,6 +140,10 @@ async function main() {
       const last = chat.messages[chat.messages.length - 1];
       const part = last.parts.find(p => p.state === 'approval-requested');
       if (!part) throw new Error('no approval request to answer');
+      if (step.edit !== undefined) {
+        const edited = { ...last, parts: last.parts.map(p => (p === part ? { ...p, input: step.edit } : p)) };
+        chat.messages = [...chat.messages.slice(0, -1), edited];
+      }
       const done = whenDone();
       await chat.addToolApprovalResponse({ id: part.approval.id, approved: step.approve, reason: step.reason });
       await done;
@@ -136,6 +157,7 @@ async function main() {
       status: chat.status,
       error: lastError,
       finished,
+      progress: Object.fromEntries(Object.entries(progress).map(([id, seen]) => [id, seen.map(JSON.parse)])),
     }) + '\n',
   );
 }

@@ -71,11 +71,13 @@ class RunReport:
 def apply_decisions(message: dict[str, Any], decisions: Any) -> dict[str, Any]:
     """``message`` with a continuation's approval decisions applied to its
     pending tool parts (the parts ``chat.prepare_continuation`` stores
-    before the continuation runs; client tool results arrive as chunks)."""
+    before the continuation runs, edited arguments included; client tool
+    results arrive as chunks)."""
     answers = {
         d.get("toolCallId"): d
         for d in (decisions if isinstance(decisions, list) else [])
-        if isinstance(d, dict) and "approvalId" in d
+        # A policy's decisions were made in the run itself, on its own chunks.
+        if isinstance(d, dict) and "approvalId" in d and d.get("decider") != "policy"
     }
     if not answers:
         return message
@@ -88,6 +90,8 @@ def apply_decisions(message: dict[str, Any], decisions: Any) -> dict[str, Any]:
             if answer.get("reason"):
                 approval["reason"] = answer["reason"]
             part = {**part, "state": "approval-responded", "approval": approval}
+            if "input" in answer:  # the person edited the arguments
+                part["input"] = answer["input"]
         parts.append(part)
     return {**message, "parts": parts}
 

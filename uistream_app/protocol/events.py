@@ -13,9 +13,11 @@ The vocabulary, in the order a tool-loop step usually produces it:
   ``ToolCallStart`` → ``ToolCallDelta``… → ``ToolCall`` (the call complete,
   its arguments as the raw text the model sent), ``Usage``, ``Finish``
   (the model call ended, with its reason);
-* what the loop adds: ``ToolResult`` (content, is_error), ``ToolInputError``
-  (arguments that did not parse or fit), ``ToolApprovalRequest``,
-  ``ToolDenied``, ``StepFinished``, ``Done`` (the message is over);
+* what the loop adds: ``ToolResult`` (content, is_error; ``preliminary``
+  for a streaming tool's progress), ``ToolInputError`` (arguments that did
+  not parse or fit), ``ToolApprovalRequest``, ``ToolApprovalResponse`` (an
+  approval policy decided on its own), ``ToolDenied``, ``StepFinished``,
+  ``Done`` (the message is over);
 * extras any source may carry: ``SourceUrl``, ``SourceDocument``, ``File``,
   ``Data``, ``MessageMetadata``.
 
@@ -52,6 +54,7 @@ __all__ = [
     "TextDelta",
     "TextEnd",
     "ToolApprovalRequest",
+    "ToolApprovalResponse",
     "ToolCall",
     "ToolCallDelta",
     "ToolCallStart",
@@ -162,7 +165,8 @@ class ToolResult:
     """A tool ran. ``content`` that is a string is sent as JSON where it
     parses and as a JSON string where it does not; any other value is sent
     as it is. ``is_error`` makes it a ``tool-output-error`` whose text is
-    ``content``."""
+    ``content``. ``preliminary``: a progress value of a tool that streams
+    (an async generator); the call's final output follows without it."""
 
     tool_call_id: str
     content: JSONValue
@@ -187,10 +191,24 @@ class ToolInputError:
 
 @dataclass(frozen=True, slots=True)
 class ToolApprovalRequest:
-    """The call needs a person's approval before it runs."""
+    """The call needs a person's approval before it runs; with
+    ``is_automatic`` an approval policy decides it at once (a
+    ``ToolApprovalResponse`` follows), as ai@7's ``toolApproval`` does."""
 
     approval_id: str
     tool_call_id: str
+    reason: str | None = None
+    is_automatic: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolApprovalResponse:
+    """The server's own answer to an approval request: an approval policy
+    approved or denied the call (a person's answer comes in the next
+    request instead)."""
+
+    approval_id: str
+    approved: bool
     reason: str | None = None
 
 
@@ -281,6 +299,7 @@ Event: TypeAlias = (
     | ToolResult
     | ToolInputError
     | ToolApprovalRequest
+    | ToolApprovalResponse
     | ToolDenied
     | StepFinished
     | Done
@@ -304,6 +323,7 @@ _TAGS: Final[dict[type, str]] = {
     ToolResult: "tool-result",
     ToolInputError: "tool-input-error",
     ToolApprovalRequest: "tool-approval-request",
+    ToolApprovalResponse: "tool-approval-response",
     ToolDenied: "tool-denied",
     StepFinished: "step-finished",
     Done: "done",

@@ -19,6 +19,8 @@ from django.utils import timezone
 
 from ..conf import settings as uistream_settings
 from ..models import Message, Run
+from ..protocol.agui.renderer import CARRIER_TYPE
+from ..protocol.agui.state import fold_chunk
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
 from .store import LogWriter, _Final, _Job, _outcome
@@ -91,6 +93,18 @@ class RunRecorder:
         self._finished = False
         self._finishing: asyncio.Future[None] | None = None
         self._writer: LogWriter | None = None
+        # Approval ids this run requested → their tool call ids; and the
+        # decisions an approval policy made in the run (docs/operations.md,
+        # "Approval policies"), added to ``Run.decisions`` when it ends.
+        self._requested: dict[str, str] = {
+            str(p["approval"]["id"]): str(p.get("toolCallId", ""))
+            for p in (message.parts or [])
+            if isinstance(p, dict) and isinstance(p.get("approval"), dict) and "id" in p["approval"]
+        }
+        self._policy_decisions: list[dict[str, Any]] = []
+        # The AG-UI shared state the carried state events set (Run.state).
+        self._state: Any = None
+        self._state_set = False
 
     # -- reading ------------------------------------------------------------------
 
@@ -132,8 +146,14 @@ class RunRecorder:
         self._offsets.extend([offset] * len(chunks))
         urgent = False
         for chunk in chunks:
-            if chunk.get("type") in FLUSH_AT:
+            kind = chunk.get("type")
+            if kind in FLUSH_AT:
                 urgent = True
+            elif kind == "tool-approval-request" or kind == "tool-approval-response":
+                self._note_approval(chunk)
+            elif kind == CARRIER_TYPE:
+                changed, self._state = fold_chunk(chunk, self._state)
+                self._state_set = self._state_set or changed
             if self.reader_error is None:
                 self._read(chunk)
         if urgent or was_idle:
@@ -181,6 +201,10 @@ class RunRecorder:
                 "first_chunk_at": self._first_chunk_at,
                 "trace_id": self.run.trace_id,
             }
+            if self._policy_decisions:
+                fields["decisions"] = [*(self.run.decisions or []), *self._policy_decisions]
+            if self._state_set:
+                fields["state"] = self._state
             final = _Final(message["parts"], message.get("metadata"), fields)
             finishing = self._writer_here().finish(self, final)
             self._finishing = finishing
@@ -205,6 +229,27 @@ class RunRecorder:
 
     def _at(self, offset_ms: int) -> datetime:
         return self.run.started_at + timedelta(milliseconds=offset_ms)
+
+    def _note_approval(self, chunk: Chunk) -> None:
+        """A ``tool-approval-response`` in a run's own stream is always an
+        approval policy's decision (a person's comes in the next request):
+        it is recorded as the policy's, beside the person's decisions."""
+        approval_id = chunk.get("approvalId")
+        if not isinstance(approval_id, str):
+            return
+        if chunk["type"] == "tool-approval-request":
+            self._requested[approval_id] = str(chunk.get("toolCallId", ""))
+            return
+        decision: dict[str, Any] = {
+            "toolCallId": self._requested.get(approval_id, ""),
+            "decidedAt": self._at(self._offset_ms(self._clock())).isoformat(),
+            "decidedBy": "approval policy",
+            "decider": "policy",
+            "approvalId": approval_id,
+            "approved": chunk.get("approved") is True,
+            "reason": chunk.get("reason") if isinstance(chunk.get("reason"), str) else None,
+        }
+        self._policy_decisions.append(decision)
 
     def _read(self, chunk: Chunk) -> None:
         try:

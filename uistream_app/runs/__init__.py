@@ -29,7 +29,7 @@ from .errors import (
     ToolError,
 )
 from .history import approvals_from_ui, model_to_ui_messages, ui_to_model_messages
-from .loop import DEFAULT_MAX_STEPS, MASKED_TOOL_ERROR, ClientToolResult, ToolApproval, ToolLoop
+from .loop import DEFAULT_MAX_STEPS, MASKED_TOOL_ERROR, ClientToolResult, ToolApproval, ToolApprovalPolicy, ToolLoop
 from .messages import (
     AssistantMessage,
     ModelMessage,
@@ -44,12 +44,13 @@ from .messages import (
 from .model import ChatModel, ModelEvent, model_name
 from .providers import MODEL_SCHEMES, ModelSpecError, is_model_spec, resolve_model
 from .scripted import ScriptedModel
-from .tools import ClientTool, Tool, ToolArgumentsError, ToolContext, tool
+from .tools import ApprovalStatus, ClientTool, Tool, ToolArgumentsError, ToolContext, tool
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
     "MASKED_TOOL_ERROR",
     "MODEL_SCHEMES",
+    "ApprovalStatus",
     "AssistantMessage",
     "ChatModel",
     "ClientTool",
@@ -69,6 +70,7 @@ __all__ = [
     "SystemMessage",
     "Tool",
     "ToolApproval",
+    "ToolApprovalPolicy",
     "ToolArgumentsError",
     "ToolCallRequest",
     "ToolContext",

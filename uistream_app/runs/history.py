@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..protocol.ui.parts import is_tool_type, tool_name
-from .loop import ToolApproval
+from .loop import DENIED_TEXT, POLICY_DENIED_TEXT, ToolApproval
 from .messages import (
     AssistantMessage,
     ModelMessage,
@@ -65,9 +65,13 @@ def _steps(parts: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
 
 
 def _denial(part: Mapping[str, Any]) -> str:
+    """What the model read when the call was denied (the loop's words): by
+    the approval policy when the decision was automatic, else by the user."""
     approval = part.get("approval") or {}
     reason = approval.get("reason") if isinstance(approval, Mapping) else None
-    return "The user denied this tool call." + (f" Reason: {reason}" if reason else "")
+    automatic = isinstance(approval, Mapping) and approval.get("isAutomatic") is True
+    text = POLICY_DENIED_TEXT if automatic else DENIED_TEXT
+    return text + (f" Reason: {reason}" if reason else "")
 
 
 def _reasoning_parts(step: Iterable[Mapping[str, Any]]) -> tuple[ReasoningPart, ...]:

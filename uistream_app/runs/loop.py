@@ -25,6 +25,7 @@ from ..protocol.events import (
     StepFinished,
     TextDelta,
     ToolApprovalRequest,
+    ToolApprovalResponse,
     ToolCall,
     ToolDenied,
     ToolInputError,
@@ -35,7 +36,7 @@ from ..telemetry import tool_failed, trace_model_call, trace_tool_call
 from .errors import ToolError
 from .messages import AssistantMessage, ModelMessage, ModelOptions, ReasoningPart, ToolCallRequest, ToolMessage
 from .model import ChatModel
-from .tools import Tool, ToolArgumentsError, ToolContext, tool_output_text
+from .tools import ApprovalStatus, Tool, ToolArgumentsError, ToolContext, approval_status, tool_output_text
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -43,6 +44,7 @@ __all__ = [
     "AfterToolHook",
     "BeforeToolHook",
     "ToolApproval",
+    "ToolApprovalPolicy",
     "ToolLoop",
 ]
 
@@ -58,6 +60,17 @@ BeforeToolHook: TypeAlias = Callable[[ToolContext], "Awaitable[ToolResult | None
 #: Called after a tool ran (or failed). Return None to keep the result, or a
 #: replacement ``ToolResult``.
 AfterToolHook: TypeAlias = Callable[[ToolContext, ToolResult], "Awaitable[ToolResult | None] | ToolResult | None"]
+#: A run's approval policy (ai@7's ``toolApproval``), asked before a tool's
+#: own ``needs_approval`` and winning over it: a function of the call's
+#: ``ToolContext``, or a mapping of tool names to a status or a function of
+#: (arguments, context). It answers an approval status (``"user-approval"``,
+#: ``"approved"``, ``"denied"``, ``"not-applicable"``, or ``{"type", "reason"}``,
+#: or an ``ApprovalStatus``), maybe awaitably; None leaves the call to the
+#: tool's own rule (docs/operations.md, "Approval policies").
+ToolApprovalPolicy: TypeAlias = "Callable[[ToolContext], Any] | Mapping[str, Any]"
+
+DENIED_TEXT: Final = "The user denied this tool call."
+POLICY_DENIED_TEXT: Final = "The tool call was denied by the approval policy."
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +98,22 @@ class _Run:
     conversation: list[ModelMessage]
     approvals: Mapping[str, ToolApproval]
     client_results: Mapping[str, ClientToolResult]
+    context: Any = None  # the runtime context (ToolContext.runtime_context)
     step: int = 0
     waiting: bool = False  # a call of the last settled batch awaits its answer
 
 
 @dataclass(slots=True)
 class _Outcome:
-    event: Event | None  # None: nothing to say yet (a client tool is running)
+    events: tuple[Event, ...]  # (): nothing to say yet (a client tool is running)
     message: ToolMessage | None  # None: the call is not answered yet (approval, client)
+    #: Said on the way (an automatic approval, a preliminary output): the
+    #: call's own outcome is still to come.
+    progress: bool = False
+
+
+def _said(*events: Event) -> _Outcome:
+    return _Outcome(events, None, progress=True)
 
 
 def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
@@ -115,6 +136,7 @@ class ToolLoop:
         max_steps_reason: str = "length",
         before_tool: BeforeToolHook | None = None,
         after_tool: AfterToolHook | None = None,
+        tool_approval: ToolApprovalPolicy | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
@@ -131,6 +153,7 @@ class ToolLoop:
         self.max_steps_reason = max_steps_reason
         self._before_tool = before_tool
         self._after_tool = after_tool
+        self.tool_approval = tool_approval
 
     # -- hooks (override in a subclass, or pass callables) ---------------------
 
@@ -151,6 +174,26 @@ class ToolLoop:
         replaced = self._after_tool(context, result)
         return await replaced if inspect.isawaitable(replaced) else replaced
 
+    async def approval(self, tool: Tool, context: ToolContext) -> ApprovalStatus:
+        """Whether the call ``context`` describes runs, waits for a person,
+        or is approved or denied at once: the run's ``tool_approval`` policy
+        wins; where it has no opinion (None, or no entry for the tool) the
+        tool's own ``needs_approval`` decides (ai@7's ``resolveToolApproval``,
+        but a policy's None defers instead of waiving the tool's rule)."""
+        policy = self.tool_approval
+        answer: Any = None
+        if callable(policy):
+            answer = policy(context)
+        elif policy is not None:
+            rule = policy.get(context.tool_name)
+            answer = rule(dict(context.arguments), context) if callable(rule) else rule
+        if inspect.isawaitable(answer):
+            answer = await answer
+        status = approval_status(answer)
+        if status is not None:
+            return status
+        return await tool.approval(dict(context.arguments), context)
+
     def approval_id(self, call: ToolCallRequest) -> str:
         """The id of the approval request for ``call`` (deterministic, so a
         run encodes to the same bytes every time)."""
@@ -164,11 +207,14 @@ class ToolLoop:
         *,
         approvals: Mapping[str, ToolApproval] | None = None,
         client_results: Mapping[str, ClientToolResult] | None = None,
+        context: Any = None,
     ) -> AsyncGenerator[Event, None]:
         """The run's events. ``approvals`` maps tool call ids to a person's
         decisions, for calls that awaited approval in an earlier run;
-        ``client_results`` the browser's results of client-side tools."""
-        state = _Run(list(messages), approvals or {}, client_results or {})
+        ``client_results`` the browser's results of client-side tools;
+        ``context`` is what tools and approval rules see as
+        ``ToolContext.runtime_context``."""
+        state = _Run(list(messages), approvals or {}, client_results or {}, context)
         conversation = state.conversation
         specs = [t.spec for t in self.tools.values()]
 
@@ -249,30 +295,56 @@ class ToolLoop:
         state.waiting = False
         async with aclosing(self._settle(state, calls)) as outcomes:
             async for outcome in outcomes:
-                if outcome.event is not None:
-                    yield outcome.event
+                for event in outcome.events:
+                    yield event
+                if outcome.progress:
+                    continue
                 if outcome.message is None:
                     state.waiting = True
                 else:
                     state.conversation.append(outcome.message)
 
     async def _settle(self, state: _Run, calls: Sequence[ToolCallRequest]) -> AsyncGenerator[_Outcome, None]:
-        """Run ``calls`` concurrently, yield their outcomes in call
-        order; on exit (normal, closed or cancelled) no task is left."""
+        """Run ``calls`` concurrently, yield their outcomes in call order
+        (what streaming tools and automatic approvals say on the way is
+        yielded as it comes); on exit (normal, closed or cancelled) no task
+        is left."""
         snapshot = tuple(state.conversation)
         slots: list[_Outcome | asyncio.Task[_Outcome]] = []
+        said: asyncio.Queue[Event] = asyncio.Queue()
+        streaming = False  # whether a tool of this batch streams
         try:
             for call in calls:
-                ready = self._prepare(state, call, snapshot)
+                ready = await self._prepare(state, call, snapshot)
                 if isinstance(ready, _Outcome):
                     slots.append(ready)
                 else:
-                    tool, context = ready
-                    execution = self._execute(tool, context)
+                    tool, context, before = ready
+                    if before:
+                        yield _said(*before)
+                    streaming = streaming or tool.streams
+                    execution = self._execute(tool, context, said.put_nowait)
                     traced = trace_tool_call(execution, call.name, call.id, context.arguments, tool.description)
                     slots.append(asyncio.create_task(traced))
             for slot in slots:
-                yield slot if isinstance(slot, _Outcome) else await slot
+                if isinstance(slot, _Outcome):
+                    yield slot
+                    continue
+                while streaming and not slot.done():
+                    getter = asyncio.ensure_future(said.get())
+                    try:
+                        await asyncio.wait((slot, getter), return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        if not getter.done():
+                            getter.cancel()
+                            await asyncio.gather(getter, return_exceptions=True)
+                    if not getter.cancelled():
+                        yield _said(getter.result())
+                # A call says all it says before it ends: drained here, its
+                # progress comes before its outcome.
+                while not said.empty():
+                    yield _said(said.get_nowait())
+                yield await slot
         finally:
             running = [s for s in slots if isinstance(s, asyncio.Task) and not s.done()]
             for task in running:
@@ -280,50 +352,87 @@ class ToolLoop:
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
 
-    def _prepare(
+    async def _prepare(
         self, state: _Run, call: ToolCallRequest, conversation: Sequence[ModelMessage]
-    ) -> _Outcome | tuple[Tool, ToolContext]:
+    ) -> _Outcome | tuple[Tool, ToolContext, tuple[Event, ...]]:
         """What can be decided without running anything: unknown tool, bad
-        arguments, approval needed or denied. Else the tool and its context."""
+        arguments, approval needed or denied. Else the tool, its context and
+        what to say before it runs (an automatic approval)."""
         tool = self.tools.get(call.name)
         if tool is None:
             text = f"Model tried to call unavailable tool '{call.name}'."
             return _Outcome(
-                ToolInputError(call.id, call.name, _loose_json(call.arguments), text, dynamic=True),
+                (ToolInputError(call.id, call.name, _loose_json(call.arguments), text, dynamic=True),),
                 ToolMessage(call.id, text, is_error=True, tool_name=call.name),
             )
         try:
             arguments = tool.parse_arguments(call.arguments)
         except ToolArgumentsError as exc:
             return _Outcome(
-                ToolInputError(call.id, call.name, exc.input, str(exc)),
+                (ToolInputError(call.id, call.name, exc.input, str(exc)),),
                 ToolMessage(call.id, str(exc), is_error=True, tool_name=call.name),
             )
         if tool.client_side:
             answer = state.client_results.get(call.id)
             if answer is None:
-                return _Outcome(None, None)  # the browser runs it; the run waits
+                return _Outcome((), None)  # the browser runs it; the run waits
             text = tool_output_text(answer.output)
             return _Outcome(
-                ToolResult(call.id, answer.output, is_error=answer.is_error, tool_name=call.name),
+                (ToolResult(call.id, answer.output, is_error=answer.is_error, tool_name=call.name),),
                 ToolMessage(call.id, text, is_error=answer.is_error, tool_name=call.name),
             )
-        if tool.needs_approval(arguments):
-            decision = state.approvals.get(call.id)
-            if decision is None:
-                return _Outcome(ToolApprovalRequest(self.approval_id(call), call.id), None)
+        context = ToolContext(call.id, call.name, arguments, state.step, conversation, state.context)
+        try:
+            status = await self.approval(tool, context)
+        except Exception:
+            # A rule that fails must not run the call: it is an error the
+            # model reads, masked, with the detail in the log.
+            logger.exception("the approval rule for %s (call %s) failed", call.name, call.id)
+            return _Outcome(
+                (ToolResult(call.id, self.error_text, is_error=True, tool_name=call.name),),
+                ToolMessage(call.id, self.error_text, is_error=True, tool_name=call.name),
+            )
+        decision = state.approvals.get(call.id)
+        if decision is not None:
+            # A person answered this call in an earlier run. A policy that
+            # denies its (maybe edited) arguments still wins; else the
+            # person's answer stands.
+            if status.type == "denied":
+                # Said as the policy's answer to the person's approval, so
+                # the message and the run's decisions tell who denied it.
+                overruled = _denied(call, POLICY_DENIED_TEXT, status.reason)
+                overruled.events = (ToolApprovalResponse(decision.approval_id, False, status.reason), *overruled.events)
+                return overruled
             if not decision.approved:
-                text = "The user denied this tool call." + (f" Reason: {decision.reason}" if decision.reason else "")
-                return _Outcome(ToolDenied(call.id), ToolMessage(call.id, text, is_error=True, tool_name=call.name))
-        return tool, ToolContext(call.id, call.name, arguments, state.step, conversation)
+                return _denied(call, DENIED_TEXT, decision.reason)
+            return tool, context, ()
+        if status.type == "not-applicable":
+            return tool, context, ()
+        approval_id = self.approval_id(call)
+        if status.type == "user-approval":
+            return _Outcome((ToolApprovalRequest(approval_id, call.id, status.reason),), None)
+        approved = status.type == "approved"
+        decided: tuple[Event, ...] = (
+            ToolApprovalRequest(approval_id, call.id, is_automatic=True),
+            ToolApprovalResponse(approval_id, approved, status.reason),
+        )
+        if approved:
+            return tool, context, decided
+        text = POLICY_DENIED_TEXT + (f" Reason: {status.reason}" if status.reason else "")
+        return _Outcome((*decided, ToolDenied(call.id)), ToolMessage(call.id, text, is_error=True, tool_name=call.name))
 
-    async def _execute(self, tool: Tool, context: ToolContext) -> _Outcome:
-        """Hooks, the call under its timeout, and the error policy."""
+    async def _execute(self, tool: Tool, context: ToolContext, say: Callable[[Event], None]) -> _Outcome:
+        """Hooks, the call under its timeout, and the error policy. A
+        streaming tool's values go to ``say`` as preliminary outputs."""
         call_id, name = context.tool_call_id, context.tool_name
+
+        def progress(value: Any) -> None:
+            say(ToolResult(call_id, value, tool_name=name, preliminary=True))
+
         try:
             result = await self.before_tool(context)
             if result is None:
-                result = ToolResult(call_id, await _invoke(tool, context), tool_name=name)
+                result = ToolResult(call_id, await _invoke(tool, context, progress), tool_name=name)
         except ToolError as exc:
             tool_failed("ToolError")
             result = ToolResult(call_id, str(exc), is_error=True, tool_name=name)
@@ -345,20 +454,25 @@ class ToolLoop:
             replaced = ToolResult(call_id, self.error_text, is_error=True, tool_name=name)
         if replaced is not None:
             result = replaced
-        return _Outcome(result, ToolMessage(call_id, tool_output_text(result.content), result.is_error, name))
+        return _Outcome((result,), ToolMessage(call_id, tool_output_text(result.content), result.is_error, name))
 
 
 class _ToolTimeout(Exception):
     """The tool's own timeout expired (not a TimeoutError it raised)."""
 
 
-async def _invoke(tool: Tool, context: ToolContext) -> Any:
+def _denied(call: ToolCallRequest, text: str, reason: str | None) -> _Outcome:
+    said = text + (f" Reason: {reason}" if reason else "")
+    return _Outcome((ToolDenied(call.id),), ToolMessage(call.id, said, is_error=True, tool_name=call.name))
+
+
+async def _invoke(tool: Tool, context: ToolContext, progress: Callable[[Any], None]) -> Any:
     if tool.timeout is None:
-        return await tool.invoke(context.arguments, context)
+        return await tool.invoke(context.arguments, context, progress)
     scope = asyncio.timeout(tool.timeout)
     try:
         async with scope:
-            return await tool.invoke(context.arguments, context)
+            return await tool.invoke(context.arguments, context, progress)
     except TimeoutError:
         if scope.expired():
             raise _ToolTimeout from None

@@ -9,7 +9,7 @@ payload's ``type``, never from the ``event:`` line, so compatible servers
 that send bare ``data:`` lines (with or without a space, ending in
 ``[DONE]`` or not) read the same.
 
-The rules of the stream reader (``_Reader``), keyed by ``output_index``
+The rules of the stream reader (``ResponsesStreamReader``), keyed by ``output_index``
 (compatible servers rotate item ids between events; the index is stable):
 
 1. ``output_item.added`` opens an item: a ``message`` (text follows), a
@@ -97,7 +97,7 @@ from .messages import (
 )
 from .model import ModelEvent
 
-__all__ = ["OpenAIResponsesModel", "map_incomplete_reason"]
+__all__ = ["OpenAIResponsesModel", "ResponsesStreamReader", "map_incomplete_reason"]
 
 _RETRYABLE_CODES: Final = frozenset(("rate_limit_exceeded", "server_error", "server_is_overloaded", "slow_down"))
 _MEMORY = ReplayMemory()
@@ -224,7 +224,7 @@ class OpenAIResponsesModel(HTTPModelBase):
     # -- the stream --------------------------------------------------------------
 
     async def _events(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
-        reader = _Reader()
+        reader = ResponsesStreamReader()
         async for sse in sse_events(response):
             payload = sse.data
             if payload == "[DONE]":
@@ -259,8 +259,10 @@ class _Item:
     container_id: str = ""
 
 
-class _Reader:
-    """One response's events → model events (rules in the module docstring)."""
+class ResponsesStreamReader:
+    """One response's events → model events (rules in the module docstring).
+    Public: the OpenAI Agents SDK adapter reads the raw Responses events of
+    the SDK's stream with it."""
 
     def __init__(self) -> None:
         self.items: dict[int, _Item] = {}

@@ -7,6 +7,7 @@ applies (parse, invoke, timeout) are in docs/operations.md ("Tools").
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import functools
@@ -17,15 +18,18 @@ import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, TypeAlias, TypeVar, overload
 
 from ..protocol.ui.encoder import parse_tool_input
 from .messages import ModelMessage, ToolSpec
 
 __all__ = [
+    "APPROVAL_KINDS",
+    "ApprovalStatus",
     "Tool",
     "ToolArgumentsError",
     "ToolContext",
+    "approval_status",
     "tool",
     "tool_output_text",
     "validate_json",
@@ -44,6 +48,44 @@ class ToolContext:
     arguments: Mapping[str, Any]
     step: int = 0
     messages: Sequence[ModelMessage] = ()
+    #: What the run serves, as ``ToolLoop.run(context=...)`` was given it
+    #: (the chat views give the ``PreparedRun``: its owner, its turn's extra
+    #: body keys); ai@7's ``runtimeContext``.
+    runtime_context: Any = None
+
+
+ApprovalKind: TypeAlias = Literal["not-applicable", "user-approval", "approved", "denied"]
+#: The answers of an approval rule, as ai@7's ``ToolApprovalStatus`` has them.
+APPROVAL_KINDS: frozenset[str] = frozenset(("not-applicable", "user-approval", "approved", "denied"))
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalStatus:
+    """What an approval rule says about one call (ai@7's
+    ``ToolApprovalStatus``): ``not-applicable`` (run it), ``user-approval``
+    (ask a person; ``reason`` is shown to them), ``approved`` or ``denied``
+    (decided at once, automatically; ``reason`` goes with the decision)."""
+
+    type: ApprovalKind
+    reason: str | None = None
+
+
+def approval_status(value: Any) -> ApprovalStatus | None:
+    """An approval rule's answer as an ``ApprovalStatus``; None for None
+    (no opinion). Takes what ai@7 takes (``"approved"``, ``{"type":
+    "denied", "reason": "..."}``), an ``ApprovalStatus``, and a bool (a
+    plain ``needs_approval``: True asks a person). Raises ``ValueError`` for
+    anything else: a rule that answers nonsense must not run the tool."""
+    if value is None or isinstance(value, ApprovalStatus):
+        return value
+    if isinstance(value, bool):
+        return ApprovalStatus("user-approval" if value else "not-applicable")
+    kind, reason = value, None
+    if isinstance(value, Mapping):
+        kind, reason = value.get("type"), value.get("reason")
+    if kind not in APPROVAL_KINDS or (reason is not None and not isinstance(reason, str)):
+        raise ValueError(f"not an approval status: {value!r}")
+    return ApprovalStatus(kind, reason or None)
 
 
 class ToolArgumentsError(ValueError):
@@ -339,11 +381,27 @@ class Tool:
     #: (``addToolResult``) and the run waits for its result.
     client_side: bool = False
 
-    def needs_approval(self, arguments: dict[str, Any]) -> bool:
+    def needs_approval(self, arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
         """Whether a call with these (validated) arguments waits for a
-        person's approval."""
+        person's approval: ``requires_approval`` itself, or what it answers
+        when it is a function of the arguments (and, when it takes two
+        parameters, the call's ``ToolContext``). A function may also answer
+        an approval status (``"approved"``, ``{"type": "denied", "reason":
+        …}``) or be async; the loop reads it with ``approval()``."""
         rule = self.requires_approval
-        return bool(rule(arguments)) if callable(rule) else bool(rule)
+        if not callable(rule):
+            return bool(rule)
+        if self._rule_takes_context:
+            return rule(arguments, context)
+        result = rule(arguments)
+        return bool(result) if isinstance(result, bool | int) else result
+
+    async def approval(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ApprovalStatus:
+        """``needs_approval`` awaited and read as an ``ApprovalStatus``."""
+        answer = self.needs_approval(arguments, context)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return approval_status(answer) or ApprovalStatus("not-applicable")
 
     def __init__(
         self,
@@ -353,8 +411,9 @@ class Tool:
         description: str | None = None,
         parameters: Mapping[str, Any] | None = None,
         timeout: float | None = None,
-        requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
+        requires_approval: bool | Callable[..., Any] = False,
         run_sync_in_thread: bool = True,
+        editable_arguments: bool = False,
     ) -> None:
         self.function = function
         name = name or getattr(function, "__name__", None)
@@ -366,10 +425,18 @@ class Tool:
         summary, param_docs = _parse_docstring(inspect.getdoc(function))
         self.description = description if description is not None else summary
         self.timeout = timeout
-        # True, False, or a predicate over the validated arguments.
+        # True, False, or a rule over the validated arguments (and context).
         self.requires_approval = requires_approval
+        self._rule_takes_context = callable(requires_approval) and _positional_count(requires_approval) >= 2
+        #: Whether a person who approves a call may change its arguments
+        #: (the edited call is what runs; the original is kept beside it).
+        self.editable_arguments = editable_arguments
         # An object whose __call__ is async counts as async too.
         self.is_async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__)
+        #: An async generator streams: each value it yields is sent as a
+        #: preliminary output, and the last one is the call's output (ai@7's
+        #: rule for an ``execute`` that returns an AsyncIterable).
+        self.streams = inspect.isasyncgenfunction(function) or inspect.isasyncgenfunction(type(function).__call__)
         self.run_sync_in_thread = run_sync_in_thread
         self._context_param: str | None = None
         self._converters: dict[str, Converter] = {}
@@ -450,12 +517,27 @@ class Tool:
             raise ToolArgumentsError(f"Invalid arguments for {self.name}: {error}", value)
         return value
 
-    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
+    async def invoke(
+        self,
+        arguments: Mapping[str, Any],
+        context: ToolContext | None = None,
+        progress: Callable[[Any], None] | None = None,
+    ) -> Any:
         """Call the function with validated ``arguments`` (a sync one in a
-        worker thread unless ``run_sync_in_thread=False``)."""
+        worker thread unless ``run_sync_in_thread=False``). A streaming
+        tool's every value goes to ``progress``; its last is returned (None
+        when it yields nothing)."""
         kwargs = {k: (self._converters[k](v) if k in self._converters else v) for k, v in arguments.items()}
         if self._context_param is not None:
             kwargs[self._context_param] = context
+        if self.streams:
+            last = None
+            async with contextlib.aclosing(self.function(**kwargs)) as values:
+                async for value in values:
+                    last = value
+                    if progress is not None:
+                        progress(value)
+            return last
         if self.is_async:
             return await self.function(**kwargs)
         if self.run_sync_in_thread:
@@ -464,6 +546,22 @@ class Tool:
         if inspect.isawaitable(result):
             return await result
         return result
+
+
+def _positional_count(function: Callable[..., Any]) -> int:
+    """How many positional arguments ``function`` takes (a large number for
+    ``*args``); 1 when its signature can't be read."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    count = 0
+    for p in parameters:
+        if p.kind is p.VAR_POSITIONAL:
+            return 1 << 16
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            count += 1
+    return count
 
 
 def _is_json(value: Any) -> bool:
@@ -483,8 +581,9 @@ def tool(
     description: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     timeout: float | None = None,
-    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
+    requires_approval: bool | Callable[..., Any] = False,
     run_sync_in_thread: bool = True,
+    editable_arguments: bool = False,
 ) -> Callable[[F], Tool]: ...
 def tool(
     function: F | None = None,
@@ -494,8 +593,9 @@ def tool(
     description: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     timeout: float | None = None,
-    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
+    requires_approval: bool | Callable[..., Any] = False,
     run_sync_in_thread: bool = True,
+    editable_arguments: bool = False,
 ) -> Tool | Callable[[F], Tool]:
     """Make a ``Tool`` of a function: ``@tool`` or ``@tool(timeout=5)``."""
 
@@ -508,6 +608,7 @@ def tool(
             timeout=timeout,
             requires_approval=requires_approval,
             run_sync_in_thread=run_sync_in_thread,
+            editable_arguments=editable_arguments,
         )
 
     return wrap(function) if function is not None else wrap

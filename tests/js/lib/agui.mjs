@@ -82,7 +82,7 @@ export async function readStream(bytes, { threadId = 'thread-1' } = {}) {
       return { newMessages: agent.messages, error: error.message };
     }
   });
-  return { ...seen, ...value, warnings, messages: JSON.parse(JSON.stringify(agent.messages)) };
+  return { ...seen, ...value, warnings, messages: JSON.parse(JSON.stringify(agent.messages)), state: agent.state ?? null };
 }
 
 /** Events parsed from SSE bytes with the same framing rules the client uses. */
@@ -183,6 +183,7 @@ export async function liveRun(agent, { text, messageId, runId, parameters = {}, 
     pendingInterrupts: JSON.parse(JSON.stringify(agent.pendingInterrupts)),
     // What the agent holds once this run is over (the next run sends it).
     messages: JSON.parse(JSON.stringify(agent.messages)),
+    state: JSON.parse(JSON.stringify(agent.state ?? null)),
   };
 }
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .events import Event
+from .patch import PatchError, apply_patch
 
 __all__ = ["fold_messages"]
 
@@ -57,6 +58,10 @@ def fold_messages(events: Iterable[Event], messages: list[dict[str, Any]] | None
             _append_arguments(out, event)
         elif kind == "TOOL_CALL_RESULT":
             _insert_result(out, by_id, event)
+        elif kind == "ACTIVITY_SNAPSHOT":
+            _activity_snapshot(out, by_id, event)
+        elif kind == "ACTIVITY_DELTA":
+            _activity_delta(out, by_id, event)
         elif kind == "MESSAGES_SNAPSHOT":
             out = _apply_snapshot(out, copy.deepcopy(event["messages"]))
             by_id = {m["id"]: m for m in out if isinstance(m.get("id"), str)}
@@ -77,6 +82,48 @@ def _open_message(out: list[dict[str, Any]], by_id: dict[str, dict[str, Any]], e
         out.append(message)
         by_id[message["id"]] = message
     _merge_metadata(message, event)
+
+
+def _activity_snapshot(out: list[dict[str, Any]], by_id: dict[str, dict[str, Any]], event: Event) -> None:
+    """Rule 7 (a snapshot)."""
+    message_id = event["messageId"]
+    held = by_id.get(message_id)
+    if held is not None and event.get("replace", True) is False:
+        if held.get("role") == "activity":
+            _merge_metadata(held, event)
+        return
+    message: dict[str, Any] = {
+        "id": message_id,
+        "role": "activity",
+        "activityType": event["activityType"],
+        "content": copy.deepcopy(event["content"]),
+    }
+    tag = event.get("subagentRunId")
+    if tag is not None:
+        message["subagentRunId"] = tag
+    if held is None:
+        out.append(message)
+    else:
+        if held.get("role") == "activity" and "metadata" in held:
+            message["metadata"] = held["metadata"]
+        out[next(i for i, m in enumerate(out) if m is held)] = message
+    by_id[message_id] = message
+    _merge_metadata(message, event)
+
+
+def _activity_delta(out: list[dict[str, Any]], by_id: dict[str, dict[str, Any]], event: Event) -> None:
+    """Rule 7 (a delta): a patch that does not apply changes nothing."""
+    held = by_id.get(event["messageId"])
+    if held is None or held.get("role") != "activity":
+        return
+    _merge_metadata(held, event)
+    try:
+        content = apply_patch(copy.deepcopy(held.get("content") or {}), event.get("patch") or [])
+    except PatchError:
+        return
+    message = {**held, "content": content, "activityType": event["activityType"]}
+    out[next(i for i, m in enumerate(out) if m is held)] = message
+    by_id[message["id"]] = message
 
 
 def _append_content(by_id: dict[str, dict[str, Any]], event: Event) -> None:

@@ -35,12 +35,15 @@ __all__ = [
     "CUSTOM_PREFIX",
     "ERROR_CODE",
     "INCOMPLETE_CODE",
+    "PROGRESS_ACTIVITY",
     "AGUIRenderer",
     "encode_event",
     "json_text",
     "now_ms",
 ]
 
+#: ``activityType`` of a streaming tool's progress (rule 7).
+PROGRESS_ACTIVITY: Final = "tool-progress"
 #: The canonical chunk type that carries an AG-UI event (rule 11).
 CARRIER_TYPE: Final = "data-agui-event"
 #: The namespace of the CUSTOM events made from UI chunks (rule 10).
@@ -88,6 +91,8 @@ _FOLDED: Final = frozenset(
         "TOOL_CALL_ARGS",
         "TOOL_CALL_RESULT",
         "MESSAGES_SNAPSHOT",
+        "ACTIVITY_SNAPSHOT",
+        "ACTIVITY_DELTA",
     )
 )
 _CONTENT_OF: Final = {
@@ -196,7 +201,9 @@ class AGUIRenderer:
     integer milliseconds (default: the wall clock); fixtures pass a fixed
     one. ``metadata`` goes on ``RUN_STARTED``; ``history`` is the thread
     the run starts from (rules 13 and 14), ``continues`` makes the stream a
-    continuation's (rule 13). Make one per stream.
+    continuation's (rule 13). ``state`` (a replay's: the shared state the
+    run left, which its log does not carry) goes out first, in place of any
+    state event of the log (rule 16). Make one per stream.
     """
 
     def __init__(
@@ -208,6 +215,7 @@ class AGUIRenderer:
         metadata: dict[str, Any] | None = None,
         history: Iterable[Mapping[str, Any]] | None = None,
         continues: bool = False,
+        state: Any = _UNSET,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.thread_id = thread_id
@@ -230,6 +238,7 @@ class AGUIRenderer:
         self._tool_parents = 0
         self._parent: tuple[str, str | None] | None = None  # (message id, its owner)
         self._run_result: Any = None
+        self._progress: dict[str, str] = {}  # tool call id → its progress activity message id
         self._dispatch: dict[str, Callable[[Chunk, list[Event]], None]] = {
             "start": self._start,
             "start-step": self._start_step,
@@ -257,6 +266,7 @@ class AGUIRenderer:
         }
         self.history = [dict(m) for m in history] if history is not None else None
         self.continues = continues
+        self._state = state
         # What the snapshot at an interrupt folds onto the history (rule 14).
         self._kept: _Kept | None = _Kept() if self.history is not None else None
         for message in self.history or ():
@@ -378,6 +388,8 @@ class AGUIRenderer:
         out.append(event)
         if self.history is not None and self.continues:
             out.append({"type": "MESSAGES_SNAPSHOT", "timestamp": self._now, "messages": self.history})
+        if self._state is not _UNSET:
+            out.append({"type": "STATE_SNAPSHOT", "timestamp": self._now, "snapshot": self._state})
 
     def _new_id(self, wanted: str) -> str:
         candidate, n = wanted, 1
@@ -636,8 +648,30 @@ class AGUIRenderer:
 
     def _tool_output_available(self, chunk: Chunk, out: list[Event]) -> None:
         call_id = self._known_call(chunk, out)
-        if call_id is not None and chunk.get("preliminary") is not True:
+        if call_id is None:
+            return
+        if chunk.get("preliminary") is not True:
             self._result(call_id, result_text(chunk.get("output")), None, out)
+            return
+        # A streaming tool's progress: one activity message per call, each
+        # value replacing the last (a second result would be a second tool
+        # message; the result comes with the final output).
+        message_id = self._progress.get(call_id)
+        if message_id is None:
+            message_id = self._progress[call_id] = self._new_id(f"{call_id}-progress")
+        output = chunk.get("output")
+        out.append(
+            self._event(
+                "ACTIVITY_SNAPSHOT",
+                self._calls[call_id].owner,
+                {
+                    "messageId": message_id,
+                    "activityType": PROGRESS_ACTIVITY,
+                    "content": {"toolCallId": call_id, "output": output},
+                    "replace": True,
+                },
+            )
+        )
 
     def _tool_output_error(self, chunk: Chunk, out: list[Event]) -> None:
         call_id = self._known_call(chunk, out)
@@ -683,6 +717,8 @@ class AGUIRenderer:
         if event_type not in _CARRIED and event_type not in _SCOPES:
             self._custom(CARRIER_TYPE, chunk, out)
             return
+        if self._state is not _UNSET and event_type in ("STATE_SNAPSHOT", "STATE_DELTA"):
+            return  # rule 16: the stored state, sent first, already holds them
         assert isinstance(carried, dict)
         assert isinstance(event_type, str)
         event: Event = {"type": event_type, "timestamp": self._now}

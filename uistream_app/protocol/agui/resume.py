@@ -15,7 +15,10 @@ from typing import Any
 
 from .input import AGUIInput, AGUIInputError
 
-__all__ = ["ApprovalAnswer", "ToolResultMessage", "read_approval_answers", "read_tool_results"]
+__all__ = ["UNEDITED", "ApprovalAnswer", "ToolResultMessage", "read_approval_answers", "read_tool_results"]
+
+#: ``ApprovalAnswer.edited_args`` of an answer that edits nothing.
+UNEDITED: Any = object()
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,13 @@ class ApprovalAnswer:
     reason: str | None
     status: str  # "resolved" | "cancelled"
     where: str  # "resume[i]"
+    #: ``payload.editedArgs``: the arguments the approved call should run
+    #: with instead (``UNEDITED``: none sent).
+    edited_args: Any = None
+
+    @property
+    def edits(self) -> bool:
+        return self.edited_args is not UNEDITED
 
 
 @dataclass(frozen=True)
@@ -64,7 +74,7 @@ def read_approval_answers(agui: AGUIInput) -> list[ApprovalAnswer]:
             )
         seen[interrupt_id] = i
         if entry["status"] == "cancelled":
-            answers.append(ApprovalAnswer(interrupt_id, False, None, "cancelled", where))
+            answers.append(ApprovalAnswer(interrupt_id, False, None, "cancelled", where, UNEDITED))
             continue
         payload = entry.get("payload")
         if not isinstance(payload, dict):
@@ -74,17 +84,13 @@ def read_approval_answers(agui: AGUIInput) -> list[ApprovalAnswer]:
             )
         if not isinstance(payload.get("approved"), bool):
             raise AGUIInputError(f"{where}.payload.approved must be true or false", field=f"{where}.payload.approved")
-        if "editedArgs" in payload:
-            raise AGUIInputError(
-                f"{where}.payload.editedArgs: approving with edited arguments is not supported; "
-                "the call runs with the arguments it was proposed with",
-                code="unsupported",
-                field=f"{where}.payload.editedArgs",
-            )
         reason = payload.get("reason")
         if reason is not None and not isinstance(reason, str):
             raise AGUIInputError(f"{where}.payload.reason must be a string", field=f"{where}.payload.reason")
-        answers.append(ApprovalAnswer(interrupt_id, payload["approved"], reason or None, "resolved", where))
+        # Edited arguments are read here and checked by the server against
+        # the tool (whether it allows edits, whether they fit its schema).
+        edited = payload.get("editedArgs", UNEDITED)
+        answers.append(ApprovalAnswer(interrupt_id, payload["approved"], reason or None, "resolved", where, edited))
     return answers
 
 

@@ -113,6 +113,7 @@ class UIMessageEncoder:
     """
 
     __slots__ = (
+        "_approvals",
         "_dispatch",
         "_dynamic_calls",
         "_reasoning",
@@ -121,6 +122,7 @@ class UIMessageEncoder:
         "_text",
         "_tool_calls",
         "done",
+        "finish_metadata",
         "finish_reason",
         "message_id",
         "message_metadata",
@@ -134,9 +136,14 @@ class UIMessageEncoder:
         *,
         known_tool_calls: Iterable[str] = (),
         continues: Iterable[Mapping[str, Any]] = (),
+        finish_metadata: Callable[[], Any] | None = None,
     ) -> None:
         self.message_id = message_id
         self.message_metadata = message_metadata
+        #: Called when the message finishes normally: its value (unless
+        #: None) is the ``finish`` chunk's ``messageMetadata``, as the SDK's
+        #: ``messageMetadata`` callback puts it there (usage, timings).
+        self.finish_metadata = finish_metadata
         self.done = False
         self.finish_reason: str | None = None
         self.usage: dict[str, int] = {}
@@ -147,6 +154,10 @@ class UIMessageEncoder:
         # toolCallId -> _STREAMING, _AVAILABLE or _INPUT_ERROR. Calls the
         # continued message already holds count as available.
         self._tool_calls: dict[str, int] = dict.fromkeys(known_tool_calls, _AVAILABLE)
+        # The approval ids this message requested (in this run or, for a
+        # continuation, before): a response to any other would make the SDK
+        # throw (no tool invocation for it).
+        self._approvals: set[str] = set()
         for part in continues:
             self._count_continued(part)
         # Calls opened as dynamic: every later chunk of the call says so, or
@@ -164,6 +175,7 @@ class UIMessageEncoder:
             ev.ToolResult: self._tool_result,
             ev.ToolInputError: self._tool_input_error,
             ev.ToolApprovalRequest: self._tool_approval_request,
+            ev.ToolApprovalResponse: self._tool_approval_response,
             ev.ToolDenied: self._tool_denied,
             ev.Usage: self._usage,
             ev.Finish: self._finish_event,
@@ -189,6 +201,9 @@ class UIMessageEncoder:
             call_id = part.get("toolCallId")
             if isinstance(call_id, str):
                 self._tool_calls[call_id] = _AVAILABLE
+            approval = part.get("approval")
+            if isinstance(approval, Mapping) and isinstance(approval.get("id"), str):
+                self._approvals.add(approval["id"])
 
     # -- public ---------------------------------------------------------------
 
@@ -214,6 +229,10 @@ class UIMessageEncoder:
         chunk: Chunk = {"type": "finish"}
         if self.finish_reason is not None:
             chunk["finishReason"] = self.finish_reason
+        if self.finish_metadata is not None:
+            metadata = self.finish_metadata()
+            if metadata is not None:
+                chunk["messageMetadata"] = metadata
         out.append(chunk)
         self.done = True
         return out
@@ -257,6 +276,19 @@ class UIMessageEncoder:
                 start["messageMetadata"] = self.message_metadata
             out.append(start)
             out.append({"type": "start-step"})
+
+    def _ensure_message_started(self, out: list[Chunk]) -> None:
+        """``start`` without a step: what a continuation's answers to its
+        pending calls (outputs, denials) come after, as in ``streamText``,
+        whose model step opens only when the model speaks (rule 1)."""
+        if not self._started:
+            self._started = True
+            start: Chunk = {"type": "start"}
+            if self.message_id is not None:
+                start["messageId"] = self.message_id
+            if self.message_metadata is not None:
+                start["messageMetadata"] = self.message_metadata
+            out.append(start)
 
     def _open_step(self, out: list[Chunk]) -> None:
         if not self._started:
@@ -440,7 +472,7 @@ class UIMessageEncoder:
         if event.tool_call_id not in self._tool_calls:
             return []  # rule 6: the SDK throws on an output for an unknown call
         out: list[Chunk] = []
-        self._ensure_started(out)
+        self._ensure_message_started(out)
         dynamic = self._dynamic(event.tool_call_id, event.dynamic)
         if event.is_error:
             text = event.content if isinstance(event.content, str) else orjson.dumps(event.content).decode()
@@ -469,17 +501,40 @@ class UIMessageEncoder:
     def _tool_approval_request(self, event: ev.ToolApprovalRequest) -> list[Chunk]:
         if event.tool_call_id not in self._tool_calls:
             return []
-        return [
+        self._approvals.add(event.approval_id)
+        out: list[Chunk] = []
+        self._ensure_message_started(out)
+        out.append(
             _with(
                 {"type": "tool-approval-request", "approvalId": event.approval_id, "toolCallId": event.tool_call_id},
                 reason=event.reason,
+                isAutomatic=True if event.is_automatic else None,
             )
-        ]
+        )
+        return out
+
+    def _tool_approval_response(self, event: ev.ToolApprovalResponse) -> list[Chunk]:
+        """An approval policy's own answer (``streamText``'s): only for a
+        request this message made, which the SDK looks the approval up by."""
+        if event.approval_id not in self._approvals:
+            return []
+        out: list[Chunk] = []
+        self._ensure_message_started(out)
+        out.append(
+            _with(
+                {"type": "tool-approval-response", "approvalId": event.approval_id, "approved": event.approved},
+                reason=event.reason,
+            )
+        )
+        return out
 
     def _tool_denied(self, event: ev.ToolDenied) -> list[Chunk]:
         if event.tool_call_id not in self._tool_calls:
             return []
-        return [{"type": "tool-output-denied", "toolCallId": event.tool_call_id}]
+        out: list[Chunk] = []
+        self._ensure_message_started(out)
+        out.append({"type": "tool-output-denied", "toolCallId": event.tool_call_id})
+        return out
 
     def _usage(self, event: ev.Usage) -> list[Chunk]:
         usage = self.usage

@@ -1,0 +1,30 @@
+"""The demo's AG-UI endpoint (``/api/agui``): the app's ``AGUIView`` (the
+tool loop over the demo's model and tools) with AG-UI shared state.
+
+The state is ``{"turns": N}``: how many runs of the thread completed. Each
+run starts with a ``STATE_SNAPSHOT`` of it (where the thread's last run
+left it, ``Run.state``) and, when it completes, ends with a
+``STATE_DELTA`` ``[{"op": "replace", "path": "/turns", "value": N + 1}]``
+right before ``RUN_FINISHED``; a run that is stopped or fails leaves it as
+it was.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uistream_app.agui_views import AGUIView, stored_state
+from uistream_app.protocol.agui.state import SharedState
+from uistream_app.store import PreparedRun
+
+
+class DemoAGUIView(AGUIView):
+    """``AGUIView`` keeping ``{"turns": N}`` per thread (the module docstring)."""
+
+    def get_state(self, run: PreparedRun) -> Any:
+        stored = stored_state(run.chat_id)
+        turns = stored.get("turns") if isinstance(stored, dict) else None
+        return {"turns": turns if isinstance(turns, int) else 0}
+
+    def end_state(self, run: PreparedRun, state: SharedState) -> None:
+        state.update(turns=state.value["turns"] + 1)

@@ -1,0 +1,385 @@
+"""The OpenAI Agents SDK (``agents.Agent``) as a run's source.
+
+``OpenAIAgentsAdapter`` runs the agent with ``Runner.run_streamed`` and
+turns what the run streams into the neutral events. The SDK streams text
+only as raw Responses events (``RawResponsesStreamEvent``: output text,
+reasoning summary and function-call argument deltas), and its run items
+(``RunItemStreamEvent``: a tool called, its output…) only after the
+model's response is complete, so:
+
+* each model response's raw events are read by the same reader as our
+  own Responses model (``runs.openai_responses``): text, reasoning parts
+  (their item ids kept in the part's provider metadata, so the next
+  turn can send them back), tool calls with their streamed arguments,
+  usage and the finish reason of each model call;
+* the run items add what the model does not stream: a tool's output
+  (``ToolResult``; a handoff's too; the SDK's default text for a tool
+  that raised is a ``tool-output-error``), a call the raw stream did not
+  announce, and the end of each step (``StepFinished``, before the next
+  model response).
+
+History: the stored conversation is the truth, so every new turn starts
+from it, as Responses input items (``input_items``): user and system
+messages, the assistant's text, its ``function_call`` items and their
+``function_call_output`` items by call id, and the reasoning items that
+came from a Responses model (by item id, with their encrypted content
+when they kept it).
+
+Approvals: a tool with ``needs_approval`` ends the SDK's run with
+interruptions. The adapter saves the SDK's own ``RunState``
+(``to_json()``) with the run and asks for each call's approval; the run
+that answers restores it (``RunState.from_json``), applies the person's
+checked decisions (``state.approve`` / ``state.reject``, by call id) and
+runs it on. The SDK then reports a rejected call's output as its
+"Tool execution was not approved." text: that becomes ``ToolDenied``.
+The pending calls were streamed by the run that asked, so they are not
+announced again.
+
+Stop and disconnect: closing the events cancels the SDK's run
+(``result.cancel()``), which cancels its model stream and running tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from ..protocol.events import (
+    Done,
+    Event,
+    Finish,
+    StepFinished,
+    ToolApprovalRequest,
+    ToolCall,
+    ToolCallStart,
+    ToolDenied,
+    ToolResult,
+)
+from ..runs.messages import AssistantMessage, ModelMessage, ReasoningPart, SystemMessage, ToolMessage, UserMessage
+from ..runs.openai_responses import ResponsesStreamReader
+from . import AgentAdapter, AgentTurn, import_extra
+
+agents = import_extra("agents", "openai-agents")
+run_config_module = import_extra("agents.run_config", "openai-agents")
+tool_module = import_extra("agents.tool", "openai-agents")
+
+#: What a function tool that raised returns by default: the SDK's fixed
+#: text (``default_tool_error_function``), shown as the call's error.
+DEFAULT_TOOL_ERROR: str = tool_module.default_tool_error_function(None, Exception())
+
+__all__ = ["OpenAIAgentsAdapter", "input_items"]
+
+#: Seconds a stopped run waits for the SDK's run to unwind.
+CANCEL_GRACE = 5.0
+
+#: The Responses delta events, read without dumping the whole event.
+_DELTAS = frozenset(
+    (
+        "response.output_text.delta",
+        "response.reasoning_summary_text.delta",
+        "response.function_call_arguments.delta",
+    )
+)
+
+#: The key of the saved state: the SDK's ``RunState.to_json()``.
+STATE_KEY = "run_state"
+
+
+class OpenAIAgentsAdapter(AgentAdapter):
+    """Runs an ``agents.Agent`` (see the module docstring).
+
+    ``run_config``, ``max_turns`` and ``context`` go to
+    ``Runner.run_streamed`` as they are; to set them, make the adapter the
+    view's agent: ``agent = OpenAIAgentsAdapter(my_agent, max_turns=20)``.
+    A ``context`` that is not a mapping is not saved with a pending
+    approval (the SDK cannot serialise it); the continuing run gets
+    ``context`` again."""
+
+    framework = "openai-agents"
+    extra = "openai-agents"
+
+    def __init__(
+        self,
+        agent: Any,
+        *,
+        run_config: Any = None,
+        max_turns: int | None = None,
+        context: Any = None,
+    ) -> None:
+        super().__init__(agent)
+        self.run_config = run_config
+        self.max_turns = run_config_module.DEFAULT_MAX_TURNS if max_turns is None else max_turns
+        self.context = context
+
+    @classmethod
+    def accepts(cls, agent: Any) -> bool:
+        return isinstance(agent, agents.Agent)
+
+    async def run(self, turn: AgentTurn) -> AsyncIterator[Event]:
+        translator = _Translator()
+        if turn.continues:
+            run_input: Any = await self._resume(turn, translator)
+        else:
+            run_input = input_items(turn.messages)
+        result = agents.Runner.run_streamed(
+            self.agent,
+            run_input,
+            context=self.context,
+            max_turns=self.max_turns,
+            run_config=self.run_config,
+        )
+        finished = False
+        stream = result.stream_events()
+        try:
+            async for event in stream:
+                for out in translator.feed(event):
+                    yield out
+            finished = True
+        finally:
+            if not finished:
+                # Stop, disconnect or a failure of ours: the SDK's run
+                # (its model stream, its tools) must not go on. Cancelled
+                # before its event stream is closed, which would otherwise
+                # wait for the whole run to end.
+                await _cancel(result)
+            await stream.aclose()
+        interruptions = list(result.interruptions)
+        if not interruptions:
+            for out in translator.step_end():
+                yield out
+            # The run has its final output. When a tool's output was it
+            # (``tool_use_behavior``), the last model call ended in calls,
+            # but the message is over all the same.
+            yield Done("stop" if translator.last_finish == "tool-calls" else None)
+            return
+        pending: list[str] = []
+        for item in interruptions:
+            call_id, name, arguments = _call_of(item.raw_item)
+            if not call_id:
+                raise TypeError(f"the Agents SDK asks approval for a call with no call id: {item.raw_item!r}")
+            for out in translator.announce(call_id, name or item.tool_name or "", arguments):
+                yield out
+            pending.append(call_id)
+        # Saved before the run ends: the answer may be handled by another
+        # process, which has only what is stored.
+        await turn.save_state({STATE_KEY: result.to_state().to_json(), "pending": pending})
+        for call_id in pending:
+            yield ToolApprovalRequest(turn.approval_id(), call_id)
+        for out in translator.step_end():
+            yield out
+        yield Done("tool-calls")
+
+    async def _resume(self, turn: AgentTurn, translator: _Translator) -> Any:
+        """The saved ``RunState`` with the person's decisions applied."""
+        saved = turn.resume_state
+        if not isinstance(saved, dict) or not isinstance(saved.get(STATE_KEY), dict):
+            raise ValueError("this continuation has no saved Agents SDK RunState to resume")
+        state = await agents.RunState.from_json(
+            self.agent,
+            saved[STATE_KEY],
+            context_override=self.context,
+        )
+        for item in state.get_interruptions():
+            call_id, name, _ = _call_of(item.raw_item)
+            # Streamed by the run that asked: not announced again.
+            translator.announced[call_id] = name or item.tool_name or ""
+            decision = turn.approvals.get(call_id)
+            if decision is not None and decision.approved:
+                state.approve(item)
+            else:
+                # No decision is no approval (the store lets a continuation
+                # start only once every pending call was answered).
+                translator.denied.add(call_id)
+                if decision is not None and decision.reason:
+                    state.reject(item, rejection_message=f"The user denied this tool call. Reason: {decision.reason}")
+                else:
+                    state.reject(item)
+        return state
+
+
+class _Translator:
+    """The SDK's stream events → neutral events, for one run."""
+
+    def __init__(self) -> None:
+        self.reader: ResponsesStreamReader | None = None
+        #: Calls already on the wire: call id → tool name.
+        self.announced: dict[str, str] = {}
+        #: Calls a person rejected: their SDK output is a denial.
+        self.denied: set[str] = set()
+        #: Calls whose complete ``ToolCall`` was sent.
+        self.complete: set[str] = set()
+        self.step = 0
+        self.step_open = False
+        #: The reason the last model call ended with.
+        self.last_finish: str | None = None
+
+    def feed(self, event: Any) -> list[Event]:
+        kind = event.type
+        if kind == "raw_response_event":
+            return self._raw(event.data)
+        if kind == "run_item_stream_event":
+            return self._item(event.item)
+        return []
+
+    def step_end(self) -> list[Event]:
+        if not self.step_open:
+            return []
+        self.step_open = False
+        step = self.step
+        self.step += 1
+        return [StepFinished(step)]
+
+    def announce(self, call_id: str, name: str, arguments: str) -> list[Event]:
+        """A call the raw stream did not show (or a pending one): its
+        start and its whole arguments, once."""
+        if call_id in self.announced:
+            return []
+        self.announced[call_id] = name
+        self.complete.add(call_id)
+        self.step_open = True
+        return [ToolCallStart(call_id, name), ToolCall(call_id, name, arguments or "{}")]
+
+    def _raw(self, data: Any) -> list[Event]:
+        kind = getattr(data, "type", None)
+        if kind in _DELTAS:
+            # The hot path (one per delta): the fields the reader reads,
+            # without dumping the whole pydantic event.
+            payload: dict[str, Any] = {
+                "type": kind,
+                "output_index": data.output_index,
+                "item_id": data.item_id,
+                "delta": data.delta,
+            }
+        else:
+            payload = data.model_dump(mode="json") if hasattr(data, "model_dump") else dict(data)
+        if payload.get("type") == "response.created" or self.reader is None:
+            # A new model call: the step before it (its tools) is over.
+            out = self.step_end() if payload.get("type") == "response.created" else []
+            self.reader = ResponsesStreamReader()
+        else:
+            out = []
+        self.step_open = True
+        for event in self.reader.feed(payload):
+            if isinstance(event, ToolCallStart):
+                if event.tool_call_id in self.announced:
+                    continue
+                self.announced[event.tool_call_id] = event.tool_name
+            elif isinstance(event, ToolCall):
+                if event.tool_call_id in self.complete:
+                    continue
+                self.complete.add(event.tool_call_id)
+            elif isinstance(event, Finish):
+                self.last_finish = event.reason
+            elif isinstance(event, ToolApprovalRequest):
+                # A hosted MCP server's approval request: the SDK answers it
+                # through the agent's ``on_approval_request``, not a person here.
+                continue
+            out.append(event)
+        return out
+
+    def _item(self, item: Any) -> list[Event]:
+        raw = item.raw_item
+        kind = getattr(item, "type", "")
+        if kind in ("tool_call_item", "handoff_call_item"):
+            call_id, name, arguments = _call_of(raw)
+            if call_id and call_id not in self.announced:
+                return self.announce(call_id, name or getattr(item, "tool_name", None) or "", arguments)
+            return []
+        if kind in ("tool_call_output_item", "handoff_output_item"):
+            call_id = _get(raw, "call_id")
+            if not isinstance(call_id, str) or not call_id:
+                return []
+            self.step_open = True
+            if call_id in self.denied:
+                return [ToolDenied(call_id)]
+            output = getattr(item, "output", None) if kind == "tool_call_output_item" else None
+            if output is None or not _is_json(output):
+                output = _get(raw, "output")
+            failed = output == DEFAULT_TOOL_ERROR
+            return [ToolResult(call_id, output, is_error=failed, tool_name=self.announced.get(call_id))]
+        return []
+
+
+async def _cancel(result: Any) -> None:
+    """Cancel the SDK's run and let its task unwind (its model stream and
+    tools see the cancellation) before the run is recorded as over; a task
+    that does not unwind within ``CANCEL_GRACE`` seconds (a tool blocking
+    in a thread) is left to finish on its own."""
+    result.cancel()
+    task = result.run_loop_task
+    if task is not None and not task.done():
+        await asyncio.wait([task], timeout=CANCEL_GRACE)
+
+
+def _get(raw: Any, key: str) -> Any:
+    return raw.get(key) if isinstance(raw, dict) else getattr(raw, key, None)
+
+
+def _call_of(raw: Any) -> tuple[str, str, str]:
+    """A raw tool call's call id, name and argument text."""
+    call_id = _get(raw, "call_id") or _get(raw, "id") or ""
+    arguments = _get(raw, "arguments")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments) if arguments is not None else "{}"
+    return str(call_id), str(_get(raw, "name") or ""), arguments
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def input_items(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
+    """The stored conversation as the Agents SDK's input items (Responses
+    style): what ``Runner.run_streamed`` takes as ``input``."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            items.append({"role": "system", "content": message.content})
+        elif isinstance(message, UserMessage):
+            items.append({"role": "user", "content": message.content})
+        elif isinstance(message, AssistantMessage):
+            items.extend(_reasoning_items(message.reasoning_parts))
+            if message.content:
+                items.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": message.content, "annotations": []}],
+                    }
+                )
+            for call in message.tool_calls:
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call.id,
+                        "name": call.name,
+                        "arguments": call.arguments or "{}",
+                    }
+                )
+        elif isinstance(message, ToolMessage):
+            items.append({"type": "function_call_output", "call_id": message.tool_call_id, "output": message.content})
+    return items
+
+
+def _reasoning_items(parts: Sequence[ReasoningPart]) -> list[dict[str, Any]]:
+    """A step's Responses reasoning items from its stored reasoning parts
+    (one part per summary part, grouped by the item id they streamed
+    with); reasoning of other providers has no place in Responses input."""
+    grouped: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        meta = part.provider_metadata.get("openai")
+        if not isinstance(meta, dict) or not isinstance(meta.get("itemId"), str) or not meta["itemId"]:
+            continue
+        item = grouped.setdefault(meta["itemId"], {"type": "reasoning", "id": meta["itemId"], "summary": []})
+        if part.text:
+            item["summary"].append({"type": "summary_text", "text": part.text})
+        if isinstance(meta.get("reasoningEncryptedContent"), str):
+            item["encrypted_content"] = meta["reasoningEncryptedContent"]
+    return list(grouped.values())
