@@ -27,6 +27,8 @@ from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 from opentelemetry.semconv._incubating.attributes import error_attributes as ERR
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as GA
 from opentelemetry.trace import SpanKind
+from pydantic_ai import Agent
+from pydantic_ai.models.function import FunctionModel
 
 from demo_project.urls import urlpatterns as demo_urlpatterns
 from uistream_app.adapters import AgentAdapter, AgentTurn
@@ -105,7 +107,23 @@ class FrameworkChatView(ChatView):
     agent = TracingAdapter(object())
 
 
-urlpatterns = [*demo_urlpatterns, path("framework/chat", FrameworkChatView.as_view())]
+async def pydantic_ai_hello(messages: Any, info: Any) -> AsyncIterator[str]:
+    yield "Hello from pydantic-ai."
+
+
+instrumented_agent = Agent(FunctionModel(stream_function=pydantic_ai_hello))
+instrumented_agent.instrument = True  # pydantic-ai's own OpenTelemetry instrumentation
+
+
+class InstrumentedPydanticAIView(ChatView):
+    agent = instrumented_agent
+
+
+urlpatterns = [
+    *demo_urlpatterns,
+    path("framework/chat", FrameworkChatView.as_view()),
+    path("pydantic-ai/chat", InstrumentedPydanticAIView.as_view()),
+]
 
 
 @pytest.fixture
@@ -318,6 +336,19 @@ def test_a_frameworks_own_spans_nest_under_the_run(server: str) -> None:
     assert the(records, "framework model request")["parent_id"] == framework_run["span_id"]
 
 
+def test_pydantic_ais_own_spans_nest_under_the_run(server: str) -> None:
+    chunks = chat(server, "pydantic-ai", "hi", path="/pydantic-ai/chat")
+    assert text_of(chunks) == "Hello from pydantic-ai."
+    records = finished()
+    (ours,) = [r for r in records if "uistream.run.id" in r["attributes"]]
+    assert ours["parent_id"] == request_span(records, "POST /pydantic-ai/chat")["span_id"]
+    # pydantic-ai's agent run under the run's span, its model request under that.
+    (agent_run,) = [r for r in records if r["parent_id"] == ours["span_id"]]
+    assert agent_run["name"] == "invoke_agent agent"
+    (model_request,) = [r for r in records if r["parent_id"] == agent_run["span_id"]]
+    assert model_request["name"] == "chat function::pydantic_ai_hello"
+
+
 def test_nothing_is_recorded_without_a_tracer_provider() -> None:
     # A fresh interpreter: the SDK installed, no provider configured. The
     # run's row gets no trace id, and the loop runs as without the package.
@@ -489,7 +520,6 @@ def test_the_demo_sends_its_runs_to_an_otlp_collector() -> None:
 import asyncio, django
 django.setup()
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind
 from uistream_app import telemetry
 from uistream_app.runs import ToolLoop, UserMessage
 from demo_project.demo_model import DEMO_TOOLS, DemoModel
@@ -541,7 +571,6 @@ def test_without_the_variable_the_demo_configures_nothing() -> None:
 import django
 django.setup()
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind
 print(type(trace.get_tracer_provider()).__name__)
 """
     env = {**_env(), "DJANGO_SETTINGS_MODULE": "demo_project.settings"}
