@@ -3,7 +3,7 @@
     PYTHONPATH=.:bench .venv/bin/python bench/otel_bench.py [--rounds 7] [--runs 5]
 
 The standard workload (``POST /bench/chat``: the real ``ChatView`` replaying
-the shared workload's 50 model steps and 98 tool calls, ``bench_urls``)
+the shared workload's 50 model steps and 98 tool calls, ``otel_bench_urls``)
 through the whole app in-process: Django's ``AsyncClient`` posts the chat,
 the view prepares the run (SQLite file, the ``RunRecorder`` writing the
 log), the runner executes the ``ToolLoop`` and the response's SSE body is
@@ -72,6 +72,7 @@ from django.conf import settings
 from django.test import AsyncClient
 from uistream_app.models import Run
 settings.ALLOWED_HOSTS.append("testserver")  # the test client's host
+settings.ROOT_URLCONF = "otel_bench_urls"  # not the demo's: its pydantic-ai agent imports opentelemetry
 
 counter = [0]
 
@@ -125,6 +126,8 @@ class Arm:
                 "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'bench'}",
                 "UISTREAM_BENCH_DIR": self.dir,
                 "UISTREAM_GC_FREEZE": "0",
+                # No MCP servers: the mcp SDK imports opentelemetry too.
+                "UISTREAM_BENCH_SETTINGS": json.dumps({"MCP_SERVERS": {}}),
             }
         )
         self.proc = subprocess.Popen(
