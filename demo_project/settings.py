@@ -7,7 +7,8 @@ Celery's broker too; see demo_project/celery.py), ``OPENAI_MODEL`` /
 ``OPENAI_API_KEY`` / ``OPENAI_API`` / ``OPENAI_BASE_URL`` (a real OpenAI or
 OpenAI-compatible model), ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_MODEL`` (a
 real Claude model), ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY``,
-``DJANGO_ALLOWED_HOSTS``.
+``DJANGO_ALLOWED_HOSTS``, ``OTEL_EXPORTER_OTLP_ENDPOINT`` (traces to an
+OpenTelemetry collector over OTLP/HTTP, service ``uistream-demo``).
 """
 
 from __future__ import annotations
@@ -209,6 +210,12 @@ if os.environ.get("UISTREAM_DEMO_EXECUTOR"):
     # worker); the web process only relays the broker's stream.
     UISTREAM["EXECUTOR"] = os.environ["UISTREAM_DEMO_EXECUTOR"]
     CELERY_BROKER_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+    # Traces to an OpenTelemetry collector over OTLP/HTTP (demo_project/tracing.py).
+    from demo_project.tracing import configure_tracing
+
+    configure_tracing()
 
 LOGGING = {
     "version": 1,

@@ -16,3 +16,9 @@ if os.environ.get("UISTREAM_TEST_CELERY_PREFIX"):
     # The Celery executor's tests: Celery's keys in Redis under the test's own prefix.
     CELERY_BROKER_URL = os.environ["REDIS_URL"]
     CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": os.environ["UISTREAM_TEST_CELERY_PREFIX"]}
+
+if os.environ.get("UISTREAM_TEST_SPAN_FILE"):
+    # The tracing tests: this process's spans, as JSON lines in a file the test reads.
+    from tests.tracing_support import install_file_exporter
+
+    install_file_exporter(os.environ["UISTREAM_TEST_SPAN_FILE"])

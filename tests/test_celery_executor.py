@@ -102,14 +102,16 @@ class Stack:
         self.tag = tag
         self.processes: list[Process] = []
 
-    def web(self, env_overrides: dict[str, str] | None = None, **settings: Any) -> tuple[str, Process]:
-        """A daphne web server (``settings`` replace keys of its UISTREAM)."""
+    def web(
+        self, env_overrides: dict[str, str] | None = None, app: str = "demo_project.asgi:application", **settings: Any
+    ) -> tuple[str, Process]:
+        """A daphne web server of ``app`` (``settings`` replace keys of its UISTREAM)."""
         env = {**self.env, **(env_overrides or {})}
         if settings:
             env["UISTREAM_TEST_SETTINGS"] = json.dumps({**json.loads(env["UISTREAM_TEST_SETTINGS"]), **settings})
         port = free_port()
         process = Process(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "demo_project.asgi:application"], env
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app], env
         )
         self.processes.append(process)
 

@@ -213,6 +213,7 @@ class RunInspector:
             (_("chunks"), str(run.chunk_count)),
             (_("error code"), run.error_code or "–"),
             (_("message"), run.message_id or "–"),
+            (_("trace"), run.trace_id or "–"),
         ]
         if continues:
             rows.append((_("continues"), _("the message of %(n)d earlier run(s)") % {"n": continues}))

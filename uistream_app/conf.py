@@ -94,6 +94,9 @@ DEFAULTS: Final[dict[str, Any]] = {
     # usage, model and timings on ``finish`` (docs/protocols.md, "Message
     # metadata"). A view's get_message_metadata() adds to the start's.
     "MESSAGE_METADATA": False,
+    # Whether the OpenTelemetry spans of tool calls carry their arguments and
+    # results (they may hold personal data; docs/operations.md, "Tracing").
+    "TRACE_CONTENT": False,
 }
 
 LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")

@@ -34,6 +34,7 @@ from typing import Any, ClassVar, Final
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
+from . import telemetry
 from .conf import EXECUTORS
 from .conf import settings as uistream_settings
 from .live import get_broker
@@ -143,6 +144,8 @@ def run_payload(hooks_class: type[Any], prepared: PreparedRun, metadata: Any) ->
         "user_id": owner.user.pk if owner.user is not None else None,
         "session_key": owner.session_key,
         "metadata": metadata,
+        # The request's trace, continued by the run's span on the worker.
+        "trace": telemetry.carrier(),
     }
 
 
@@ -253,7 +256,8 @@ async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None
     except Exception as exc:  # a hook's failure is the run's: stored, and sent as its error
         logger.exception("run %s could not start in the worker", run_id)
         source = _failing(exc)
-    handle = await Runner.for_hooks(hooks).start(prepared, source, metadata=payload["metadata"])
+    with telemetry.continued(payload.get("trace")):
+        handle = await Runner.for_hooks(hooks).start(prepared, source, metadata=payload["metadata"])
     try:
         async with asyncio.timeout(time_limit):
             await asyncio.wait([handle.task])

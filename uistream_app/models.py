@@ -248,6 +248,12 @@ class Run(models.Model):
         blank=True,
         help_text=_("When the process running it last said it lives; older than LEASE_SECONDS: orphaned."),
     )
+    trace_id = models.CharField(
+        _("trace id"),
+        max_length=32,
+        blank=True,
+        help_text=_("The OpenTelemetry trace of the run (32 hex digits), when it was traced."),
+    )
     decisions = models.JSONField(
         _("decisions"),
         default=list,

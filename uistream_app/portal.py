@@ -20,6 +20,8 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, TypeVar
 
+from . import telemetry
+
 __all__ = ["in_portal", "iterate_in_portal", "portal_loop"]
 
 T = TypeVar("T")
@@ -50,8 +52,13 @@ def portal_loop() -> asyncio.AbstractEventLoop:
 async def in_portal(awaitable: Awaitable[T]) -> T:
     """Await ``awaitable`` in the portal, from any other event loop."""
 
+    # Of the caller's context only the trace goes along (the request's
+    # span, the parent of a run started in the portal).
+    trace_context = telemetry.current_context()
+
     async def wrapper() -> T:
-        return await awaitable
+        with telemetry.in_context(trace_context):
+            return await awaitable
 
     # A fresh context: the caller's holds asgiref's executor of the WSGI
     # request thread, which quits when that request's sync bridge returns;

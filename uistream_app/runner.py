@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from . import telemetry
 from .conf import settings as uistream_settings
 from .limits import RunUsageLimit, limit_usage
 from .live import BrokerError, RunChannel
@@ -111,6 +112,14 @@ class Runner:
         if self.usage_limits:
             source = limit_usage(source, self.usage_limits)
         stopped = asyncio.Event()
+        # The run's span (a child of the request's), current in its task.
+        context, prepared.run.trace_id = telemetry.start_run(
+            run_id=str(prepared.run.pk),
+            conversation_id=prepared.chat_id,
+            model=prepared.run.model,
+            owner_kind="user" if prepared.owner.user is not None else "anonymous",
+            content=bool(uistream_settings.TRACE_CONTENT),
+        )
         task = asyncio.create_task(
             execute_run(
                 source,
@@ -123,6 +132,7 @@ class Runner:
                 clock=clock,
             ),
             name=f"uistream-run-{prepared.run.pk}",
+            context=context,
         )
         watcher = asyncio.create_task(_watch_stop(prepared.channel, task, stopped))
         handle = RunHandle(prepared.run, task)
@@ -197,6 +207,7 @@ async def execute_run(
         # An interrupted answer did not finish; its log ends with the error
         # its client was shown (one terminal chunk), the run says why.
         reason = INTERRUPTED_FINISH_REASON if status == "interrupted" else None
+        telemetry.end_run(status, finish_reason=reason or encoder.finish_reason, usage=encoder.usage, error=error)
         await asyncio.shield(
             _finish(
                 recorder,

@@ -19,6 +19,7 @@ from typing import Any, Final, TypeAlias
 from ..protocol.events import (
     Done,
     Event,
+    Finish,
     ReasoningDelta,
     ReasoningEnd,
     StepFinished,
@@ -29,7 +30,9 @@ from ..protocol.events import (
     ToolDenied,
     ToolInputError,
     ToolResult,
+    Usage,
 )
+from ..telemetry import tool_failed, trace_model_call, trace_tool_call
 from .errors import ToolError
 from .messages import AssistantMessage, ModelMessage, ModelOptions, ReasoningPart, ToolCallRequest, ToolMessage
 from .model import ChatModel
@@ -236,6 +239,7 @@ class ToolLoop:
             reasoning_parts: list[ReasoningPart] = []
             mark = 0
             stream = model_stream(conversation, specs, self.options)
+            traced = trace_model_call(self.model)  # the call's span; None when the run is not traced
             try:
                 async for event in stream:
                     cls = type(event)
@@ -253,11 +257,19 @@ class ToolLoop:
                         # execution…) is answered in this same stream by its
                         # ``ToolResult``; only the others are the loop's.
                         calls.append(event)  # type: ignore[arg-type]
+                    elif traced is not None and (cls is Usage or cls is Finish):
+                        traced.observe(event)  # type: ignore[arg-type]
                     yield event
+            except BaseException as exc:
+                if traced is not None:
+                    traced.failed(exc)
+                raise
             finally:
                 aclose = getattr(stream, "aclose", None)
                 if aclose is not None:
                     await aclose()
+                if traced is not None:
+                    traced.end()
 
             requests = tuple(ToolCallRequest(c.tool_call_id, c.tool_name, c.input) for c in calls)
             conversation.append(AssistantMessage("".join(texts), requests, "".join(reasoning), tuple(reasoning_parts)))
@@ -311,7 +323,9 @@ class ToolLoop:
                     if before:
                         yield _said(*before)
                     streaming = streaming or tool.streams
-                    slots.append(asyncio.create_task(self._execute(tool, context, said.put_nowait)))
+                    execution = self._execute(tool, context, said.put_nowait)
+                    traced = trace_tool_call(execution, call.name, call.id, context.arguments, tool.description)
+                    slots.append(asyncio.create_task(traced))
             for slot in slots:
                 if isinstance(slot, _Outcome):
                     yield slot
@@ -420,12 +434,15 @@ class ToolLoop:
             if result is None:
                 result = ToolResult(call_id, await _invoke(tool, context, progress), tool_name=name)
         except ToolError as exc:
+            tool_failed("ToolError")
             result = ToolResult(call_id, str(exc), is_error=True, tool_name=name)
         except _ToolTimeout:
+            tool_failed("timeout")
             logger.warning("tool %s (call %s) timed out after %ss", name, call_id, tool.timeout)
             text = f"Tool {name} timed out after {tool.timeout:g} seconds."
             result = ToolResult(call_id, text, is_error=True, tool_name=name)
-        except Exception:
+        except Exception as exc:
+            tool_failed(type(exc).__name__)
             logger.exception("tool %s (call %s) failed", name, call_id)
             result = ToolResult(call_id, self.error_text, is_error=True, tool_name=name)
         try:
