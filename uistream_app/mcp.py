@@ -38,6 +38,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
+from .portal import loop_in_thread
 from .runs import Tool, ToolError
 
 __all__ = [
@@ -206,17 +207,7 @@ def _mcp_loop() -> asyncio.AbstractEventLoop:
     _forget_a_parent()
     with _lock:
         if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            ready = threading.Event()
-
-            def run() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                loop.run_forever()
-
-            threading.Thread(target=run, name="uistream-mcp", daemon=True).start()
-            ready.wait()
-            _loop = loop
+            _loop = loop_in_thread("uistream-mcp")
         return _loop
 
 

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from . import telemetry
 
-__all__ = ["in_portal", "iterate_in_portal", "portal_loop"]
+__all__ = ["in_portal", "iterate_in_portal", "loop_in_thread", "portal_loop"]
 
 T = TypeVar("T")
 
@@ -30,22 +30,28 @@ _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 
 
+def loop_in_thread(name: str) -> asyncio.AbstractEventLoop:
+    """A new event loop, running (forever) in a daemon thread named
+    ``name`` once this returns."""
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        loop.run_forever()
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    ready.wait()
+    return loop
+
+
 def portal_loop() -> asyncio.AbstractEventLoop:
     """The portal's event loop, started on first use."""
     global _loop
     with _lock:
         if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            ready = threading.Event()
-
-            def run() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                loop.run_forever()
-
-            threading.Thread(target=run, name="uistream-portal", daemon=True).start()
-            ready.wait()
-            _loop = loop
+            _loop = loop_in_thread("uistream-portal")
         return _loop
 
 
