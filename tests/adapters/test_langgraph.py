@@ -32,7 +32,7 @@ from uistream_app.adapters.langgraph import (
     to_langchain_messages,
 )
 from uistream_app.agui_views import AGUIView
-from uistream_app.models import Conversation, Run
+from uistream_app.models import Run
 from uistream_app.protocol import events as ev
 from uistream_app.protocol.agui.messages import agui_user_message, ui_messages_to_agui
 from uistream_app.recording import read_log
@@ -45,6 +45,7 @@ from ..test_agui_http import run_client as run_agui_client
 from ..test_chat_http import Browser, read_chunks, run_finished, text_of, wait_for
 from ..test_chat_real_client import run_client
 from ..urls import urlpatterns as test_urlpatterns
+from .common import drop_then_resume, stored, text, tool_parts
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -64,18 +65,6 @@ def fresh_demo() -> None:
     demo.SEEN.clear()
     demo.SENT.clear()
     demo.ASKED[0] = 0
-
-
-def stored(chat_id: str) -> list[dict[str, Any]]:
-    return [m.as_ui_message() for m in Conversation.objects.get(pk=chat_id).messages.order_by("position")]
-
-
-def text(message: dict[str, Any]) -> str:
-    return "".join(p["text"] for p in message["parts"] if p["type"] == "text")
-
-
-def tool_parts(message: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    return [p for p in message["parts"] if p["type"] == f"tool-{name}"]
 
 
 # -- through the server and the real client -------------------------------------------
@@ -189,13 +178,7 @@ def test_a_stop_cancels_the_graph_run(server: str, monkeypatch: pytest.MonkeyPat
 def test_resume_after_a_disconnect_replays_and_follows_to_the_end(server: str) -> None:
     browser = Browser(server)
     with override_settings(UISTREAM={"ALLOW_ANONYMOUS": True, "ON_DISCONNECT": "finish"}):
-        with browser.client.stream(
-            "POST", API, json=browser.chat_body("lg-resume", "count to 120"), headers={"X-CSRFToken": browser.token}
-        ) as response:
-            head, _ = read_chunks(response, stop=lambda cs: text_of(cs).count(" ") >= 10)
-        with browser.client.stream("GET", "/api/agents/langgraph/chat/lg-resume/stream") as resumed:
-            assert resumed.status_code == 200
-            replay, done = read_chunks(resumed)
+        head, replay, done = drop_then_resume(browser, API, "lg-resume", "count to 120", words=10)
     assert done
     assert replay[: len(head)] == head
     assert text_of(replay).split() == [str(n) for n in range(1, 121)]

@@ -26,7 +26,7 @@ from demo_project.agents import script
 from uistream_app.adapters import AgentTurn, adapter_for
 from uistream_app.adapters.openai_agents import OpenAIAgentsAdapter, input_items
 from uistream_app.agui_views import render_stored_run
-from uistream_app.models import Conversation, Run
+from uistream_app.models import Run
 from uistream_app.protocol import events as ev
 from uistream_app.protocol.agui.messages import fold_messages, ui_messages_to_agui
 from uistream_app.protocol.agui.verifier import verify_sse
@@ -39,6 +39,7 @@ from ..test_agui_http import run_client as agui_run_client
 from ..test_chat_http import Browser, read_chunks, run_finished, text_of, wait_for
 from ..test_chat_real_client import run_client
 from ..test_chat_redis import same_visitor
+from .common import drop_then_resume, stored, text, tool_parts
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,18 +68,6 @@ def fresh_demo_model(monkeypatch: pytest.MonkeyPatch) -> demo.ScriptModel:
     monkeypatch.setitem(demo.RAN, "get_weather", 0)
     monkeypatch.setitem(demo.RAN, "send_email", 0)
     return model
-
-
-def stored(chat_id: str) -> list[dict[str, Any]]:
-    return [m.as_ui_message() for m in Conversation.objects.get(pk=chat_id).messages.order_by("position")]
-
-
-def text(message: dict[str, Any]) -> str:
-    return "".join(p["text"] for p in message["parts"] if p["type"] == "text")
-
-
-def tool_parts(message: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    return [p for p in message["parts"] if p["type"] == f"tool-{name}"]
 
 
 # -- through the real server and the real ai@7 client -------------------------------
@@ -200,15 +189,8 @@ def test_stop_mid_answer_cancels_the_sdk_run(server: str, fresh_demo_model: demo
 
 
 def test_resume_after_a_disconnect_replays_and_follows(server: str) -> None:
-    browser = Browser(server)
-    with browser.client.stream(
-        "POST", API, json=browser.chat_body("oa-resume", "count to 150"), headers={"X-CSRFToken": browser.token}
-    ) as response:
-        head, _ = read_chunks(response, stop=lambda cs: text_of(cs).count(" ") >= 5)
     # The POST's connection is gone; the demo finishes runs on disconnect.
-    with browser.client.stream("GET", f"{API}/oa-resume/stream") as resumed:
-        assert resumed.status_code == 200
-        replay, done = read_chunks(resumed)
+    head, replay, done = drop_then_resume(Browser(server), API, "oa-resume", "count to 150")
     assert done
     assert replay[: len(head)] == head
     assert replay[-1]["type"] == "finish"

@@ -23,6 +23,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets.external import ExternalToolset
 
 from demo_project.agents import pydantic_ai_agent, script
+from tests.adapters.common import drop_then_resume, stored, text, tool_parts
 from tests.protocol.agui_oracles import assert_accepted
 from tests.server import serve_demo
 from tests.test_agui_http import run_client as run_agui_client
@@ -32,7 +33,7 @@ from tests.urls import urlpatterns as test_urlpatterns
 from uistream_app import agui_views
 from uistream_app.adapters import AgentTurn, MissingExtra, adapter_for
 from uistream_app.adapters.pydantic_ai import PydanticAIAdapter, model_history
-from uistream_app.models import Conversation, Message, Run
+from uistream_app.models import Message, Run
 from uistream_app.protocol import events as ev
 from uistream_app.runs import ToolApproval, ui_to_model_messages
 from uistream_app.views import ChatView
@@ -112,18 +113,6 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     return emails
 
 
-def stored(chat_id: str) -> list[dict[str, Any]]:
-    return [m.as_ui_message() for m in Conversation.objects.get(pk=chat_id).messages.order_by("position")]
-
-
-def texts(message: dict[str, Any]) -> str:
-    return "".join(p["text"] for p in message["parts"] if p["type"] == "text")
-
-
-def tool_parts(message: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    return [p for p in message["parts"] if p["type"] == f"tool-{name}"]
-
-
 # -- through the real client ------------------------------------------------------
 
 
@@ -135,7 +124,7 @@ def test_counting_streams_every_number_and_is_stored_as_the_client_built_it(node
     messages = stored("pai-count")
     assert out["messages"] == messages
     # "1" is the text part's first content (pydantic-ai's PartStartEvent).
-    assert texts(messages[1]).split() == [str(n) for n in range(1, 13)]
+    assert text(messages[1]).split() == [str(n) for n in range(1, 13)]
     assert [p["type"] for p in messages[1]["parts"]] == ["step-start", "reasoning", "text"]
     run = Run.objects.get()
     assert run.model == "pydantic-ai:demo"
@@ -156,7 +145,7 @@ def test_the_weather_is_a_tool_call_answered_from_its_output(node: str, server: 
     assert [c["state"] for c in calls] == ["output-available", "output-available"]
     assert calls[0]["output"] == script.get_weather("Oslo")
     oslo = script.get_weather("Oslo")
-    assert f"In Oslo it is {oslo['temperature_c']}°C and {oslo['conditions']}" in texts(messages[1])
+    assert f"In Oslo it is {oslo['temperature_c']}°C and {oslo['conditions']}" in text(messages[1])
     # Two steps: the model's calls, then its answer from their outputs.
     assert [p["type"] for p in messages[1]["parts"]].count("step-start") == 2
 
@@ -175,7 +164,7 @@ def test_send_email_waits_for_a_person(node: str, server: str, sent: list[tuple[
     assert len(messages) == 2  # the continuation continued the same message
     (call,) = tool_parts(messages[1], "send_email")  # announced once, not again by the continuation
     assert call["input"] == {"to": "ada@example.com", "body": "the build is green"}
-    answer = texts(messages[1])
+    answer = text(messages[1])
     if approved:
         assert call["state"] == "output-available"
         assert call["output"]["to"] == "ada@example.com"
@@ -249,22 +238,15 @@ def test_stop_cancels_the_agent_run(server: str, monkeypatch: pytest.MonkeyPatch
 
 
 def test_resume_after_a_disconnect_ends_the_message(server: str) -> None:
-    browser = Browser(server)
-    with browser.client.stream(
-        "POST", API, json=browser.chat_body("pai-resume", "count to 120"), headers={"X-CSRFToken": browser.token}
-    ) as response:
-        head, _ = read_chunks(response, stop=lambda cs: text_of(cs).count(" ") >= 5)
     # The connection is gone; the run goes on (ON_DISCONNECT "finish").
-    with browser.client.stream("GET", f"{API}/pai-resume/stream") as resumed:
-        assert resumed.status_code == 200
-        replay, done = read_chunks(resumed)
+    head, replay, done = drop_then_resume(Browser(server), API, "pai-resume", "count to 120")
     assert done
     assert replay[: len(head)] == head  # the replay starts with what the POST had sent
     assert replay[-1]["type"] == "finish"
     assert text_of(replay).split() == [str(n) for n in range(1, 121)]
     wait_for(run_finished, "the run to end")
     (answer,) = [m for m in stored("pai-resume") if m["role"] == "assistant"]
-    assert texts(answer) == text_of(replay)
+    assert text(answer) == text_of(replay)
 
 
 def test_turn_two_sees_turn_ones_tool_result(node: str, server: str, model_calls: list[list[ModelMessage]]) -> None:
@@ -359,7 +341,7 @@ def test_an_external_tool_is_run_by_the_browser(node: str, server: str) -> None:
     (tool,) = tool_parts(messages[1], "get_location")
     assert tool["state"] == "output-available"
     assert tool["output"] == {"city": "Lima"}
-    assert texts(messages[1]) == "You are in Lima."
+    assert text(messages[1]) == "You are in Lima."
 
 
 # -- the translation, without a server ---------------------------------------------
