@@ -26,6 +26,9 @@ __all__ = ["FileView"]
 _INLINE_PREFIXES = ("image/", "application/pdf", "text/plain")
 
 
+_SANDBOX = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'"
+
+
 def _inline(media_type: str) -> bool:
     bare = media_type.split(";", 1)[0].strip().lower()
     return bare != "image/svg+xml" and bare.startswith(_INLINE_PREFIXES)
@@ -49,8 +52,8 @@ class FileView(StreamView):
         if data is None:
             raise not_found()  # the row outlived its bytes (storage emptied by hand)
         response = HttpResponse(data, content_type=row.media_type or "application/octet-stream")
-        response["Content-Disposition"] = content_disposition_header(
-            not _inline(row.media_type), row.name or f"{row.pk}"
+        response["Content-Disposition"] = (
+            content_disposition_header(not _inline(row.media_type), row.name or f"{row.pk}") or "attachment"
         )
         response["X-Content-Type-Options"] = "nosniff"
         # A file a user sent is never a page of this site: no script, no forms.
@@ -63,7 +66,7 @@ class FileView(StreamView):
 
 def _read(row: StoredFile) -> Any:
     try:
-        with row.file.storage.open(row.file.name, "rb") as handle:
+        with row.file.storage.open(row.file.name or "", "rb") as handle:
             return handle.read()
     except FileNotFoundError:
         return None

@@ -247,7 +247,7 @@ def _attach_sync(messages: list[ModelMessage], chat_id: str) -> list[ModelMessag
             for f in message.files:
                 row = rows.get(file_id_from_url(f.url) or "")
                 if row is not None and f.load is None:
-                    f = replace(f, filename=f.filename or row.name, size=row.size, load=_reader(row.file.name))
+                    f = replace(f, filename=f.filename or row.name, size=row.size, load=_reader(row.file.name or ""))
                 files.append(f)
             message = replace(message, files=tuple(files))
         out.append(message)

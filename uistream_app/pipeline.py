@@ -172,8 +172,8 @@ def _read_body(request: HttpRequest, max_bytes: int) -> bytes:
     if hasattr(request, "_body") or getattr(request, "_read_started", False):
         return request.body
     body = request.read(max_bytes + 1)
-    request._body = body  # type: ignore[attr-defined]  # what request.body returns from now on
-    request._stream = io.BytesIO(body)  # type: ignore[attr-defined]  # as Django's own body does
+    request._body = body  # what request.body returns from now on
+    request._stream = io.BytesIO(body)  # as Django's own body does
     return body
 
 
