@@ -41,7 +41,7 @@ from django.urls import NoReverseMatch, reverse
 from .conf import settings as uistream_settings
 from .errors import BadRequest
 from .models import Conversation, Message, StoredFile
-from .runs.messages import ModelMessage, UserMessage
+from .runs.messages import FilePart, ModelMessage, UserMessage
 
 __all__ = [
     "DecodedFile",
@@ -243,13 +243,14 @@ def _attach_sync(messages: list[ModelMessage], chat_id: str) -> list[ModelMessag
     out: list[ModelMessage] = []
     for message in messages:
         if isinstance(message, UserMessage) and message.files:
-            files = []
-            for f in message.files:
-                row = rows.get(file_id_from_url(f.url) or "")
-                if row is not None and f.load is None:
+            parts: list[str | FilePart] = []
+            for f in message.ordered():
+                row = rows.get(file_id_from_url(f.url) or "") if isinstance(f, FilePart) else None
+                if isinstance(f, FilePart) and row is not None and f.load is None:
                     f = replace(f, filename=f.filename or row.name, size=row.size, load=_reader(row.file.name or ""))
-                files.append(f)
-            message = replace(message, files=tuple(files))
+                parts.append(f)
+            files = tuple(p for p in parts if isinstance(p, FilePart))
+            message = replace(message, files=files, parts=tuple(parts))
         out.append(message)
     return out
 

@@ -637,8 +637,12 @@ def _user_blocks(message: UserMessage) -> list[dict[str, Any]]:
     sends them: images as ``image`` blocks, PDFs and plain text as
     ``document`` blocks (base64, or the text itself), titled with the
     filename; any other type can't be sent (``UnsupportedFileError``)."""
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
-    for file in message.files:
+    blocks: list[dict[str, Any]] = []
+    for file in message.ordered():
+        if isinstance(file, str):
+            if file:
+                blocks.append({"type": "text", "text": file})
+            continue
         if is_image(file):
             source = {"type": "base64", "media_type": file.media_type, "data": b64(file, _PROVIDER)}
             blocks.append({"type": "image", "source": source})

@@ -75,19 +75,23 @@ def _data_loader(url: str) -> Callable[[], bytes] | None:
     return load
 
 
-def _files(parts: Iterable[Mapping[str, Any]]) -> tuple[FilePart, ...]:
-    """A user message's file parts as the port's ``FilePart`` objects: a
+def _user_message(parts: Sequence[Mapping[str, Any]]) -> UserMessage:
+    """A user message; its file parts as the port's ``FilePart`` objects: a
     ``data:`` URL's bytes read from it; any other URL (the app's
     ``/api/files/<id>``, which ``uistream_app.files.attach_files`` gives a
-    loader from storage) kept as the URL."""
-    out = []
+    loader from storage) kept as the URL. With files, ``parts`` keeps the
+    order of text and files."""
+    ordered: list[str | FilePart] = []
     for part in parts:
-        if part.get("type") != "file" or not isinstance(part.get("mediaType"), str):
-            continue
-        url = str(part.get("url", ""))
-        filename = part.get("filename") if isinstance(part.get("filename"), str) else None
-        out.append(FilePart(part["mediaType"], url, filename, load=_data_loader(url)))
-    return tuple(out)
+        kind = part.get("type")
+        if kind == "text":
+            ordered.append(str(part.get("text", "")))
+        elif kind == "file" and isinstance(part.get("mediaType"), str):
+            url = str(part.get("url", ""))
+            filename = part.get("filename") if isinstance(part.get("filename"), str) else None
+            ordered.append(FilePart(part["mediaType"], url, filename, load=_data_loader(url)))
+    files = tuple(p for p in ordered if isinstance(p, FilePart))
+    return UserMessage(_text(parts), files, tuple(ordered) if files else ())
 
 
 def _steps(parts: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
@@ -129,7 +133,7 @@ def ui_to_model_messages(messages: Iterable[Mapping[str, Any]]) -> list[ModelMes
         if role == "system":
             out.append(SystemMessage(_text(parts)))
         elif role == "user":
-            out.append(UserMessage(_text(parts), _files(parts)))
+            out.append(_user_message(parts))
         elif role == "assistant":
             steps = _steps(parts)
             for number, step in enumerate(steps):

@@ -53,10 +53,19 @@ class FilePart:
 
 @dataclass(frozen=True, slots=True)
 class UserMessage:
-    """A person's turn: its text and its files (after the text, in order)."""
+    """A person's turn: its text and its files. ``parts``: the text pieces
+    and files in the order the message holds them (what a provider sends,
+    in order); empty means ``content`` then ``files``."""
 
     content: str
     files: tuple[FilePart, ...] = ()
+    parts: tuple[str | FilePart, ...] = ()
+
+    def ordered(self) -> tuple[str | FilePart, ...]:
+        """The text pieces and files in order (see ``parts``)."""
+        if self.parts:
+            return self.parts
+        return ((self.content,) if self.content else ()) + self.files
 
 
 @dataclass(frozen=True, slots=True)

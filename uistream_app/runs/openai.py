@@ -311,9 +311,12 @@ def user_content(message: UserMessage) -> list[dict[str, Any]]:
     ``@ai-sdk/openai``'s chat model sends them: images as ``image_url`` (a
     ``data:`` URL, or the image's own ``https:`` URL), PDFs as ``file`` with
     ``file_data``; any other type can't be sent (``UnsupportedFileError``)."""
-    content: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
-    for file in message.files:
+    content: list[dict[str, Any]] = []
+    for file in message.ordered():
         index = len(content)
+        if isinstance(file, str):
+            content.append({"type": "text", "text": file})
+            continue
         if is_image(file):
             url = file.url if file.load is None and file.url.startswith("https://") else data_url(file, _PROVIDER)
             content.append({"type": "image_url", "image_url": {"url": url}})

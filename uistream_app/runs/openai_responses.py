@@ -670,11 +670,14 @@ def _user_content(message: UserMessage) -> list[dict[str, Any]]:
     Responses model sends them: ``input_image`` (a ``data:`` URL, or the
     image's own ``https:`` URL) and, for PDFs, ``input_file`` with
     ``file_data``; any other type can't be sent (``UnsupportedFileError``)."""
+    if not message.files:
+        return [{"type": "input_text", "text": message.content}]
     content: list[dict[str, Any]] = []
-    if message.content or not message.files:
-        content.append({"type": "input_text", "text": message.content})
-    for file in message.files:
+    for file in message.ordered():
         index = len(content)
+        if isinstance(file, str):
+            content.append({"type": "input_text", "text": file})
+            continue
         if is_image(file):
             url = file.url if file.load is None and file.url.startswith("https://") else data_url(file, _PROVIDER)
             content.append({"type": "input_image", "image_url": url})
