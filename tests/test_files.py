@@ -285,3 +285,25 @@ async def test_the_websocket_send_stores_files_too() -> None:
     assert error["type"] == "error"
     assert error["code"] == "unsupported_media_type"
     assert await StoredFile.objects.acount() == 1
+
+
+def test_the_admin_lists_a_conversations_files_and_serves_them_to_staff(server: str) -> None:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    image = png()
+    assert send(Browser(server), body_with("admin-files", "hi", file_part("image/png", image, "seen.png")))[0] == 200
+    wait_for(idle, "the run to be stored")
+    stored = StoredFile.objects.get()
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_superuser("boss", "boss@example.com", "pw"))
+
+    page = staff.get("/admin/uistream_app/conversation/admin-files/change/")
+    link = f"/admin/uistream_app/conversation/admin-files/files/{stored.pk}/"
+    assert page.status_code == 200
+    assert f'<a href="{link}">seen.png</a>' in page.content.decode()
+    download = staff.get(link)
+    assert download.status_code == 200
+    assert download["Content-Disposition"] == 'attachment; filename="seen.png"'
+    assert b"".join(download.streaming_content) == image
+    assert Client().get(link).status_code == 302  # to the login page, not the file
