@@ -307,3 +307,75 @@ def test_the_admin_lists_a_conversations_files_and_serves_them_to_staff(server: 
     assert download["Content-Disposition"] == 'attachment; filename="seen.png"'
     assert b"".join(download.streaming_content) == image
     assert Client().get(link).status_code == 302  # to the login page, not the file
+
+
+def test_an_edit_that_resends_a_file_by_its_url_keeps_it(server: str) -> None:
+    """After a reload the page holds the stored parts (``/api/files/<id>``);
+    editing that message resends them: the file moves to the new message
+    instead of being deleted with the old one, and the model still reads it."""
+    browser = Browser(server)
+    image = png(5000)
+    assert send(browser, body_with("edit-files", "hello", file_part("image/png", image, "kept.png")))[0] == 200
+    wait_for(idle, "the run to be stored")
+    stored_parts = Message.objects.get(role="user").parts
+    edited = {
+        "id": "edit-files",
+        "trigger": "submit-message",
+        "messageId": "u1",
+        "messages": [
+            {
+                "id": "u1",
+                "role": "user",
+                "parts": [{"type": "text", "text": "describe the attachment"}, stored_parts[1]],
+            }
+        ],
+    }
+
+    status, chunks = send(browser, edited)
+
+    assert status == 200
+    assert text_of(chunks) == f"You sent kept.png (image/png, {len(image)} bytes)."
+    wait_for(idle, "the run to be stored")
+    stored = StoredFile.objects.get()
+    assert stored.message_id == Message.objects.get(role="user").pk
+    assert default_storage.exists(stored.file.name)
+    assert browser.client.get(stored_parts[1]["url"]).content == image
+
+
+def test_an_ag_ui_image_part_is_stored_as_a_file(server: str) -> None:
+    """AG-UI 1.0's media content parts (``image`` with a ``data`` source)
+    become the same stored file part."""
+    from .test_agui_http import post_agui, run_input
+
+    browser = Browser(server)
+    image = png(2000)
+    message = {
+        "id": "u1",
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "describe the attachment"},
+            {
+                "type": "image",
+                "source": {"type": "data", "value": base64.b64encode(image).decode(), "mimeType": "image/png"},
+            },
+        ],
+    }
+    response = post_agui(browser, run_input("agui-files", [message]))
+    assert response.status_code == 200, response.text
+    wait_for(idle, "the run to be stored")
+    deltas = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+    text = "".join(e.get("delta", "") for e in deltas if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == f"You sent a file (image/png, {len(image)} bytes)."
+    stored = StoredFile.objects.get()
+    (part,) = [p for p in Message.objects.get(role="user").parts if p["type"] == "file"]
+    assert part == {"type": "file", "mediaType": "image/png", "url": f"/api/files/{stored.pk}"}
+    assert browser.client.get(part["url"]).content == image
+
+    refused = dict(message, id="u2")
+    refused["content"] = [
+        {"type": "document", "source": {"type": "data", "value": "UEsDBA==", "mimeType": "application/zip"}}
+    ]
+    answer = post_agui(browser, run_input("agui-zip", [refused], run_id="r2"))
+    assert answer.status_code == 415
+    assert answer.json()["error"]["code"] == "unsupported_media_type"
+    assert StoredFile.objects.count() == 1

@@ -51,6 +51,7 @@ __all__ = [
     "file_id_from_url",
     "file_url",
     "media_type_allowed",
+    "referenced_file_ids",
 ]
 
 _DATA_URL: Final = re.compile(r"data:([^,]*?)(;base64)?,(.*)", re.DOTALL)
@@ -74,6 +75,18 @@ def file_id_from_url(url: object) -> str | None:
         return None
     match = _FILE_URL.search(url)
     return match.group(1) if match else None
+
+
+def referenced_file_ids(parts: Sequence[Any]) -> list[uuid.UUID]:
+    """The stored files that ``parts`` point at by their URL (a message the
+    client resends, an edit's)."""
+    ids = []
+    for part in parts:
+        if isinstance(part, Mapping) and part.get("type") == "file":
+            found = file_id_from_url(part.get("url"))
+            if found is not None:
+                ids.append(uuid.UUID(found))
+    return ids
 
 
 def media_type_allowed(media_type: str, allowed: Sequence[str] | None = None) -> bool:

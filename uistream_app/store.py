@@ -24,9 +24,9 @@ from django.db.models import Max
 from django.utils import timezone
 
 from .errors import BadRequest, not_found
-from .files import StagedFiles, decode_files
+from .files import StagedFiles, decode_files, referenced_file_ids
 from .live import RunAlreadyActive, RunChannel, get_broker
-from .models import Conversation, Message, MessageQuerySet, Run
+from .models import Conversation, Message, MessageQuerySet, Run, StoredFile
 from .owners import Owner
 from .protocol.ui.parts import is_tool_part, tool_name, tool_parts
 from .recording import log_writes_inline
@@ -433,12 +433,21 @@ class ConversationStore:
         messages = conversation.messages
         if turn.refuse_while_pending and not new:
             _refuse_while_pending(messages.order_by("-position").first())
+        kept: list[Any] = []
         if turn.edit_of is not None:
             edited = messages.with_client_id(turn.edit_of).filter(role="user").first()
             if edited is None:
                 raise not_found()
             if turn.edit_of != message["id"]:
                 raise BadRequest("an edit resends the edited message under its own id", field="messageId")
+            # Files the edited message resends by their URL stay: they move
+            # to the new message instead of going with the old one.
+            kept = list(
+                StoredFile.objects.filter(
+                    conversation=conversation, pk__in=referenced_file_ids(message["parts"])
+                ).values_list("pk", flat=True)
+            )
+            StoredFile.objects.filter(pk__in=kept).update(message=None)
             messages.filter(position__gte=edited.position).delete()
         elif not new and messages.with_client_id(message["id"]).exists():
             raise BadRequest("that message was already sent; regenerate or edit instead", code="duplicate", status=409)
@@ -452,12 +461,15 @@ class ConversationStore:
         }
         try:
             with transaction.atomic():
-                return Message.objects.create(pk=message["id"], **fields)
+                created = Message.objects.create(pk=message["id"], **fields)
         except IntegrityError:
             # Another conversation's message holds the id: ids are the
             # client's, unique within a conversation, so this one is stored
             # under a key of ours (and the client's id is not revealed taken).
-            return Message.objects.create(pk=new_message_id(), client_id=message["id"], **fields)
+            created = Message.objects.create(pk=new_message_id(), client_id=message["id"], **fields)
+        if kept:
+            StoredFile.objects.filter(pk__in=kept).update(message=created)
+        return created
 
     def _regenerate(self, conversation: Conversation, turn: Turn) -> None:
         messages = conversation.messages
