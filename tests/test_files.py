@@ -379,3 +379,20 @@ def test_an_ag_ui_image_part_is_stored_as_a_file(server: str) -> None:
     assert answer.status_code == 415
     assert answer.json()["error"]["code"] == "unsupported_media_type"
     assert StoredFile.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("user", "ids"),
+    [
+        pytest.param({}, [], id="defaults"),
+        pytest.param({"MAX_FILE_BYTES": 3 * 1024 * 1024, "MAX_REQUEST_BYTES": 4 * 1024 * 1024}, [], id="room for one"),
+        pytest.param({"MAX_REQUEST_BYTES": 1024 * 1024}, ["uistream_app.W004"], id="no room for a 10 MiB file"),
+        pytest.param({"ALLOWED_MEDIA_TYPES": "image/png"}, ["uistream_app.E013"], id="not a list"),
+        pytest.param({"MAX_FILE_BYTES": 0}, ["uistream_app.E005"], id="not positive"),
+    ],
+)
+def test_the_file_limits_are_checked(settings: Any, user: dict[str, Any], ids: list[str]) -> None:
+    from uistream_app.checks import check_settings
+
+    settings.UISTREAM = {**settings.UISTREAM, **user}
+    assert [m.id for m in check_settings()] == ids
