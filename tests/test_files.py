@@ -141,7 +141,7 @@ def test_a_file_is_stored_in_storage_served_to_its_owner_and_described(server: s
     )
 
 
-def test_several_files_are_each_described_and_a_pdf_downloads(server: str) -> None:
+def test_several_files_are_each_described_and_a_pdf_is_a_download(server: str) -> None:
     browser = Browser(server)
     pdf, text = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj<<>>endobj\n%%EOF\n", b"plain words\n"
     status, chunks = send(
@@ -159,7 +159,7 @@ def test_several_files_are_each_described_and_a_pdf_downloads(server: str) -> No
     )
     urls = [p["url"] for p in Message.objects.get(role="user").parts if p["type"] == "file"]
     assert [browser.client.get(u).content for u in urls] == [pdf, text]
-    assert browser.client.get(urls[0]).headers["content-disposition"] == 'inline; filename="report.pdf"'
+    assert browser.client.get(urls[0]).headers["content-disposition"] == 'attachment; filename="report.pdf"'
 
 
 @pytest.mark.parametrize(

@@ -21,9 +21,10 @@ from .pipeline import RequestContext, StreamView
 
 __all__ = ["FileView"]
 
-#: Shown in the browser; anything else is a download. SVG is left out:
-#: an image that can carry script.
-_INLINE_PREFIXES = ("image/", "application/pdf", "text/plain")
+#: Shown in the browser (an ``<img>``, a plain-text tab); anything else,
+#: PDFs included, is a download. SVG is left out: an image that can carry
+#: script.
+_INLINE_PREFIXES = ("image/", "text/plain")
 
 
 _SANDBOX = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'"
