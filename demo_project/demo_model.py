@@ -17,6 +17,8 @@ same events. It reads the last user message and:
   denies one at ``blocked.test`` by itself;
 * "research TOPIC" calls ``research(topic)``, a tool that streams three
   progress outputs before its final one (an async generator);
+* "describe the attachment" answers, for each file of the message, "You
+  sent NAME (MEDIATYPE, N bytes)." (N the file's real size);
 * "roll a die with N sides" calls the MCP tool ``roll_die({"sides": N})``
   of the demo's MCP server (``demo__roll_die``, demo_project/mcp_server.py);
 * after tool results it answers from them; anything else gets a short help
@@ -61,6 +63,7 @@ from uistream_app.protocol.events import (
 from uistream_app.runs import (
     ApprovalStatus,
     AssistantMessage,
+    FilePart,
     ModelMessage,
     ModelOptions,
     Tool,
@@ -303,6 +306,13 @@ def _cities(prompt: str) -> list[str]:
     return cities
 
 
+def _describe(file: FilePart) -> str:
+    """ "describe the attachment": what the model knows of one file (its
+    size from storage, or counted from the bytes it was sent)."""
+    size = file.size if file.size is not None else len(file.data() or b"")
+    return f"You sent {file.filename or 'a file'} ({file.media_type}, {size} bytes)."
+
+
 class DemoModel:
     """The deterministic offline model (see the module docstring)."""
 
@@ -359,6 +369,13 @@ class DemoModel:
             think = f"The user wants me to count to {n}. I will say each number in turn."
             numbers = [str(i) if i == 1 else f" {i}" for i in range(1, n + 1)]
             return self._think(think) + [TextDelta(x) for x in numbers]
+
+        if "describe the attachment" in prompt.lower():
+            asked = messages[last_user]
+            files = asked.files if isinstance(asked, UserMessage) else ()
+            return self._think("The user asks about the files they attached. I will name each one.") + self._say(
+                " ".join(_describe(f) for f in files) or "There is no attachment in your message."
+            )
 
         calls: list[tuple[str, dict[str, Any]]] = []
         reasons: list[str] = []

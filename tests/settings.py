@@ -38,6 +38,10 @@ LOGGING = {"version": 1, "disable_existing_loggers": False}
 
 ROOT_URLCONF = "tests.urls"
 
+# Attachments go to a directory of this run (the servers it starts inherit
+# the variable, so they share it).
+MEDIA_ROOT = os.environ.setdefault("UISTREAM_MEDIA_ROOT", tempfile.mkdtemp(prefix="uistream-media-"))
+
 # The suite exercises the log writer as servers run it (its own thread and
 # connection; tests are transactional where they write). The "auto" default,
 # inline inside a TestCase's transaction, has tests of its own

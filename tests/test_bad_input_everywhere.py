@@ -202,7 +202,7 @@ async def test_the_body_is_read_before_ownership(endpoint: str, bob_chat: None) 
     body, as it would be about a missing one: the 404 comes last."""
     alice = await page_of("alice")
     path = f"/api/{endpoint}"
-    with override_settings(UISTREAM=DEMO):
+    with override_settings(UISTREAM={**DEMO, "MAX_REQUEST_BYTES": 1024 * 1024}):
         for chat in ("bob-chat", "no-such-chat"):
             assert_error(await alice.post(path, b"{nope"), 400, "invalid_json")
             body = chat_body(chat) if endpoint == "chat" else agui_body(chat)

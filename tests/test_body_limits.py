@@ -26,7 +26,11 @@ from .test_chat_http import Browser
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MB = 1024 * 1024
-LIMIT = 1 * MB  # the default MAX_REQUEST_BYTES, which the demo keeps
+# The default MAX_REQUEST_BYTES, which the demo keeps: derived from the
+# 10 MiB MAX_FILE_BYTES (docs/operations.md, "Body limits"): room for three
+# such files in base64, plus 1 MiB. About 41 MiB.
+LIMIT = 3 * -(-10 * MB * 4 // 3) + 1 * MB
+HUGE = LIMIT + 30 * MB
 
 
 def too_large(response_status: int, body: bytes) -> bool:
@@ -96,27 +100,27 @@ def demo_env() -> dict[str, str]:
     }
 
 
-def test_uvicorn_refuses_a_30_mb_chunked_body_with_413_json_after_reading_little_of_it(
+def test_uvicorn_refuses_a_huge_chunked_body_with_413_json_after_reading_little_of_it(
     demo_env: dict[str, str],
 ) -> None:
     with demo_server("uvicorn", demo_env) as server:
-        upload = ChunkedUpload(server.url, "/api/chat", session_headers(server.url), chat_body_pieces(30 * MB))
+        upload = ChunkedUpload(server.url, "/api/chat", session_headers(server.url), chat_body_pieces(HUGE))
         status, body, sent = upload.answer()
         assert too_large(status, body), (status, body[:300])
-        # The answer came while the client still had most of its body to
+        # The answer came while the client still had much of its body to
         # send: the server read the limit and its buffers, not the body.
-        assert sent < 8 * MB, sent
+        assert sent < LIMIT + 8 * MB, sent
         # And the server is fine: the next request on a new connection works.
         assert httpx.get(server.url + "/api/csrf").status_code == 200
     assert Conversation.objects.count() == 0
     assert Run.objects.count() == 0
 
 
-def test_daphne_refuses_a_30_mb_chunked_body_with_413_json(demo_env: dict[str, str]) -> None:
+def test_daphne_refuses_a_huge_chunked_body_with_413_json(demo_env: dict[str, str]) -> None:
     # daphne reads a whole body before the application runs (docs/operations.md):
     # the answer is the same 413 JSON, after all of it has arrived.
     with demo_server("daphne", demo_env) as server:
-        upload = ChunkedUpload(server.url, "/api/chat", session_headers(server.url), chat_body_pieces(30 * MB))
+        upload = ChunkedUpload(server.url, "/api/chat", session_headers(server.url), chat_body_pieces(HUGE))
         status, body, _sent = upload.answer()
         assert too_large(status, body), (status, body[:300])
     assert Conversation.objects.count() == 0
@@ -126,7 +130,7 @@ def test_a_declared_length_over_the_limit_is_refused_before_the_body(demo_env: d
     with demo_server("uvicorn", demo_env) as server:
         parts = urlsplit(server.url)
         with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
-            head = f"POST /api/chat HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Length: {30 * MB}\r\n"
+            head = f"POST /api/chat HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Length: {HUGE}\r\n"
             head += "".join(f"{name}: {value}\r\n" for name, value in session_headers(server.url).items())
             sock.sendall(head.encode() + b"\r\n")  # and not a byte of the body
             response = http.client.HTTPResponse(sock)
@@ -136,8 +140,10 @@ def test_a_declared_length_over_the_limit_is_refused_before_the_body(demo_env: d
 
 @pytest.fixture
 def unguarded(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Django's own ASGI application, no guard in front: the views' checks."""
-    with override_settings(UISTREAM={"ALLOW_ANONYMOUS": True, "MODEL": "demo_project.demo_model.make_model"}):
+    """Django's own ASGI application, no guard in front: the views' checks
+    (with the 1 MiB limit of a project that sets one)."""
+    demo = {"ALLOW_ANONYMOUS": True, "MODEL": "demo_project.demo_model.make_model", "MAX_REQUEST_BYTES": 1 * MB}
+    with override_settings(UISTREAM=demo):
         yield from serve_demo(monkeypatch, delay_ms=1)
 
 
@@ -158,6 +164,19 @@ def test_the_views_refuse_a_chunked_body_over_the_limit_with_the_same_413_json(u
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "too_large"
     assert Conversation.objects.count() == 0
+
+
+def test_a_body_over_data_upload_max_memory_size_within_ours_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Django's DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MiB) does not stand in the
+    way of a body within MAX_REQUEST_BYTES: the views read it themselves."""
+    demo = {"ALLOW_ANONYMOUS": True, "MODEL": "demo_project.demo_model.make_model", "MAX_REQUEST_BYTES": 8 * MB}
+    with override_settings(UISTREAM=demo):
+        for base in serve_demo(monkeypatch, delay_ms=0):
+            browser = Browser(base)
+            body = browser.chat_body("roomy", "count to 2 " + "x" * (3 * MB))
+            response = browser.post("/api/chat", body)
+            assert response.status_code == 200, response.text[:300]
+            assert Conversation.objects.filter(pk="roomy").exists()
 
 
 def test_a_body_within_the_limit_sent_chunked_still_starts_a_chat(unguarded: str) -> None:

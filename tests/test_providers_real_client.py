@@ -19,20 +19,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from uistream_app.models import Conversation, Run
+from uistream_app.models import Conversation, Run, StoredFile
 from uistream_app.runs._memory import ReplayMemory
 from uistream_app.runs.anthropic import AnthropicModel
-from uistream_app.runs.openai import OpenAIResponsesModel
+from uistream_app.runs.openai import OpenAIChatModel, OpenAIResponsesModel
 
+from .conftest import JS_DIR
 from .runs import test_anthropic as anthropic
 from .runs import test_openai_responses as responses
-from .runs.chat_server import ChatServer, Reply
+from .runs.chat_server import DONE, ChatServer, Reply, chunk
 from .server import serve_demo
 from .test_chat_http import Browser, wait_for
 from .test_chat_real_client import run_client
@@ -227,3 +229,103 @@ def test_a_provider_error_mid_stream_reaches_the_client_masked_and_the_run_fails
     assert run.status == "failed"
     assert "overloaded_error" in run.error_detail
     assert "Let me" in json.dumps(stored("overloaded"))
+
+
+# -- files (issue 20): what each API is sent for an attached file, against the SDK's own provider ----
+
+PNG_BYTES = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+PDF_BYTES = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
+TXT_BYTES = "notes: caf\u00e9\n".encode()
+
+
+def sdk_request(node: str, api: str, messages: list[dict[str, Any]], tmp_path: Any) -> dict[str, Any]:
+    """What the AI SDK's own provider package sends for ``messages`` (the
+    UIMessages the client holds, files as ``data:`` URLs)."""
+    path = tmp_path / f"{api}-messages.json"
+    path.write_text(json.dumps(messages))
+    result = subprocess.run(
+        [node, str(JS_DIR / "provider_oracle.mjs"), "request", api, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=JS_DIR,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    out: dict[str, Any] = json.loads(result.stdout)
+    return out
+
+
+def send_files(node: str, server: str, chat_id: str, files: list[tuple[str, str, bytes]], tmp_path: Any) -> Any:
+    steps_files = []
+    for name, media_type, data in files:
+        (tmp_path / name).write_bytes(data)
+        steps_files.append({"path": str(tmp_path / name), "mediaType": media_type, "filename": name})
+    out = run_client(
+        node,
+        server,
+        Browser(server),
+        chatId=chat_id,
+        version=7,
+        steps=[{"send": "what are these?", "files": steps_files}],
+    )
+    wait_for(idle, "the run to be stored")
+    return out
+
+
+def assert_files_came_from_storage(chat_id: str) -> None:
+    (user, _) = stored(chat_id)
+    assert "data:" not in json.dumps(user["parts"])
+    assert len(StoredFile.objects.filter(conversation_id=chat_id)) == sum(p["type"] == "file" for p in user["parts"])
+
+
+@pytest.mark.parametrize(
+    ("api", "field"), [("openai-chat", "messages"), ("openai-responses", "input"), ("anthropic", "messages")]
+)
+def test_attached_files_reach_each_api_as_the_sdk_sends_them(
+    node: str, server: str, provider: ChatServer, settings: Any, tmp_path: Any, api: str, field: str
+) -> None:
+    files = [("cat.png", "image/png", PNG_BYTES), ("report.pdf", "application/pdf", PDF_BYTES)]
+    if api == "anthropic":
+        files.append(("notes.txt", "text/plain", TXT_BYTES))
+        provider.add(Reply(body=[anthropic.start(), *anthropic.text(0, "Three files."), *anthropic.end()]))
+        model: Any = AnthropicModel("claude-test", base_url=provider.base_url, api_key="k")
+    elif api == "openai-responses":
+        provider.add(
+            Reply(body=[responses.created(), *responses.message(0, "msg_1", "Two files."), responses.completed()])
+        )
+        model = OpenAIResponsesModel("gpt-test", base_url=provider.base_url, api_key="k")
+    else:
+        provider.add(Reply(body=[chunk({"role": "assistant", "content": "Two files."}), chunk(finish="stop"), DONE]))
+        model = OpenAIChatModel("gpt-test", base_url=provider.base_url, api_key="k")
+    settings.UISTREAM = {**settings.UISTREAM, "MODEL": model}
+
+    out = send_files(node, server, f"files-{api}", files, tmp_path)
+
+    assert out["error"] is None
+    assert_files_came_from_storage(f"files-{api}")
+    sdk = sdk_request(node, api, out["messages"][:1], tmp_path)
+    assert sdk["body"] is not None, sdk["errors"]
+    (request,) = provider.requests
+    assert request.json()[field] == sdk["body"][field]
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "openai-responses"])
+def test_a_file_the_api_cant_take_is_an_error_the_user_sees(
+    node: str, server: str, provider: ChatServer, settings: Any, tmp_path: Any, api: str
+) -> None:
+    model: Any
+    if api == "openai-responses":
+        model = OpenAIResponsesModel("gpt-test", base_url=provider.base_url, api_key="k")
+    else:
+        model = OpenAIChatModel("gpt-test", base_url=provider.base_url, api_key="k")
+    settings.UISTREAM = {**settings.UISTREAM, "MODEL": model}
+
+    out = send_files(node, server, f"refused-{api}", [("notes.txt", "text/plain", TXT_BYTES)], tmp_path)
+
+    # The SDK's own provider refuses the same file.
+    assert "text/plain" in " ".join(sdk_request(node, api, out["messages"][:1], tmp_path)["errors"])
+    assert out["error"] is not None
+    assert "notes.txt" in out["error"]
+    assert "text/plain" in out["error"]
+    assert provider.requests == []  # nothing was sent without it
+    assert Run.objects.get().status == "failed"

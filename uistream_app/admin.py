@@ -30,7 +30,7 @@ from django.db import connections
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Lower
 from django.forms.models import BaseInlineFormSet
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, QueryDict
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBase, QueryDict
 from django.template.loader import render_to_string
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
@@ -40,7 +40,7 @@ from django.utils.translation import gettext_lazy as _
 from . import admin_views
 from .inspect.parts import part_views, pretty_json
 from .inspect.timeline import format_ms
-from .models import Conversation, Message, Run
+from .models import Conversation, Message, Run, StoredFile
 
 __all__ = [
     "ConversationAdmin",
@@ -279,6 +279,24 @@ class RunInline(PagedInline, admin.TabularInline):  # type: ignore[type-arg]
         return format_html('<a href="{}">{}</a>', run_url(run), str(run.pk)[:8])
 
 
+class FileInline(ReadOnlyInline, admin.TabularInline):  # type: ignore[type-arg]
+    """The files users attached in the conversation (``StoredFile``), each
+    linking to its bytes (``ConversationAdmin.file_view``: staff read them
+    there, the owner at ``/api/files/<id>``)."""
+
+    model = StoredFile
+    fields = ("download", "media_type", "size", "message", "sha256", "created_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    verbose_name_plural = _("files")
+
+    @admin.display(description=_("file"))
+    def download(self, stored: StoredFile) -> SafeString:
+        url = reverse("admin:uistream_app_conversation_file", args=[stored.conversation_id, stored.pk])
+        return format_html('<a href="{}">{}</a>', url, stored.name or str(stored.pk))
+
+
 def _user_search_fields() -> tuple[str, ...]:
     user_model = get_user_model()
     names = {user_model.USERNAME_FIELD, user_model.get_email_field_name()}
@@ -359,7 +377,7 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "history_summary_display",
     )
     readonly_fields = fields
-    inlines = (MessageInline, RunInline)
+    inlines = (MessageInline, FileInline, RunInline)
     list_per_page = 50
 
     class Media:
@@ -408,6 +426,36 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def get_urls(self) -> list[URLPattern]:
+        info = (self.opts.app_label, self.opts.model_name)
+        extra = [
+            path(
+                "<path:object_id>/files/<uuid:file_id>/",
+                self.admin_site.admin_view(self.file_view),
+                name="{}_{}_file".format(*info),
+            )
+        ]
+        return extra + super().get_urls()
+
+    def file_view(self, request: HttpRequest, object_id: str, file_id: Any) -> HttpResponseBase:
+        """A file of the conversation, for staff who may view it: always a
+        download (a file a user sent is never shown as a page of the admin)."""
+        conversation = self.get_object(request, object_id)
+        if conversation is None or not self.has_view_permission(request, conversation):
+            raise Http404
+        stored = StoredFile.objects.filter(conversation=conversation, pk=file_id).first()
+        if stored is None:
+            raise Http404
+        try:
+            handle = stored.file.storage.open(stored.file.name or "", "rb")
+        except FileNotFoundError:
+            raise Http404 from None
+        response = FileResponse(
+            handle, as_attachment=True, filename=stored.name or str(stored.pk), content_type=stored.media_type
+        )
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
 
     @admin.display(description=_("title"), ordering="title")
     def display_title(self, conversation: Conversation) -> str:

@@ -15,6 +15,7 @@
 | E010   | a policy or history setting (``*_CLASSES``, ``THROTTLE_RATES``, a limit) is unusable |
 | E011   | ``MODEL`` is a provider name (``"anthropic:…"``) that is malformed or whose API key is not set |
 | E012   | ``LEASE_SECONDS`` is not more than twice ``HEARTBEAT_SECONDS`` |
+| E013   | ``ALLOWED_MEDIA_TYPES`` is not a list of media types |
 | E020   | ``EXECUTOR`` names no executor, or "celery" without Celery or the Redis broker |
 | E030   | ``USAGE_LIMITS`` holds something that is not a ``RunUsageLimit`` (or a dict of its fields) |
 | E031   | ``BUDGETS`` is not ``{"day"|"month": {tokens, cost, reserve_tokens, reserve_cost}}`` of numbers |
@@ -23,6 +24,7 @@
 | E021   | ``MCP_SERVERS`` is malformed, names a command that is not there, or the ``mcp`` SDK is not installed |
 | W001   | ``GZipMiddleware`` is installed: it buffers streaming responses |
 | W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
+| W004   | ``MAX_REQUEST_BYTES`` can't carry one file of ``MAX_FILE_BYTES`` as base64 |
 | W003   | the Redis broker cannot be reached (``check --deploy``) |
 | W030   | a cost budget is set but ``PRICES`` is empty: every run costs 0 |
 """
@@ -39,7 +41,7 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
-from .conf import DEFAULTS, LOG_WRITER_CHOICES, ON_DISCONNECT_CHOICES, SDK_VERSIONS
+from .conf import DEFAULTS, LOG_WRITER_CHOICES, ON_DISCONNECT_CHOICES, SDK_VERSIONS, request_bytes_for
 
 _GZIP = "django.middleware.gzip.GZipMiddleware"
 
@@ -116,8 +118,17 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="uistream_app.E007",
             )
         )
-    for key in ("MAX_STEPS", "KEEPALIVE_SECONDS", "MAX_REQUEST_BYTES", "FLUSH_EVERY_MS", *_LEASE_KEYS):
+    for key in (
+        "MAX_STEPS",
+        "KEEPALIVE_SECONDS",
+        "MAX_REQUEST_BYTES",
+        "MAX_FILE_BYTES",
+        "FLUSH_EVERY_MS",
+        *_LEASE_KEYS,
+    ):
         value = user.get(key, DEFAULTS[key])
+        if key == "MAX_REQUEST_BYTES" and value is None:
+            continue  # derived from MAX_FILE_BYTES
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             errors.append(
                 Error(
@@ -127,7 +138,36 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 )
             )
     errors.extend(_check_lease(user))
+    errors.extend(_check_file_limits(user))
     return errors
+
+
+def _check_file_limits(user: dict[str, Any]) -> list[CheckMessage]:
+    """E013: ``ALLOWED_MEDIA_TYPES`` is not a list of media types; W004: a
+    ``MAX_REQUEST_BYTES`` too small to carry one file of ``MAX_FILE_BYTES``
+    as base64 (such a file would be refused as a body, 413 ``too_large``,
+    never reaching the file's own limit)."""
+    out: list[CheckMessage] = []
+    types = user.get("ALLOWED_MEDIA_TYPES", DEFAULTS["ALLOWED_MEDIA_TYPES"])
+    if not isinstance(types, (list, tuple)) or not all(isinstance(t, str) and "/" in t for t in types):
+        out.append(
+            Error(
+                f"UISTREAM['ALLOWED_MEDIA_TYPES'] = {types!r} must be a list of media types.",
+                hint='e.g. ["image/*", "application/pdf", "text/plain"] ("type/*" allows a whole major type).',
+                id="uistream_app.E013",
+            )
+        )
+    request, file = user.get("MAX_REQUEST_BYTES"), user.get("MAX_FILE_BYTES", DEFAULTS["MAX_FILE_BYTES"])
+    if _number(request) and _number(file) and request < -(-file * 4 // 3):
+        out.append(
+            Warning(
+                f"UISTREAM['MAX_REQUEST_BYTES'] = {request} can't carry one file of MAX_FILE_BYTES = {file} "
+                "(a body sends it as base64: 4 bytes for every 3).",
+                hint=f"Leave MAX_REQUEST_BYTES unset (derived: {request_bytes_for(int(file))}) or raise it.",
+                id="uistream_app.W004",
+            )
+        )
+    return out
 
 
 _LEASE_KEYS: Final = ("HEARTBEAT_SECONDS", "LEASE_SECONDS")

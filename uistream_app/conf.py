@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-__all__ = ["DEFAULTS", "UIStreamSettings", "settings"]
+__all__ = ["DEFAULTS", "UIStreamSettings", "request_bytes_for", "settings"]
 
 DEFAULTS: Final[dict[str, Any]] = {
     # Dotted path of a chat model class or factory (or the object itself).
@@ -34,7 +34,15 @@ DEFAULTS: Final[dict[str, Any]] = {
     "KEEPALIVE_SECONDS": 15,
     "ON_DISCONNECT": "cancel",
     "ALLOW_ANONYMOUS": False,
-    "MAX_REQUEST_BYTES": 1024 * 1024,
+    # The largest request body or WebSocket frame; None: derived from
+    # MAX_FILE_BYTES (``request_bytes_for``: room for three files of the
+    # largest size in base64, plus 1 MiB of everything else).
+    "MAX_REQUEST_BYTES": None,
+    # The largest file a user may attach (its decoded bytes): 413 beyond.
+    "MAX_FILE_BYTES": 10 * 1024 * 1024,
+    # The media types a user may attach ("type/*" matches a whole major
+    # type): 415 for any other (uistream_app.files).
+    "ALLOWED_MEDIA_TYPES": ["image/*", "application/pdf", "text/plain"],
     "BROKER": {"BACKEND": "memory"},
     "FLUSH_EVERY_MS": 250,
     # Leases: every HEARTBEAT_SECONDS a serving process renews the
@@ -108,6 +116,19 @@ EXECUTORS: Final = {
     "celery": "uistream_app.executors.CeleryRunner",
 }
 SDK_VERSIONS: Final = (5, 6, 7)
+#: How many files of the largest size (``MAX_FILE_BYTES``) the derived
+#: ``MAX_REQUEST_BYTES`` has room for, and the room left for the rest.
+FILES_PER_REQUEST: Final = 3
+REQUEST_SLACK_BYTES: Final = 1024 * 1024
+
+
+def request_bytes_for(max_file_bytes: int) -> int:
+    """The derived ``MAX_REQUEST_BYTES``: a body carries files as base64
+    ``data:`` URLs (4 bytes for every 3), and useChat resends the earlier
+    messages' files with each message, so room for ``FILES_PER_REQUEST``
+    of the largest plus ``REQUEST_SLACK_BYTES``. 10 MiB files: 42,991,618
+    bytes (about 41 MiB)."""
+    return -(-max_file_bytes * 4 // 3) * FILES_PER_REQUEST + REQUEST_SLACK_BYTES
 
 
 class UIStreamSettings:
@@ -127,7 +148,10 @@ class UIStreamSettings:
         if name not in DEFAULTS:
             raise AttributeError(f"Invalid uistream setting: {name!r}")
         if name not in self._cache:
-            self._cache[name] = self.user_settings.get(name, DEFAULTS[name])
+            value = self.user_settings.get(name, DEFAULTS[name])
+            if name == "MAX_REQUEST_BYTES" and value is None:
+                value = request_bytes_for(int(self.MAX_FILE_BYTES))
+            self._cache[name] = value
         return self._cache[name]
 
     def import_setting(self, name: str) -> Any:

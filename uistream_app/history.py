@@ -38,6 +38,7 @@ from typing import Any
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from .files import attach_files
 from .models import Conversation, Message, MessageQuerySet, Run
 from .protocol.events import Event, TextDelta, Usage
 from .runs import ChatModel, SystemMessage, ToolLoop, ui_to_model_messages
@@ -138,6 +139,7 @@ class HistoryStrategy:
         messages: list[ModelMessage] = list(prompt)
         messages += before
         messages += self.shorten(ui_to_model_messages(kept), record)
+        messages = await attach_files(messages, chat_id)  # stored files read from storage
         record["messages"] = [str(m.get("id", "")) for m in kept]
         record["model_messages"] = len(messages)
         record["estimated_tokens"] = sum(message_tokens(m, self.estimate) for m in messages)

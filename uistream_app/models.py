@@ -31,7 +31,16 @@ from django.utils.translation import gettext_lazy as _
 
 from .owners import Owner
 
-__all__ = ["ChunkBatch", "Conversation", "ConversationQuerySet", "Message", "Run", "RunQuerySet", "StoredJSONEncoder"]
+__all__ = [
+    "ChunkBatch",
+    "Conversation",
+    "ConversationQuerySet",
+    "Message",
+    "Run",
+    "RunQuerySet",
+    "StoredFile",
+    "StoredJSONEncoder",
+]
 
 # An escaped NUL that is not itself an escaped backslash followed by "u0000".
 _ESCAPED_NUL: Final = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
@@ -364,3 +373,45 @@ class ChunkBatch(models.Model):
         if not self._state.adding:
             raise ValueError("ChunkBatch rows are append-only; a stored chunk is never changed.")
         super().save(*args, **kwargs)
+
+
+class StoredFile(models.Model):
+    """A file a user sent with a message: its bytes live in Django's default
+    storage (``file``), never in ``Message.parts``, whose part points at
+    ``/api/files/<id>`` instead (``uistream_app.files``). Deleting the row,
+    however it happens (a conversation's cascade, the API, the admin),
+    deletes the stored bytes once the transaction commits."""
+
+    id = models.UUIDField(_("id"), primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="files", verbose_name=_("conversation")
+    )
+    message = models.ForeignKey(
+        Message,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="files",
+        verbose_name=_("message"),
+    )
+    file = models.FileField(_("file"), max_length=300)
+    name = models.CharField(_("name"), max_length=255, blank=True, help_text=_("The filename the client gave."))
+    media_type = models.CharField(_("media type"), max_length=255)
+    size = models.PositiveBigIntegerField(_("size"), help_text=_("Bytes."))
+    sha256 = models.CharField(_("SHA-256"), max_length=64)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("file")
+        verbose_name_plural = _("files")
+        ordering = ("created_at",)
+
+    def __str__(self) -> str:
+        return self.name or str(self.id)
+
+    @property
+    def url(self) -> str:
+        """The owner-checked URL the stored part carries."""
+        from .files import file_url
+
+        return file_url(self.pk)

@@ -15,7 +15,7 @@ import asyncio
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
@@ -24,8 +24,9 @@ from django.db.models import Max
 from django.utils import timezone
 
 from .errors import BadRequest, not_found
+from .files import StagedFiles, decode_files, referenced_file_ids
 from .live import RunAlreadyActive, RunChannel, get_broker
-from .models import Conversation, Message, MessageQuerySet, Run
+from .models import Conversation, Message, MessageQuerySet, Run, StoredFile
 from .owners import Owner
 from .protocol.ui.parts import is_tool_part, tool_name, tool_parts
 from .recording import log_writes_inline
@@ -211,6 +212,11 @@ class ConversationStore:
         # hold the slot of a chat they don't own (nor get a session for it).
         if await Conversation.objects.filter(pk=turn.chat_id).exclude(**owner.filter_kwargs()).aexists():
             raise not_found()
+        # Attached files are decoded and checked (413, 415) before anything
+        # is written, the visitor's session included.
+        files = None
+        if turn.kind == "submit" and turn.message is not None:
+            files = await sync_to_async(decode_files)(turn.message)
         if claim_owner is not None:
             owner = await claim_owner()
         await self.settle_orphans(turn.chat_id)
@@ -223,7 +229,7 @@ class ConversationStore:
             raise BadRequest("a reply is still streaming in this chat", code="run_active", status=409) from None
         try:
             return await sync_to_async(self.prepare_sync, thread_sensitive=True)(
-                turn, owner, run_id=run_id, channel=channel, version=version, model_name=model_name
+                turn, owner, run_id=run_id, channel=channel, version=version, model_name=model_name, files=files
             )
         except BaseException:
             await asyncio.shield(channel.close())
@@ -301,9 +307,40 @@ class ConversationStore:
     # -- the transaction ---------------------------------------------------------------
 
     def prepare_sync(
-        self, turn: Turn, owner: Owner, *, run_id: str, channel: RunChannel, version: int, model_name: str
+        self,
+        turn: Turn,
+        owner: Owner,
+        *,
+        run_id: str,
+        channel: RunChannel,
+        version: int,
+        model_name: str,
+        files: StagedFiles | None = None,
     ) -> PreparedRun:
         log_inline = log_writes_inline()  # before this transaction opens
+        if files is None:
+            return self._prepare_sync(turn, owner, run_id, channel, version, model_name, log_inline, None)
+        # The files' bytes go to storage before the transaction (which stays
+        # short), and the message stored points at them; a failed
+        # transaction takes them back out.
+        try:
+            turn = replace(turn, message=files.write())
+            return self._prepare_sync(turn, owner, run_id, channel, version, model_name, log_inline, files)
+        except BaseException:
+            files.discard()
+            raise
+
+    def _prepare_sync(
+        self,
+        turn: Turn,
+        owner: Owner,
+        run_id: str,
+        channel: RunChannel,
+        version: int,
+        model_name: str,
+        log_inline: bool,
+        files: StagedFiles | None,
+    ) -> PreparedRun:
         applied: AnswersApplied | None = None
         with transaction.atomic():
             conversation, new = self._conversation(turn, owner)
@@ -314,7 +351,7 @@ class ConversationStore:
                 history = self.choose_history(messages)
                 resume_state = _resume_state(message, run_id)
             else:
-                message, history = self._answer(conversation, messages, turn, new)
+                message, history = self._answer(conversation, messages, turn, new, files)
             run = _create_run(
                 run_id,
                 conversation,
@@ -358,7 +395,7 @@ class ConversationStore:
         return conversation, True
 
     def _answer(
-        self, conversation: Conversation, messages: MessageQuerySet, turn: Turn, new: bool
+        self, conversation: Conversation, messages: MessageQuerySet, turn: Turn, new: bool, files: StagedFiles | None
     ) -> tuple[Message, list[Message]]:
         """A submit or regenerate: apply it, then make the (empty) assistant
         message that answers the last user message. Returns it and the
@@ -368,6 +405,8 @@ class ConversationStore:
             submitted = None
         else:
             submitted = self._submit(conversation, turn, new=new)
+            if files is not None:
+                files.record(conversation, submitted)
         # A new chat holds just the submitted message: nothing to read back.
         history = [submitted] if new and submitted is not None else self.choose_history(messages)
         if not history or history[-1].role != "user":
@@ -394,12 +433,21 @@ class ConversationStore:
         messages = conversation.messages
         if turn.refuse_while_pending and not new:
             _refuse_while_pending(messages.order_by("-position").first())
+        kept: list[Any] = []
         if turn.edit_of is not None:
             edited = messages.with_client_id(turn.edit_of).filter(role="user").first()
             if edited is None:
                 raise not_found()
             if turn.edit_of != message["id"]:
                 raise BadRequest("an edit resends the edited message under its own id", field="messageId")
+            # Files the edited message resends by their URL stay: they move
+            # to the new message instead of going with the old one.
+            kept = list(
+                StoredFile.objects.filter(
+                    conversation=conversation, pk__in=referenced_file_ids(message["parts"])
+                ).values_list("pk", flat=True)
+            )
+            StoredFile.objects.filter(pk__in=kept).update(message=None)
             messages.filter(position__gte=edited.position).delete()
         elif not new and messages.with_client_id(message["id"]).exists():
             raise BadRequest("that message was already sent; regenerate or edit instead", code="duplicate", status=409)
@@ -413,12 +461,15 @@ class ConversationStore:
         }
         try:
             with transaction.atomic():
-                return Message.objects.create(pk=message["id"], **fields)
+                created = Message.objects.create(pk=message["id"], **fields)
         except IntegrityError:
             # Another conversation's message holds the id: ids are the
             # client's, unique within a conversation, so this one is stored
             # under a key of ours (and the client's id is not revealed taken).
-            return Message.objects.create(pk=new_message_id(), client_id=message["id"], **fields)
+            created = Message.objects.create(pk=new_message_id(), client_id=message["id"], **fields)
+        if kept:
+            StoredFile.objects.filter(pk__in=kept).update(message=created)
+        return created
 
     def _regenerate(self, conversation: Conversation, turn: Turn) -> None:
         messages = conversation.messages

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from . import agui_views, views
+from . import agui_views, file_views, views
 from .api import urls as api_urls
 from .api.usage import UsageView
 from .api.views import SchemaView
@@ -28,6 +28,7 @@ urlpatterns = [
         views.StoredMessageStreamView.as_view(),
         name="message-stream",
     ),
+    path("files/<str:file_id>", file_views.FileView.as_view(), name="file"),
     path("conversations/", include(api_urls.conversation_patterns)),
     path("runs/", include(api_urls.run_patterns)),
     path("usage/", UsageView.as_view(), name="usage"),

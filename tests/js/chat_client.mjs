@@ -6,7 +6,8 @@
 //
 // <json>: {"base": "http://127.0.0.1:PORT", "api": "/api/chat", "chatId": "...",
 //          "version": 5|6|7, "cookie": "sessionid=...; csrftoken=...", "csrf": "...",
-//          "steps": [{"send": "text"} | {"regenerate": true} | {"resume": true}
+//          "steps": [{"send": "text", "files"?: [{"path", "mediaType", "filename"?}]}
+//                    | {"regenerate": true} | {"resume": true}
 //                    | {"approve": true|false, "reason"?: "...", "edit"?: {...}}],
 //          "clientTools": {"NAME": <output>}}
 // "approve" answers the pending approval request of the last message the way
@@ -15,6 +16,8 @@
 // "edit" first replaces the call's input in the chat's state (a person who
 // edits the arguments before approving: the message the chat sends back
 // carries them).
+// "files" attaches files to the message as ai@7 file parts (the bytes read
+// from "path", sent as a data: URL, as useChat does with a FileList).
 // "clientTools" makes the browser run those tools (onToolCall + addToolOutput,
 // sent by itself when every call has its output); {"waitFinished": n} waits
 // until n answers have finished.
@@ -26,7 +29,17 @@
 // they would be stored, and progress lists, per tool call, every distinct
 // preliminary output the chat's state showed while it streamed.
 
+import { readFileSync } from 'node:fs';
 import { SDKS } from './lib/sdk.mjs';
+
+function fileParts(files) {
+  return files.map(({ path, mediaType, filename }) => ({
+    type: 'file',
+    mediaType,
+    ...(filename !== undefined && { filename }),
+    url: `data:${mediaType};base64,${readFileSync(path).toString('base64')}`,
+  }));
+}
 
 const progress = {};
 
@@ -129,7 +142,9 @@ async function main() {
   for (const step of options.steps) {
     if (step.send !== undefined) {
       const done = whenDone();
-      await chat.sendMessage({ text: step.send });
+      await chat.sendMessage(
+        step.files ? { text: step.send, files: fileParts(step.files) } : { text: step.send },
+      );
       await done;
     } else if (step.waitFinished !== undefined) {
       // An answer the chat requests by itself (after a client tool's output).

@@ -24,11 +24,22 @@
 //
 // Exit status: 0 when the script ran (a provider error is reported in
 // `errors`), 2 for a usage error.
+//
+//   node provider_oracle.mjs request PROVIDER MESSAGES.json
+//
+// The other direction: what the provider package sends. MESSAGES.json is a
+// list of UIMessages (user messages with text and file parts, files as
+// `data:` URLs, as useChat sends them); ai@7's convertToModelMessages and
+// streamText hand them to the provider, whose request body (the first
+// `fetch`, answered with an error so nothing streams) is written as
+// {"body": {...}, "errors": [...]}; a file the provider refuses leaves
+// "body": null and its error. PROVIDER may also be `openai-chat`
+// (@ai-sdk/openai's chat-completions model).
 
 import { readFileSync } from 'node:fs';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
-import { jsonSchema, readUIMessageStream, streamText, tool } from 'ai7';
+import { convertToModelMessages, jsonSchema, readUIMessageStream, streamText, tool } from 'ai7';
 import { jsonLine } from './lib/sdk.mjs';
 
 // The package's compatibility notices (an unknown model id) are not results.
@@ -44,7 +55,37 @@ function modelFor(provider, fetch) {
   if (provider === 'openai-responses') {
     return createOpenAI({ apiKey: 'oracle', baseURL: BASE_URL, fetch }).responses('peer-model');
   }
+  if (provider === 'openai-chat') {
+    return createOpenAI({ apiKey: 'oracle', baseURL: BASE_URL, fetch }).chat('peer-model');
+  }
   return null;
+}
+
+async function request(provider, file) {
+  let body = null;
+  const fetch = async (url, init) => {
+    body ??= JSON.parse(init.body);
+    return new Response('{"error": {"message": "oracle"}}', {
+      status: 400,
+      headers: { 'content-type': 'application/json' },
+    });
+  };
+  const model = file && modelFor(provider, fetch);
+  if (!model) {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  const errors = [];
+  const result = streamText({
+    model,
+    messages: await convertToModelMessages(JSON.parse(readFileSync(file, 'utf8'))),
+    maxRetries: 0,
+    onError: ({ error }) => errors.push(String(error?.message ?? error)),
+  });
+  await settled(result.consumeStream());
+  await settled(result.text);
+  process.stdout.write(jsonLine({ body, errors }));
+  return 0;
 }
 
 async function settled(promise) {
@@ -56,6 +97,7 @@ async function settled(promise) {
 }
 
 async function main(argv) {
+  if (argv[0] === 'request') return request(argv[1], argv[2]);
   const [provider, file, ...toolNames] = argv;
   const bytes = file ? readFileSync(file) : null;
   const fetch = async () =>

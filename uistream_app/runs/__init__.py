@@ -27,11 +27,13 @@ from .errors import (
     ModelTimeoutError,
     ScriptExhaustedError,
     ToolError,
+    UnsupportedFileError,
 )
 from .history import approvals_from_ui, model_to_ui_messages, ui_to_model_messages
 from .loop import DEFAULT_MAX_STEPS, MASKED_TOOL_ERROR, ClientToolResult, ToolApproval, ToolApprovalPolicy, ToolLoop
 from .messages import (
     AssistantMessage,
+    FilePart,
     ModelMessage,
     ModelOptions,
     ReasoningPart,
@@ -55,6 +57,7 @@ __all__ = [
     "ChatModel",
     "ClientTool",
     "ClientToolResult",
+    "FilePart",
     "ModelConnectionError",
     "ModelError",
     "ModelEvent",
@@ -78,6 +81,7 @@ __all__ = [
     "ToolLoop",
     "ToolMessage",
     "ToolSpec",
+    "UnsupportedFileError",
     "UserMessage",
     "approvals_from_ui",
     "is_model_spec",

@@ -81,9 +81,10 @@ from ..protocol.events import (
     ToolResult,
     Usage,
 )
+from ._files import b64, file_bytes, is_image, is_pdf
 from ._http import HTTPModelBase, HTTPOptions, json_object, sse_events
 from ._memory import ReplayMemory
-from .errors import ModelResponseError
+from .errors import ModelResponseError, UnsupportedFileError
 from .messages import (
     AssistantMessage,
     ModelMessage,
@@ -202,7 +203,7 @@ class AnthropicModel(HTTPModelBase):
             if isinstance(message, SystemMessage):
                 system.append(message.content)
             elif isinstance(message, UserMessage):
-                add("user", [{"type": "text", "text": message.content}] if message.content else [])
+                add("user", _user_blocks(message))
             elif isinstance(message, AssistantMessage):
                 add("assistant", self._assistant_blocks(message))
             elif isinstance(message, ToolMessage):
@@ -626,3 +627,35 @@ def _json_object(text: str) -> Any:
 
 def _source_id() -> str:
     return f"src_{uuid.uuid4().hex[:24]}"
+
+
+_PROVIDER = "This model (Anthropic)"
+
+
+def _user_blocks(message: UserMessage) -> list[dict[str, Any]]:
+    """A user message as Messages API blocks, files as ``@ai-sdk/anthropic``
+    sends them: images as ``image`` blocks, PDFs and plain text as
+    ``document`` blocks (base64, or the text itself), titled with the
+    filename; any other type can't be sent (``UnsupportedFileError``)."""
+    blocks: list[dict[str, Any]] = []
+    for file in message.ordered():
+        if isinstance(file, str):
+            if file:
+                blocks.append({"type": "text", "text": file})
+            continue
+        if is_image(file):
+            source = {"type": "base64", "media_type": file.media_type, "data": b64(file, _PROVIDER)}
+            blocks.append({"type": "image", "source": source})
+            continue
+        if is_pdf(file):
+            source = {"type": "base64", "media_type": "application/pdf", "data": b64(file, _PROVIDER)}
+        elif file.media_type.split(";", 1)[0].strip().lower() == "text/plain":
+            text = file_bytes(file, _PROVIDER).decode("utf-8", errors="replace")
+            source = {"type": "text", "media_type": "text/plain", "data": text}
+        else:
+            raise UnsupportedFileError(_PROVIDER, file.media_type, file.filename, "it takes images, PDFs and text")
+        block: dict[str, Any] = {"type": "document", "source": source}
+        if file.filename:
+            block["title"] = file.filename
+        blocks.append(block)
+    return blocks

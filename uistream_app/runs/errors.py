@@ -14,6 +14,7 @@ __all__ = [
     "ModelTimeoutError",
     "ScriptExhaustedError",
     "ToolError",
+    "UnsupportedFileError",
 ]
 
 
@@ -57,3 +58,17 @@ class ScriptExhaustedError(ModelError):
 class ToolError(Exception):
     """Raised by a tool: the message is shown to the model and the user,
     unlike any other exception, whose text is masked."""
+
+
+class UnsupportedFileError(ModelError):
+    """A model that can't take an attached file of this media type (or gets
+    only a URL it can't send): raised before the request, and its text is
+    what the user sees in place of the masked error (``client_text``), so a
+    file is never dropped silently."""
+
+    def __init__(self, provider: str, media_type: str, filename: str | None = None, why: str = "") -> None:
+        name = f" {filename}" if filename else ""
+        text = f"{provider} can't take the attached file{name} of type {media_type}" + (f": {why}" if why else "")
+        super().__init__(text)
+        self.media_type = media_type
+        self.client_text = text

@@ -6,7 +6,10 @@ answered. The conversion rules are in docs/operations.md ("History").
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -15,6 +18,7 @@ from ..protocol.ui.parts import is_tool_type, tool_name
 from .loop import DENIED_TEXT, POLICY_DENIED_TEXT, ToolApproval
 from .messages import (
     AssistantMessage,
+    FilePart,
     ModelMessage,
     ReasoningPart,
     SystemMessage,
@@ -51,6 +55,43 @@ def _arguments(part: Mapping[str, Any]) -> str:
 
 def _text(parts: Iterable[Mapping[str, Any]], kind: str = "text") -> str:
     return "".join(str(p.get("text", "")) for p in parts if p.get("type") == kind)
+
+
+_DATA_URL = re.compile(r"data:[^,]*;base64,(.*)", re.DOTALL)
+
+
+def _data_loader(url: str) -> Callable[[], bytes] | None:
+    match = _DATA_URL.fullmatch(url)
+    if match is None:
+        return None
+    payload = match.group(1)
+
+    def load() -> bytes:
+        try:
+            return base64.b64decode(payload)
+        except (binascii.Error, ValueError):
+            return b""
+
+    return load
+
+
+def _user_message(parts: Sequence[Mapping[str, Any]]) -> UserMessage:
+    """A user message; its file parts as the port's ``FilePart`` objects: a
+    ``data:`` URL's bytes read from it; any other URL (the app's
+    ``/api/files/<id>``, which ``uistream_app.files.attach_files`` gives a
+    loader from storage) kept as the URL. With files, ``parts`` keeps the
+    order of text and files."""
+    ordered: list[str | FilePart] = []
+    for part in parts:
+        kind = part.get("type")
+        if kind == "text":
+            ordered.append(str(part.get("text", "")))
+        elif kind == "file" and isinstance(part.get("mediaType"), str):
+            url = str(part.get("url", ""))
+            filename = part.get("filename") if isinstance(part.get("filename"), str) else None
+            ordered.append(FilePart(part["mediaType"], url, filename, load=_data_loader(url)))
+    files = tuple(p for p in ordered if isinstance(p, FilePart))
+    return UserMessage(_text(parts), files, tuple(ordered) if files else ())
 
 
 def _steps(parts: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
@@ -92,7 +133,7 @@ def ui_to_model_messages(messages: Iterable[Mapping[str, Any]]) -> list[ModelMes
         if role == "system":
             out.append(SystemMessage(_text(parts)))
         elif role == "user":
-            out.append(UserMessage(_text(parts)))
+            out.append(_user_message(parts))
         elif role == "assistant":
             steps = _steps(parts)
             for number, step in enumerate(steps):
@@ -164,7 +205,14 @@ def model_to_ui_messages(
         if isinstance(message, SystemMessage | UserMessage):
             current = None
             role = "system" if isinstance(message, SystemMessage) else "user"
-            out.append({"id": id_factory(), "role": role, "parts": [{"type": "text", "text": message.content}]})
+            ui_parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
+            if isinstance(message, UserMessage):
+                for file in message.files:
+                    file_part = {"type": "file", "mediaType": file.media_type, "url": file.url}
+                    if file.filename:
+                        file_part["filename"] = file.filename
+                    ui_parts.append(file_part)
+            out.append({"id": id_factory(), "role": role, "parts": ui_parts})
         elif isinstance(message, AssistantMessage):
             if current is None:
                 current = {"id": id_factory(), "role": "assistant", "parts": []}

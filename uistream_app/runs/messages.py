@@ -7,12 +7,13 @@ by exactly one ``ToolMessage`` before the next assistant or user message.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 __all__ = [
     "AssistantMessage",
+    "FilePart",
     "ModelMessage",
     "ModelOptions",
     "ReasoningPart",
@@ -32,10 +33,39 @@ class SystemMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class FilePart:
+    """A file of a person's turn. ``url`` is where the stored part points (a
+    ``data:`` URL, an ``https:`` URL, or the app's ``/api/files/<id>``);
+    ``load`` reads the bytes when a provider needs them (set by the Django
+    side from storage, or for a ``data:`` URL by ``data``), None when the
+    port has only the URL. ``size``: the bytes' count when known."""
+
+    media_type: str
+    url: str = ""
+    filename: str | None = None
+    size: int | None = None
+    load: Callable[[], bytes] | None = field(default=None, compare=False, repr=False)
+
+    def data(self) -> bytes | None:
+        """The bytes, read now (None: only the URL is known)."""
+        return self.load() if self.load is not None else None
+
+
+@dataclass(frozen=True, slots=True)
 class UserMessage:
-    """A person's turn."""
+    """A person's turn: its text and its files. ``parts``: the text pieces
+    and files in the order the message holds them (what a provider sends,
+    in order); empty means ``content`` then ``files``."""
 
     content: str
+    files: tuple[FilePart, ...] = ()
+    parts: tuple[str | FilePart, ...] = ()
+
+    def ordered(self) -> tuple[str | FilePart, ...]:
+        """The text pieces and files in order (see ``parts``)."""
+        if self.parts:
+            return self.parts
+        return ((self.content,) if self.content else ()) + self.files
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,8 +60,9 @@ from ..protocol.events import (
     ToolCallStart,
     Usage,
 )
+from ._files import data_url, is_image, is_pdf
 from ._http import HTTPModelBase, HTTPOptions, int_field, json_object, sse_events
-from .errors import ModelConnectionError, ModelResponseError
+from .errors import ModelConnectionError, ModelResponseError, UnsupportedFileError
 from .messages import AssistantMessage, ModelMessage, SystemMessage, ToolSpec, UserMessage
 from .model import ModelEvent
 from .openai_responses import OpenAIResponsesModel
@@ -146,7 +147,9 @@ class OpenAIChatModel(HTTPModelBase):
         if isinstance(message, SystemMessage):
             return {"role": "system", "content": message.content}
         if isinstance(message, UserMessage):
-            return {"role": "user", "content": message.content}
+            if not message.files:
+                return {"role": "user", "content": message.content}
+            return {"role": "user", "content": user_content(message)}
         if isinstance(message, AssistantMessage):
             wire: dict[str, Any] = {"role": "assistant", "content": message.content or None}
             if message.tool_calls:
@@ -298,3 +301,28 @@ def _usage(raw: dict[str, Any]) -> Usage:
         reasoning_tokens=int_field(raw.get("completion_tokens_details"), "reasoning_tokens"),
         cached_input_tokens=int_field(raw.get("prompt_tokens_details"), "cached_tokens"),
     )
+
+
+_PROVIDER = "This model (OpenAI chat completions)"
+
+
+def user_content(message: UserMessage) -> list[dict[str, Any]]:
+    """A user message with files as chat-completions content parts, as
+    ``@ai-sdk/openai``'s chat model sends them: images as ``image_url`` (a
+    ``data:`` URL, or the image's own ``https:`` URL), PDFs as ``file`` with
+    ``file_data``; any other type can't be sent (``UnsupportedFileError``)."""
+    content: list[dict[str, Any]] = []
+    for file in message.ordered():
+        index = len(content)
+        if isinstance(file, str):
+            content.append({"type": "text", "text": file})
+            continue
+        if is_image(file):
+            url = file.url if file.load is None and file.url.startswith("https://") else data_url(file, _PROVIDER)
+            content.append({"type": "image_url", "image_url": {"url": url}})
+        elif is_pdf(file):
+            name = file.filename or f"part-{index}.pdf"
+            content.append({"type": "file", "file": {"filename": name, "file_data": data_url(file, _PROVIDER)}})
+        else:
+            raise UnsupportedFileError(_PROVIDER, file.media_type, file.filename, "it takes images and PDFs")
+    return content

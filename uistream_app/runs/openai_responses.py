@@ -83,9 +83,10 @@ from ..protocol.events import (
     ToolResult,
     Usage,
 )
+from ._files import data_url, is_image, is_pdf
 from ._http import HTTPModelBase, HTTPOptions, int_field, json_object, sse_events
 from ._memory import ReplayMemory
-from .errors import ModelResponseError
+from .errors import ModelResponseError, UnsupportedFileError
 from .messages import (
     AssistantMessage,
     ModelMessage,
@@ -179,7 +180,7 @@ class OpenAIResponsesModel(HTTPModelBase):
             if isinstance(message, SystemMessage):
                 items.append({"role": "system", "content": message.content})
             elif isinstance(message, UserMessage):
-                items.append({"role": "user", "content": [{"type": "input_text", "text": message.content}]})
+                items.append({"role": "user", "content": _user_content(message)})
             elif isinstance(message, AssistantMessage):
                 reasoning = self._reasoning_items(message.reasoning_parts)
                 if not reasoning:
@@ -659,3 +660,30 @@ def _annotation(annotation: dict[str, Any]) -> list[ModelEvent]:
         metadata = {"type": kind, "fileId": file_id, "index": annotation.get("index")}
         return [SourceDocument(source_id, "application/octet-stream", file_id, file_id, {"openai": metadata})]
     return []
+
+
+_PROVIDER = "This model (OpenAI Responses)"
+
+
+def _user_content(message: UserMessage) -> list[dict[str, Any]]:
+    """A user message as Responses content, files as ``@ai-sdk/openai``'s
+    Responses model sends them: ``input_image`` (a ``data:`` URL, or the
+    image's own ``https:`` URL) and, for PDFs, ``input_file`` with
+    ``file_data``; any other type can't be sent (``UnsupportedFileError``)."""
+    if not message.files:
+        return [{"type": "input_text", "text": message.content}]
+    content: list[dict[str, Any]] = []
+    for file in message.ordered():
+        index = len(content)
+        if isinstance(file, str):
+            content.append({"type": "input_text", "text": file})
+            continue
+        if is_image(file):
+            url = file.url if file.load is None and file.url.startswith("https://") else data_url(file, _PROVIDER)
+            content.append({"type": "input_image", "image_url": url})
+        elif is_pdf(file):
+            name = file.filename or f"part-{index}.pdf"
+            content.append({"type": "input_file", "filename": name, "file_data": data_url(file, _PROVIDER)})
+        else:
+            raise UnsupportedFileError(_PROVIDER, file.media_type, file.filename, "it takes images and PDFs")
+    return content

@@ -1,0 +1,73 @@
+"""GET ``files/<id>``: an attached file's bytes, for its owner only.
+
+The stored part of a file a user sent points here (``uistream_app.files``).
+The owner of the file's conversation gets its bytes with their media type;
+anyone else, another anonymous session included, gets the one JSON 404 of
+a missing file (``errors.not_found``): no oracle for whose files exist.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, ClassVar
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse
+from django.utils.http import content_disposition_header
+
+from .errors import not_found
+from .models import Conversation, StoredFile
+from .pipeline import RequestContext, StreamView
+
+__all__ = ["FileView"]
+
+#: Shown in the browser (an ``<img>``, a plain-text tab); anything else,
+#: PDFs included, is a download. SVG is left out: an image that can carry
+#: script.
+_INLINE_PREFIXES = ("image/", "text/plain")
+
+
+_SANDBOX = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'"
+
+
+def _inline(media_type: str) -> bool:
+    bare = media_type.split(";", 1)[0].strip().lower()
+    return bare != "image/svg+xml" and bare.startswith(_INLINE_PREFIXES)
+
+
+class FileView(StreamView):
+    """The owner's file ``file_id``, else the 404 (see the module docstring)."""
+
+    http_method_names: ClassVar[list[str]] = ["get", "options"]  # type: ignore[misc]
+
+    async def get(self, request: HttpRequest, context: RequestContext, file_id: str) -> HttpResponse:
+        try:
+            pk = uuid.UUID(file_id)
+        except ValueError:
+            raise not_found() from None
+        owned = Conversation.objects.owned_by(context.owner)
+        row = await StoredFile.objects.filter(pk=pk, conversation__in=owned).afirst()
+        if row is None:
+            raise not_found()
+        data = await sync_to_async(_read, thread_sensitive=False)(row)
+        if data is None:
+            raise not_found()  # the row outlived its bytes (storage emptied by hand)
+        response = HttpResponse(data, content_type=row.media_type or "application/octet-stream")
+        response["Content-Disposition"] = (
+            content_disposition_header(not _inline(row.media_type), row.name or f"{row.pk}") or "attachment"
+        )
+        response["X-Content-Type-Options"] = "nosniff"
+        # A file a user sent is never a page of this site: no script, no forms.
+        response["Content-Security-Policy"] = (
+            "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'"
+        )
+        response["Cache-Control"] = "private, max-age=3600"
+        return response
+
+
+def _read(row: StoredFile) -> Any:
+    try:
+        with row.file.storage.open(row.file.name or "", "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
