@@ -92,7 +92,7 @@ function Attachment({ file, onRemove }) {
   useEffect(() => () => preview && URL.revokeObjectURL(preview), [preview]);
   return (
     <li className="attachment" data-filename={file.name}>
-      {preview ? <img src={preview} alt={file.name} /> : <span className="attachment-icon">📎</span>}
+      {preview && <img src={preview} alt={file.name} />}
       <span className="attachment-name">{file.name}</span>
       <button type="button" aria-label={`Remove ${file.name}`} onClick={onRemove}>
         ✕
@@ -146,7 +146,16 @@ function Composer({ busy, stopping, onSend, onStop }) {
           disabled={busy}
           onClick={() => picker.current.click()}
         >
-          📎
+          <svg viewBox="0 0 24 24" width="20" height="20" aria-hidden="true">
+            <path
+              d="M21 11.5l-8.6 8.6a5.5 5.5 0 0 1-7.8-7.8l8.6-8.6a3.7 3.7 0 0 1 5.2 5.2l-8.6 8.6a1.8 1.8 0 0 1-2.6-2.6l7.9-7.9"
+              fill="none"
+              stroke="currentColor"
+              strokeWidth="2"
+              strokeLinecap="round"
+              strokeLinejoin="round"
+            />
+          </svg>
         </button>
         <textarea
           aria-label="Message"

@@ -168,7 +168,7 @@ function FilePart({ part }) {
   }
   return (
     <div className="file-part">
-      📎 {safe ? <a href={part.url}>{part.filename ?? part.mediaType}</a> : (part.filename ?? part.mediaType)}
+      {safe ? <a href={part.url}>{part.filename ?? part.mediaType}</a> : (part.filename ?? part.mediaType)}
     </div>
   );
 }
