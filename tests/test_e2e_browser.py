@@ -621,10 +621,11 @@ COUNT_TO_20 = " ".join(str(i) for i in range(1, 21))
 def test_the_websocket_transport_answers_without_posting(page: Any, demo: str) -> None:
     """The transport picker's WebSocket: ai@7's WebSocketChatTransport on
     /ws/chat/, no POST to /api/chat; a reload mid-answer resumes over the
-    socket, and an approval goes the same way."""
+    socket, an approval goes the same way, and Stop stops (through the stop
+    endpoint, as on HTTP: it stops a resumed answer too)."""
     posts: list[str] = []
     sockets: list[str] = []
-    page.on("request", lambda r: r.method == "POST" and "/api/chat" in r.url and posts.append(r.url))
+    page.on("request", lambda r: r.method == "POST" and r.url.endswith("/api/chat") and posts.append(r.url))
     page.on("websocket", lambda ws: sockets.append(ws.url))
     page.goto(demo + "/")
     page.get_by_label("Transport").select_option("ws")
@@ -657,8 +658,16 @@ def test_the_websocket_transport_answers_without_posting(page: Any, demo: str) -
     wait_for_text(page, "Done: the email to ada@example.com is sent")
     wait_ready(page)
     expect(page.locator(".error-banner")).to_have_count(0)
-    assert posts == []
     assert [run["status"] for run in runs(page, demo, chat_id(page))] == ["completed"] * 4
+
+    send(page, "count to 300")
+    wait_for_text(page, " 20 ")
+    page.get_by_role("button", name="Stop").click()
+    wait_ready(page)
+    expect(last_answer(page).locator(".badge-run-stopped")).to_have_text("Stopped")
+    expect(page.locator(".error-banner")).to_have_count(0)
+    assert runs(page, demo, chat_id(page))[0]["status"] == "stopped"
+    assert posts == []
 
 
 def test_an_error_is_shown_in_place_with_a_retry(page: Any, demo: str) -> None:

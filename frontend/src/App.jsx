@@ -102,7 +102,8 @@ function TransportPicker() {
       onChange={event => choose(event.target.value)}
     >
       {Object.entries(TRANSPORTS).map(([value, name]) => (
-        <option key={value} value={value}>
+        // The framework agents' chats are HTTP views: no socket for them.
+        <option key={value} value={value} disabled={value === 'ws' && !!agent}>
           {name}
         </option>
       ))}
