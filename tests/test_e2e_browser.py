@@ -786,8 +786,9 @@ def test_attach_a_picture_it_is_shown_and_stays_after_a_reload(page: Any, demo: 
 
 
 def test_an_attached_picture_is_described_and_stored_as_a_file(chromium: Any, page: Any, demo: str) -> None:
-    """Server side of issue 20 (files in Django storage, /api/files/<id>,
-    the demo's "describe the attachment"): the page's part is the same."""
+    """With issue 20's server side (files in Django storage, /api/files/<id>,
+    the demo's "describe the attachment", branch ``files``): this test and
+    the 415 one below pass once both halves are merged."""
     png = tiny_png()
     page.goto(demo + "/")
     attach_and_send(page, png)
@@ -796,19 +797,20 @@ def test_an_attached_picture_is_described_and_stored_as_a_file(chromium: Any, pa
     answer = answer_text(page)
     assert f"You sent dot.png (image/png, {len(png)} bytes)." in answer
     assert "You sent notes.txt (text/plain, 18 bytes)." in answer
-    # No data: URL stored: the picture comes from the server's file URL.
+    # No data: URL stored.
     stored = page.request.get(f"{demo}/api/conversations/{chat_id(page)}/messages/")
     assert stored.ok
     assert "data:" not in stored.text()
+    # After a reload the picture comes from the server's file URL (until
+    # then the page shows the copy it sent).
+    page.reload()
+    wait_ready(page)
     src = shown_picture(page).get_attribute("src")
     assert src is not None
     assert re.fullmatch(r"/api/files/[^/]+", src), src
     fetched = page.request.get(demo + src)
     assert fetched.status == 200
     assert fetched.body() == png
-    page.reload()
-    wait_ready(page)
-    assert shown_picture(page).get_attribute("src") == src
     # Someone else is told it is not there.
     context = open_context(chromium)
     try:
@@ -834,4 +836,20 @@ def test_a_file_too_large_is_refused_in_place(page: Any, demo: str) -> None:
     assert shown.strip()
     assert not shown.lstrip().startswith("{"), shown
     expect(banner.get_by_role("button", name="Retry")).to_be_visible()
+    assert page.request.get(f"{demo}/api/conversations/{chat_id(page)}/").status == 404
+
+
+def test_a_file_of_a_refused_type_is_refused_in_place(page: Any, demo: str) -> None:
+    """Issue 20's server side: a media type outside ALLOWED_MEDIA_TYPES is a
+    415, shown in place as the server's words; nothing is stored."""
+    page.goto(demo + "/")
+    with page.expect_response(lambda r: r.url.endswith("/api/chat") and r.request.method == "POST") as posted:
+        archive = {"name": "bundle.zip", "mimeType": "application/zip", "buffer": b"PK\x05\x06" + bytes(18)}
+        page.get_by_label("Attach files").set_input_files([archive])
+        send(page, "read this")
+    assert posted.value.status == 415
+    refused = posted.value.json()["error"]["message"]
+    banner = page.locator(".error-banner")
+    expect(banner.locator(".error-text")).to_have_text(refused)
+    expect(page.locator(".message.user .file-part")).to_contain_text("bundle.zip")
     assert page.request.get(f"{demo}/api/conversations/{chat_id(page)}/").status == 404
