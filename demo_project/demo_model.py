@@ -6,7 +6,9 @@ same events. It reads the last user message and:
 * thinks aloud first (reasoning deltas, word by word), then answers word by
   word;
 * asked about the weather ("weather in Paris and Tokyo?") it calls
-  ``get_weather(city)`` once per city, in parallel;
+  ``get_weather(city)`` once per city, in parallel ("temperature" alone
+  counts only with a city named: "what's the temperature like" is not a
+  weather question);
 * asked to compute something ("compute 12 * (3 + 4)") it calls
   ``calculate(expression)`` for each arithmetic expression it finds;
 * "count to N" streams the numbers 1 to N, one text delta each ("1",
@@ -17,6 +19,8 @@ same events. It reads the last user message and:
   denies one at ``blocked.test`` by itself;
 * "research TOPIC" calls ``research(topic)``, a tool that streams three
   progress outputs before its final one (an async generator);
+* "show a table" answers with a Markdown table of a few cities' made-up
+  temperatures (the page renders it as a table);
 * "describe the attachment" answers, for each file of the message, "You
   sent NAME (MEDIATYPE, N bytes)." (N the file's real size);
 * "roll a die with N sides" calls the MCP tool ``roll_die({"sides": N})``
@@ -254,7 +258,10 @@ _COUNT = re.compile(r"\bcount(?:\s+(?:from\s+1\s+))?\s+(?:up\s+)?to\s+(\d+)", re
 _ROLL = re.compile(r"\broll\s+(?:a|one)\s+(?:die|dice)\s+with\s+(\d+)\s+sides?\b", re.I)
 _EMAIL = re.compile(r"\bemail\s+(\S+@\S+?)[,:]?\s+saying\s+(.+)", re.I | re.S)
 _RESEARCH = re.compile(r"^\s*research\s+(.+)", re.I | re.S)
-_WEATHER = re.compile(r"\b(?:weather|temperature|forecast)\b", re.I)
+_WEATHER = re.compile(r"\b(?:weather|forecast)\b", re.I)
+_TEMPERATURE = re.compile(r"\btemperatures?\b", re.I)
+_TABLE = re.compile(r"\bshow\s+(?:me\s+)?a\s+table\b", re.I)
+_TABLE_CITIES = ("Paris", "Rome", "Tokyo", "Nairobi")
 _CITY = re.compile(r"\b(?:in|for)\s+([^?.!;:\n]+)", re.I)
 _CITY_LIST = re.compile(r"\s*(?:,|\band\b|\bor\b|&)\s*", re.I)
 # Words that end a city name ("weather in Paris today", "in Rome and compute…").
@@ -370,6 +377,12 @@ class DemoModel:
             numbers = [str(i) if i == 1 else f" {i}" for i in range(1, n + 1)]
             return self._think(think) + [TextDelta(x) for x in numbers]
 
+        if _TABLE.search(prompt):
+            rows = "".join(f"| {c} | {get_weather(c)['temperature_c']} °C |\n" for c in _TABLE_CITIES)
+            think = "The user wants a table. I will write one in Markdown: a city and its temperature per row."
+            return self._think(think) + self._say(
+                "Today's made-up temperatures:\n\n| city | temperature |\n| --- | --- |\n" + rows
+            )
         if "describe the attachment" in prompt.lower():
             asked = messages[last_user]
             files = asked.files if isinstance(asked, UserMessage) else ()
@@ -396,8 +409,8 @@ class DemoModel:
             calls.append(("send_email", {"to": to, "body": body}))
             reasons.append(f"The user wants an email sent to {to}. I will call send_email; a person must approve it.")
         else:
-            if _WEATHER.search(prompt):
-                cities = _cities(prompt)
+            cities = _cities(prompt)
+            if _WEATHER.search(prompt) or (_TEMPERATURE.search(prompt) and cities):
                 if not cities:
                     think = "The user asks about the weather but names no city. I should ask which one."
                     return self._think(think) + self._say("Which city would you like the weather for?")

@@ -51,7 +51,14 @@ def built_assets() -> dict[str, Any] | None:
 
 @ensure_csrf_cookie
 def chat_page(request: HttpRequest) -> HttpResponse:
-    """The chat page; a page that says how to build it when it is missing."""
+    """The chat page; a page that says how to build it when it is missing.
+
+    ``/?transport=ws``: the page's chats go over the WebSocket, whose
+    handshake carries the session cookie but cannot set one, so an
+    anonymous visitor gets their session here (over HTTP the first chat
+    message makes it)."""
+    if request.GET.get("transport") == "ws" and request.session.session_key is None:
+        request.session.save()
     assets = built_assets()
     context = {
         "assets": assets,

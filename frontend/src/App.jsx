@@ -5,8 +5,26 @@
 
 import { generateId } from 'ai';
 import { useCallback, useEffect, useRef, useState } from 'react';
-import { agent, agentUrls, api, urls } from './api.js';
+import { TRANSPORTS, agent, agentUrls, api, transportName, urls } from './api.js';
 import { ChatPane } from './Chat.jsx';
+
+// The chat ids this tab made for new chats: until its first message the
+// server does not know such a chat, and a reload of it is an empty chat,
+// not a "not found".
+const MADE_HERE = 'uistream-new-chats';
+
+function madeHere() {
+  try {
+    return new Set(JSON.parse(sessionStorage.getItem(MADE_HERE) ?? '[]'));
+  } catch {
+    return new Set();
+  }
+}
+
+function rememberMade(id) {
+  const ids = [...madeHere(), id].slice(-50);
+  sessionStorage.setItem(MADE_HERE, JSON.stringify(ids));
+}
 
 function chatIdFromAddress() {
   return new URLSearchParams(window.location.search).get('chat');
@@ -67,6 +85,32 @@ function ConversationItem({ conversation, active, onOpen, onRename, onDelete }) 
 
 const AGENT_NAMES = { 'pydantic-ai': 'pydantic-ai', langgraph: 'LangGraph', 'openai-agents': 'OpenAI Agents SDK' };
 
+// How the page talks to the chat (see api.js); a choice reloads the page
+// on the same chat.
+function TransportPicker() {
+  const choose = value => {
+    const url = new URL(window.location.href);
+    if (value) url.searchParams.set('transport', value);
+    else url.searchParams.delete('transport');
+    window.location.assign(url);
+  };
+  return (
+    <select
+      className="transport-picker"
+      aria-label="Transport"
+      value={transportName}
+      onChange={event => choose(event.target.value)}
+    >
+      {Object.entries(TRANSPORTS).map(([value, name]) => (
+        // The framework agents' chats are HTTP views: no socket for them.
+        <option key={value} value={value} disabled={value === 'ws' && !!agent}>
+          {name}
+        </option>
+      ))}
+    </select>
+  );
+}
+
 // Which agent answers: the demo model, or one of the frameworks' agents.
 // Choosing one opens a new chat under ?agent=<fw>.
 function AgentPicker() {
@@ -97,12 +141,14 @@ export function App() {
     if (id) return id;
     const made = generateId();
     fresh.current.add(made);
+    rememberMade(made);
     return made;
   });
   const [conversations, setConversations] = useState([]);
   const [listError, setListError] = useState(null);
   const [loaded, setLoaded] = useState(null); // {chatId, messages, statuses}
   const [loadError, setLoadError] = useState(null);
+  const [notFound, setNotFound] = useState(null); // the chat id the server does not know
   const [menuOpen, setMenuOpen] = useState(false);
 
   const refreshList = useCallback(() => {
@@ -133,6 +179,7 @@ export function App() {
   useEffect(() => {
     const controller = new AbortController();
     setLoadError(null);
+    setNotFound(null);
     if (fresh.current.has(chatId)) {
       setLoaded({ chatId, messages: [], statuses: {} });
       return undefined;
@@ -141,14 +188,22 @@ export function App() {
     Promise.all([api.messages(chatId, controller.signal), api.runStatuses(chatId, controller.signal)]).then(
       ([messages, statuses]) => setLoaded({ chatId, messages, statuses }),
       error => {
-        if (error.name !== 'AbortError') setLoadError(error.message);
+        if (error.name === 'AbortError') return;
+        if (error.status !== 404) setLoadError(error.message);
+        else if (madeHere().has(chatId)) setLoaded({ chatId, messages: [], statuses: {} });
+        // Someone else's chat reads the same as a missing one (the server
+        // says 404 for both).
+        else setNotFound(chatId);
       },
     );
     return () => controller.abort();
   }, [chatId]);
 
   const open = (id, { isNew = false } = {}) => {
-    if (isNew) fresh.current.add(id);
+    if (isNew) {
+      fresh.current.add(id);
+      rememberMade(id);
+    }
     else fresh.current.delete(id);
     if (id !== chatId) {
       showChat(id);
@@ -226,7 +281,8 @@ export function App() {
           >
             ☰
           </button>
-          <h1>{current?.title || 'New chat'}</h1>
+          <h1>{notFound === chatId ? 'Chat not found' : current?.title || 'New chat'}</h1>
+          <TransportPicker />
           <AgentPicker />
         </header>
         {loadError && (
@@ -234,7 +290,15 @@ export function App() {
             {loadError}
           </div>
         )}
-        {loaded?.chatId === chatId ? (
+        {notFound === chatId ? (
+          <div className="not-found" role="alert">
+            <h2>Chat not found</h2>
+            <p>There is no chat {chatId} for you: it was deleted, or it is someone else's.</p>
+            <button type="button" className="new-chat" onClick={newChat}>
+              + New chat
+            </button>
+          </div>
+        ) : loaded?.chatId === chatId ? (
           <ChatPane
             key={chatId}
             chatId={chatId}

@@ -1,13 +1,19 @@
 // One conversation on useChat: the stored messages come in as `messages`,
 // `resume: true` picks up an answer that is still streaming (after a
 // reload, say), stop goes through the server's stop endpoint, and approvals
-// are sent by the chat itself once every pending call is answered.
+// are sent by the chat itself once every pending call is answered. Files
+// chosen in the composer go with the message as file parts.
 
 import { useChat } from '@ai-sdk/react';
-import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
+import {
+  DefaultChatTransport,
+  WebSocketChatTransport,
+  isToolUIPart,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+} from 'ai';
 import { WorkflowChatTransport } from '@workflow/ai';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
-import { api, csrfHeaders, errorText, urls } from './api.js';
+import { agent, api, csrfHeaders, errorText, transportName, urls } from './api.js';
 import { MessageParts } from './parts.jsx';
 
 const EXAMPLES = [
@@ -17,6 +23,7 @@ const EXAMPLES = [
   'email ada@example.com saying hello',
   'email ada@trusted.test saying hello',
   'research tides',
+  'show a table',
 ];
 
 const RUN_BADGES = { stopped: 'Stopped', cancelled: 'Connection lost', failed: 'Failed' };
@@ -25,7 +32,11 @@ const RUN_BADGES = { stopped: 'Stopped', cancelled: 'Connection lost', failed: '
 // default one. It reconnects by itself when a stream ends without `finish`
 // (GET chat/<run id>/stream?startIndex=N), and after a reload by the run id
 // this tab remembers from the POST's x-workflow-run-id header.
-const WORKFLOW = new URLSearchParams(window.location.search).get('transport') === 'workflow';
+const WORKFLOW = transportName === 'workflow';
+// `/?transport=ws`: ai@7's WebSocketChatTransport on the demo's /ws/chat/
+// (Channels). The socket's handshake carries the page's cookies, so the
+// chats are the same visitor's; stop and the lists stay on HTTP.
+const WEBSOCKET = transportName === 'ws' && !agent;
 const runKey = chatId => `uistream-run:${chatId}`;
 
 function workflowTransport(chatId) {
@@ -54,6 +65,11 @@ function workflowTransport(chatId) {
   });
 }
 
+function webSocketTransport() {
+  const scheme = window.location.protocol === 'https:' ? 'wss:' : 'ws:';
+  return new WebSocketChatTransport({ url: `${scheme}//${window.location.host}${urls.ws}` });
+}
+
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms));
 
 function textOf(message) {
@@ -63,36 +79,104 @@ function textOf(message) {
     .join('');
 }
 
+// A FileList of `files`: what sendMessage turns into file parts (data
+// URLs, read by the SDK itself).
+function fileList(files) {
+  const transfer = new DataTransfer();
+  for (const file of files) transfer.items.add(file);
+  return transfer.files;
+}
+
+function Attachment({ file, onRemove }) {
+  const preview = useMemo(() => (file.type.startsWith('image/') ? URL.createObjectURL(file) : null), [file]);
+  useEffect(() => () => preview && URL.revokeObjectURL(preview), [preview]);
+  return (
+    <li className="attachment" data-filename={file.name}>
+      {preview && <img src={preview} alt={file.name} />}
+      <span className="attachment-name">{file.name}</span>
+      <button type="button" aria-label={`Remove ${file.name}`} onClick={onRemove}>
+        ✕
+      </button>
+    </li>
+  );
+}
+
 function Composer({ busy, stopping, onSend, onStop }) {
   const [input, setInput] = useState('');
+  const [files, setFiles] = useState([]);
+  const picker = useRef(null);
+  const ready = input.trim() || files.length > 0;
   const submit = event => {
     event.preventDefault();
-    const text = input.trim();
-    if (!text || busy) return;
+    if (!ready || busy) return;
+    onSend(input.trim(), files);
     setInput('');
-    onSend(text);
+    setFiles([]);
   };
   return (
     <form className="composer" onSubmit={submit}>
-      <textarea
-        aria-label="Message"
-        placeholder="Ask the demo model something…"
-        rows={1}
-        value={input}
-        onChange={event => setInput(event.target.value)}
-        onKeyDown={event => {
-          if (event.key === 'Enter' && !event.shiftKey && !event.nativeEvent.isComposing) submit(event);
-        }}
-      />
-      {busy ? (
-        <button type="button" className="stop" onClick={onStop} disabled={stopping}>
-          {stopping ? 'Stopping…' : 'Stop'}
-        </button>
-      ) : (
-        <button type="submit" className="send" disabled={!input.trim()}>
-          Send
-        </button>
+      {files.length > 0 && (
+        <ul className="attachments" aria-label="Attachments">
+          {files.map((file, index) => (
+            <Attachment
+              key={`${file.name}-${file.size}-${file.lastModified}`}
+              file={file}
+              onRemove={() => setFiles(files.filter((_, i) => i !== index))}
+            />
+          ))}
+        </ul>
       )}
+      <div className="composer-row">
+        <input
+          ref={picker}
+          type="file"
+          multiple
+          hidden
+          aria-label="Attach files"
+          onChange={event => {
+            setFiles([...files, ...event.target.files]);
+            event.target.value = '';
+          }}
+        />
+        <button
+          type="button"
+          className="attach"
+          title="Attach files"
+          aria-label="Attach"
+          disabled={busy}
+          onClick={() => picker.current.click()}
+        >
+          <svg viewBox="0 0 24 24" width="20" height="20" aria-hidden="true">
+            <path
+              d="M21 11.5l-8.6 8.6a5.5 5.5 0 0 1-7.8-7.8l8.6-8.6a3.7 3.7 0 0 1 5.2 5.2l-8.6 8.6a1.8 1.8 0 0 1-2.6-2.6l7.9-7.9"
+              fill="none"
+              stroke="currentColor"
+              strokeWidth="2"
+              strokeLinecap="round"
+              strokeLinejoin="round"
+            />
+          </svg>
+        </button>
+        <textarea
+          aria-label="Message"
+          placeholder="Ask the demo model something…"
+          rows={1}
+          value={input}
+          onChange={event => setInput(event.target.value)}
+          onKeyDown={event => {
+            if (event.key === 'Enter' && !event.shiftKey && !event.nativeEvent.isComposing) submit(event);
+          }}
+        />
+        {busy ? (
+          <button type="button" className="stop" onClick={onStop} disabled={stopping}>
+            {stopping ? 'Stopping…' : 'Stop'}
+          </button>
+        ) : (
+          <button type="submit" className="send" disabled={!ready}>
+            Send
+          </button>
+        )}
+      </div>
     </form>
   );
 }
@@ -136,15 +220,21 @@ function UserMessage({ message, editable, onEdit }) {
   );
 }
 
+// An answer that still waits for a person (a tool call to approve, or
+// approved and about to go on) is not finished: nothing to regenerate yet.
+const waitsForApproval = message =>
+  message.parts.some(p => isToolUIPart(p) && (p.state === 'approval-requested' || p.state === 'approval-responded'));
+
 function AssistantMessage({ message, runStatus, busy, isLast, onApproval, onRegenerate }) {
   const badge = RUN_BADGES[runStatus];
+  const canRegenerate = isLast && !busy && !waitsForApproval(message);
   return (
     <div className="message assistant" data-message-id={message.id} data-run-status={runStatus ?? ''}>
-      <MessageParts message={message} onApproval={onApproval} busy={busy} />
-      {(badge || (isLast && !busy)) && (
+      <MessageParts message={message} onApproval={onApproval} busy={busy} markdown />
+      {(badge || canRegenerate) && (
         <div className="message-actions">
           {badge && <span className={`badge badge-run-${runStatus}`}>{badge}</span>}
-          {isLast && !busy && (
+          {canRegenerate && (
             <button type="button" className="regenerate" onClick={onRegenerate}>
               Regenerate
             </button>
@@ -160,7 +250,9 @@ export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity 
     () =>
       WORKFLOW
         ? workflowTransport(chatId)
-        : new DefaultChatTransport({
+        : WEBSOCKET
+          ? webSocketTransport()
+          : new DefaultChatTransport({
             api: urls.chat,
             // Read at each request: the CSRF cookie can change (a login).
             headers: () => csrfHeaders(),
@@ -175,7 +267,20 @@ export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity 
     api.runStatuses(chatId).then(setRunStatuses, () => {});
   }, [chatId]);
 
-  const { messages, sendMessage, status, error, stop, regenerate, addToolApprovalResponse, clearError } = useChat({
+  // The socket goes with the chat pane (a later request opens a new one).
+  useEffect(() => () => transport instanceof WebSocketChatTransport && transport.close(), [transport]);
+
+  const {
+    messages,
+    setMessages,
+    sendMessage,
+    status,
+    error,
+    stop,
+    regenerate,
+    addToolApprovalResponse,
+    clearError,
+  } = useChat({
     id: chatId,
     messages: initialMessages,
     transport,
@@ -236,13 +341,30 @@ export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity 
     }
   };
 
-  const send = text => {
+  const send = (text, files = []) => {
     clearError();
     pinned.current = true;
-    sendMessage({ text });
+    sendMessage(files.length > 0 ? { text: text || undefined, files: fileList(files) } : { text });
   };
 
   const lastAssistant = messages.findLast(m => m.role === 'assistant');
+  const lastMessage = messages[messages.length - 1];
+  // A question with no answer after it: the request failed before the
+  // server took it (nothing was stored), or the page was left meanwhile.
+  const unanswered = !busy && lastMessage?.role === 'user';
+
+  // Ask again: a question the server never took is sent again as it was
+  // (under a new id); a failed answer is regenerated.
+  const retry = () => {
+    clearError();
+    pinned.current = true;
+    if (lastMessage?.role === 'user') {
+      setMessages(messages.slice(0, -1));
+      sendMessage({ parts: lastMessage.parts, metadata: lastMessage.metadata });
+    } else {
+      regenerate();
+    }
+  };
 
   return (
     <div className="chat" data-status={status}>
@@ -305,13 +427,29 @@ export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity 
             </span>
           </div>
         )}
-        {error && (
+        {error ? (
           <div className="error-banner" role="alert">
-            <span>{errorText(error.message)}</span>
-            <button type="button" onClick={clearError}>
-              Dismiss
-            </button>
+            <span className="error-text">{errorText(error.message)}</span>
+            <span className="error-actions">
+              {!busy && (
+                <button type="button" className="retry" onClick={retry}>
+                  Retry
+                </button>
+              )}
+              <button type="button" onClick={clearError}>
+                Dismiss
+              </button>
+            </span>
           </div>
+        ) : (
+          unanswered && (
+            <div className="unanswered">
+              <span>No answer to this message.</span>
+              <button type="button" className="retry" onClick={retry}>
+                Retry
+              </button>
+            </div>
+          )
         )}
       </div>
       <Composer busy={busy} stopping={stopping} onSend={send} onStop={onStop} />

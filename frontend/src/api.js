@@ -11,11 +11,18 @@ export const agentUrls = JSON.parse(document.getElementById('agent-urls')?.textC
 const askedAgent = new URLSearchParams(window.location.search).get('agent');
 export const agent = askedAgent && agentUrls[askedAgent] ? askedAgent : '';
 
+// How the page talks to the chat: '' (HTTP, DefaultChatTransport), 'ws'
+// (WebSocketChatTransport) or 'workflow' (WorkflowChatTransport): /?transport=.
+export const TRANSPORTS = { '': 'HTTP', ws: 'WebSocket', workflow: 'Workflow' };
+const askedTransport = new URLSearchParams(window.location.search).get('transport') ?? '';
+export const transportName = askedTransport in TRANSPORTS ? askedTransport : '';
+
 export const urls = {
   chat: agent ? agentUrls[agent] : (root?.dataset.chatUrl ?? '/api/chat'),
   conversations: root?.dataset.conversationsUrl ?? '/api/conversations/',
   runs: root?.dataset.runsUrl ?? '/api/runs/',
   admin: root?.dataset.adminUrl ?? '/admin/',
+  ws: root?.dataset.wsUrl ?? '/ws/chat/',
 };
 
 function cookie(name) {
@@ -74,16 +81,12 @@ export const api = {
   renameConversation: (id, title) => request(conversationUrl(id), { method: 'PATCH', json: { title } }),
   deleteConversation: id => request(conversationUrl(id), { method: 'DELETE' }),
 
-  // The stored messages as UIMessages, for useChat({ messages }); a chat
-  // the server does not know yet (a new one) has none.
+  // The stored messages as UIMessages, for useChat({ messages }). A chat
+  // the server does not know is a 404 (`error.status`): someone else's, a
+  // deleted one, or one made in this tab that has no message yet.
   async messages(id, signal) {
-    try {
-      const page = await request(`${conversationUrl(id)}messages/?page_size=1000`, { signal });
-      return page.results;
-    } catch (error) {
-      if (error.status === 404) return [];
-      throw error;
-    }
+    const page = await request(`${conversationUrl(id)}messages/?page_size=1000`, { signal });
+    return page.results;
   },
 
   // How each answer's run ended (message id -> "completed", "stopped"…):

@@ -1,9 +1,14 @@
 // One UIMessage part each: text, reasoning (folded), tool calls as cards
 // with their state (and Approve / Deny while a call waits for a person),
-// sources, files and data parts. Everything the model said is rendered as
-// text: React escapes it, and no part is ever put in as HTML.
+// sources, files and data parts. An answer's text is Markdown, rendered by
+// Streamdown (made for Markdown that is still arriving: an unclosed code
+// fence or table renders as far as it goes); Streamdown sanitizes it, and
+// nothing the model said is ever put in as raw HTML. A user's text is shown
+// as typed.
 
+import { code } from '@streamdown/code';
 import { getToolName, isToolUIPart } from 'ai';
+import { Streamdown } from 'streamdown';
 
 const TOOL_STATES = {
   'input-streaming': 'preparing',
@@ -134,25 +139,48 @@ function Sources({ parts }) {
   );
 }
 
+const MARKDOWN_PLUGINS = { code };
+
+function Markdown({ part }) {
+  return (
+    <div className="text markdown">
+      <Streamdown
+        plugins={MARKDOWN_PLUGINS}
+        isAnimating={part.state === 'streaming'}
+        mode={part.state === 'streaming' ? 'streaming' : 'static'}
+        controls={{ table: false }}
+        linkSafety={{ enabled: false }}
+      >
+        {part.text}
+      </Streamdown>
+    </div>
+  );
+}
+
+// Where a file part may point: the server's own file URLs (/api/files/<id>
+// once stored), http(s), or an image inline (before the server stores it).
+const SAFE_FILE_URL = /^(https?:|data:image\/|\/(?!\/))/i;
+
 function FilePart({ part }) {
-  const safe = /^(https?:|data:image\/)/i.test(part.url);
+  const safe = SAFE_FILE_URL.test(part.url ?? '');
   if (safe && part.mediaType?.startsWith('image/')) {
     return <img className="file-image" src={part.url} alt={part.filename ?? 'image'} />;
   }
   return (
     <div className="file-part">
-      📎 {safe ? <a href={part.url}>{part.filename ?? part.mediaType}</a> : (part.filename ?? part.mediaType)}
+      {safe ? <a href={part.url}>{part.filename ?? part.mediaType}</a> : (part.filename ?? part.mediaType)}
     </div>
   );
 }
 
-export function MessageParts({ message, onApproval, busy }) {
+export function MessageParts({ message, onApproval, busy, markdown = false }) {
   const sources = message.parts.filter(p => p.type === 'source-url' || p.type === 'source-document');
   return (
     <>
       {message.parts.map((part, index) => {
         const key = `${message.id}-${index}`;
         if (part.type === 'text') {
+          if (markdown) return <Markdown key={key} part={part} />;
           return (
             <div key={key} className="text">
               {part.text}
