@@ -3,8 +3,8 @@
 
     PYTHONPATH=.:bench .venv/bin/python bench/agent_bench.py [--reps 5] [--warmup 1]
 
-The agent is ``../shared/bench/py_pai.py``'s: a ``pydantic_ai.Agent`` on a
-``FunctionModel`` that replays ``../shared/bench/workload.json`` with no
+The agent is ``bench/workload_agent.py``'s: a ``pydantic_ai.Agent`` on a
+``FunctionModel`` that replays ``bench/workload.json`` with no
 delay (50 model steps, 1,000 reasoning deltas, 10,000 text deltas, 980
 tool-argument fragments, 98 calls of two cheap tools that return the
 recorded results, then the answer). The same agent object serves both
@@ -16,7 +16,7 @@ sides, in this one process, requests alternating A B A B:
   a file SQLite database, broker, ai@7 renderer). Its CPU counts until the
   run is stored ``completed``.
 * **pydantic-ai**: ``POST /api/chat`` of a FastAPI app doing what
-  ``../shared/bench/server/fastapi_pai_server.py`` does:
+  the FastAPI peer of the server benchmark does (docs/benchmarks.md):
   ``VercelAIAdapter.dispatch_request(request, agent=agent, sdk_version=7)``.
   It stores nothing.
 
@@ -53,8 +53,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "bench"
-sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(SHARED)]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench_settings")
 os.environ.setdefault("UISTREAM_BENCH_DIR", tempfile.mkdtemp(prefix="uistream-agent-bench-"))
 
@@ -63,6 +62,7 @@ import django  # noqa: E402
 django.setup()
 
 from asgiref.sync import sync_to_async  # noqa: E402
+from bench_common import WORKLOAD_PATH  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 from django.core.management import call_command  # noqa: E402
@@ -70,9 +70,9 @@ from django.urls import include, path  # noqa: E402
 from fastapi import FastAPI, Request  # noqa: E402
 from fastapi.responses import Response  # noqa: E402
 from loop_plugin import make as make_loop  # noqa: E402
-from py_pai import PaiHarness  # noqa: E402
 from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter  # noqa: E402
+from workload_agent import workload_agent  # noqa: E402
 
 from uistream_app.adapters import AgentTurn  # noqa: E402
 from uistream_app.adapters.pydantic_ai import PydanticAIAdapter  # noqa: E402
@@ -83,15 +83,15 @@ from uistream_app.protocol.ui.stream import aencode_events  # noqa: E402
 from uistream_app.runs import UserMessage  # noqa: E402
 from uistream_app.views import ChatView  # noqa: E402
 
-WORKLOAD: dict[str, Any] = json.loads((SHARED / "workload.json").read_text())
-HARNESS = PaiHarness(WORKLOAD)
+WORKLOAD: dict[str, Any] = json.loads(WORKLOAD_PATH.read_text())
+AGENT = workload_agent(WORKLOAD)
 PROMPT = "Run the workload."
 DELTAS = (b'"type":"text-delta"', b'"type":"reasoning-delta"', b'"type":"tool-input-delta"')
 FIRST = (b'"type":"text-delta"', b'"type":"reasoning-delta"')
 
 
 class AgentBenchChatView(ChatView):
-    agent = HARNESS.agent
+    agent = AGENT
 
 
 urlpatterns = [
@@ -104,7 +104,7 @@ fastapi_app = FastAPI()
 
 @fastapi_app.post("/api/chat")
 async def pydantic_ai_chat(request: Request) -> Response:
-    return await VercelAIAdapter.dispatch_request(request, agent=HARNESS.agent, sdk_version=7)
+    return await VercelAIAdapter.dispatch_request(request, agent=AGENT, sdk_version=7)
 
 
 # -- a minimal in-process ASGI client ----------------------------------------------------
@@ -280,7 +280,7 @@ async def http_part(reps: int, warmup: int) -> None:
 
 
 async def adapter_run() -> int:
-    adapter = PydanticAIAdapter(HARNESS.agent)
+    adapter = PydanticAIAdapter(AGENT)
     turn = AgentTurn(
         history=[{"id": "u1", "role": "user", "parts": [{"type": "text", "text": PROMPT}]}],
         messages=[UserMessage(PROMPT)],
@@ -297,14 +297,14 @@ async def adapter_run() -> int:
 
 
 async def adapter_events() -> int:
-    adapter = PydanticAIAdapter(HARNESS.agent)
+    adapter = PydanticAIAdapter(AGENT)
     turn = AgentTurn(history=[], messages=[UserMessage(PROMPT)], chat_id="c", run_id="r", message_id="m")
     return sum([1 async for _ in adapter.run(turn)])
 
 
 async def agent_drained() -> int:
     """The agent driven as the adapter drives it, its events only drained."""
-    agent = HARNESS.agent
+    agent = AGENT
     n = 0
     async with agent.iter(PROMPT) as run:
         async for node in run:

@@ -12,6 +12,10 @@ import socket
 import time
 from pathlib import Path
 
+#: The standard workload (docs/benchmarks.md, "The standard workload"): 50
+#: recorded model steps with reasoning, text, tool calls and their results.
+WORKLOAD_PATH = Path(os.environ.get("UISTREAM_BENCH_WORKLOAD") or Path(__file__).with_name("workload.json"))
+
 HOST = "127.0.0.1"
 
 

@@ -1,7 +1,7 @@
 """URLs of the HTTP benchmark server: the demo's, plus the bench's own.
 
 * ``POST bench/chat``: ``WorkloadChatView``, the real ``ChatView`` with a
-  ``ScriptedModel`` that replays ``../shared/bench/workload.json`` step by
+  ``ScriptedModel`` that replays ``bench/workload.json`` step by
   step with no delay and the workload's two tools answering with the
   recorded results (``loop_plugin``'s model and tools). Everything else is
   the app's: session, CSRF, ``ConversationStore.prepare``, ``ToolLoop``, encoder,
@@ -31,7 +31,6 @@ Import it with ``bench/`` on ``sys.path`` (``bench_settings`` does).
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections import Counter
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from bench_common import WORKLOAD_PATH
 from django.db import connections
 from django.db.backends.signals import connection_created
 from django.db.models import Count
@@ -61,7 +61,6 @@ from uistream_app.store import ConversationStore, new_message_id
 from uistream_app.views import SSE_HEADERS, ChatView
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOAD_PATH = Path(os.environ.get("UISTREAM_BENCH_WORKLOAD") or ROOT.parent / "shared" / "bench" / "workload.json")
 WORKLOAD: dict[str, Any] = orjson.loads(WORKLOAD_PATH.read_bytes())
 STEPS = model_steps(WORKLOAD)
 TOOLS = recorded_tools(WORKLOAD)

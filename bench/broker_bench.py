@@ -3,9 +3,9 @@
     .venv/bin/python bench/broker_bench.py [--reps 5] [--batches 1,16] [--redis-url URL] [--no-redis]
 
 The run is the benchmark workload's UI chunks (12,576: its 12,577 SSE
-frames less ``[DONE]``) (``../shared/bench/
-workload.json`` through ``UIMessageEncoder``; synthetic chunks of the same
-mix when that file is absent). For each backend and batch size a publisher
+frames less ``[DONE]``) (``bench/workload.json`` through
+``UIMessageEncoder``; synthetic chunks of the same mix when that file is
+absent). For each backend and batch size a publisher
 task publishes the run, yielding to the loop after each ``publish`` (as a
 run does between model reads), while a subscriber that attached first reads
 it live; then a second subscriber replays the finished run.
@@ -40,22 +40,23 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+from bench_common import WORKLOAD_PATH  # noqa: E402
+
 from uistream_app.live import Broker, MemoryBroker, broker_from_config  # noqa: E402
 from uistream_app.protocol.ui.encoder import UIMessageEncoder  # noqa: E402
 from uistream_app.protocol.ui.render import UIStreamRenderer  # noqa: E402
 
-WORKLOAD = ROOT.parent / "shared" / "bench" / "workload.json"
 CHUNKS = 12_577
 
 
 def workload_chunks() -> tuple[list[dict[str, Any]], str]:
-    if WORKLOAD.exists():
+    if WORKLOAD_PATH.exists():
         from uistream_plugin import source_events
 
-        workload = json.loads(WORKLOAD.read_text())
+        workload = json.loads(WORKLOAD_PATH.read_text())
         encoder = UIMessageEncoder(workload["message_id"])
         chunks = [chunk for event in source_events(workload) for chunk in encoder.feed(event)]
-        return chunks, f"{WORKLOAD.name} through UIMessageEncoder"
+        return chunks, f"{WORKLOAD_PATH.name} through UIMessageEncoder"
     chunks = [{"type": "start", "messageId": "msg-1"}]
     for i in range(CHUNKS - 2):
         chunks.append({"type": "text-delta", "id": f"text-{i // 200}", "delta": f"word{i} "})

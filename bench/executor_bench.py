@@ -13,7 +13,7 @@ Celery, per round), on fresh connections:
 1. **time to first delta**: from sending the useChat POST ("count to 3",
    the demo model with no delay) to the first ``text-delta`` byte;
 2. **the standard workload** (``POST /bench/chat``: the real ``ChatView``
-   replaying the shared workload's 50 steps): the whole response.
+   replaying the standard workload's 50 steps): the whole response.
 
 Printed: medians and the per-round paired ratio celery / in-process (its
 median and range). Both arms' bodies are checked first: the same chunks

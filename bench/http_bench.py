@@ -11,7 +11,7 @@ a query counter. Clients run in this process: a blocking raw socket for 1
 and 2 (it reads the whole response, ``Connection: close``), raw asyncio
 streams for 3.
 
-1. **Throughput.** ``../shared/bench/workload.json`` (12,577 SSE frames)
+1. **Throughput.** ``bench/workload.json`` (12,577 SSE frames)
    through ``POST /bench/chat``, the real ``ChatView`` (session, CSRF,
    ``ConversationStore.prepare``, ``ToolLoop`` over a zero-delay ``ScriptedModel`` that
    replays the workload, the recorded tool results, encoder,

@@ -1,12 +1,5 @@
-"""The full live-run path in ``../shared/bench``: tool loop + encoder → SSE bytes.
-
-    cd ../shared/bench && PYTHONPATH=$PWD/../../main:$PWD/../../main/bench \\
-        PY_EXTRA="uistream-loop=loop_plugin:make" ./run_all.sh
-
-or, quicker, one process:
-
-    venv/bin/python bench_py.py --extra uistream-loop=loop_plugin:make \\
-        --impls py-limit-orjson,uistream-loop
+"""The full live-run path, a plugin of the encoder benchmark's peer runner
+(docs/benchmarks.md, "Reproduce"): tool loop + encoder → SSE bytes.
 
 ``make`` turns the workload's model-side events (the AI SDK's
 LanguageModelV4 stream parts) into one ``ScriptedModel`` step each, untimed,

@@ -3,7 +3,7 @@
     PYTHONPATH=.:bench .venv/bin/python bench/otel_bench.py [--rounds 7] [--runs 5]
 
 The standard workload (``POST /bench/chat``: the real ``ChatView`` replaying
-the shared workload's 50 model steps and 98 tool calls, ``otel_bench_urls``)
+the standard workload's 50 model steps and 98 tool calls, ``otel_bench_urls``)
 through the whole app in-process: Django's ``AsyncClient`` posts the chat,
 the view prepares the run (SQLite file, the ``RunRecorder`` writing the
 log), the runner executes the ``ToolLoop`` and the response's SSE body is

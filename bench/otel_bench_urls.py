@@ -6,11 +6,11 @@ makes unimportable."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import orjson
+from bench_common import WORKLOAD_PATH
 from django.urls import path
 from loop_plugin import model_steps, recorded_tools
 
@@ -18,7 +18,6 @@ from uistream_app.runs import ScriptedModel
 from uistream_app.views import ChatView
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOAD_PATH = Path(os.environ.get("UISTREAM_BENCH_WORKLOAD") or ROOT.parent / "shared" / "bench" / "workload.json")
 WORKLOAD: dict[str, Any] = orjson.loads(WORKLOAD_PATH.read_bytes())
 STEPS = model_steps(WORKLOAD)
 

@@ -1,7 +1,5 @@
-"""The encoder in ``../shared/bench``: workload source events → SSE bytes.
-
-    cd ../shared/bench && PYTHONPATH=$PWD/../../main:$PWD/../../main/bench \
-        PY_EXTRA="uistream=uistream_plugin:make uistream-convert=uistream_plugin:make_with_conversion" ./run_all.sh
+"""The encoder, a plugin of the encoder benchmark's peer runner
+(docs/benchmarks.md, "Reproduce"): workload source events → SSE bytes.
 
 ``make`` maps the workload's events (the AI SDK's LanguageModelV4 stream
 parts) to uistream's source events once, untimed, the way a provider adapter
