@@ -3,7 +3,10 @@ chat consumer for WebSockets at ``/ws/chat/``.
 
 ``limit_request_bodies`` answers a request body over
 ``UISTREAM["MAX_REQUEST_BYTES"]`` with a 413 as soon as it passes the
-limit (docs/operations.md, "Body limits").
+limit (docs/operations.md, "Body limits"). ``bounded_threads`` runs the
+requests' sync work (sessions, the ORM) on ``UISTREAM["SYNC_THREADS"]``
+shared threads, not a thread per open stream (docs/operations.md,
+"Threads").
 
 WebSockets get no CSRF protection, so the Origin check stands in for it:
 ``AllowedHostsOriginValidator`` refuses a handshake whose ``Origin`` is not
@@ -24,12 +27,12 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from uistream_app.asgi import limit_request_bodies  # noqa: E402
+from uistream_app.asgi import bounded_threads, limit_request_bodies  # noqa: E402
 from uistream_app.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": limit_request_bodies(django_application),
+        "http": bounded_threads(limit_request_bodies(django_application)),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -1,5 +1,9 @@
 """ASGI wrappers a project puts around its application (``asgi.py``).
 
+``bounded_threads(app)`` runs every HTTP request's sync work (middleware,
+sessions, the ORM) on a few shared threads instead of a thread per request
+that lives as long as its stream (``uistream_app.threads``).
+
 ``limit_request_bodies(app)`` refuses an HTTP request body larger than
 ``UISTREAM["MAX_REQUEST_BYTES"]`` with the pipeline's own 413 JSON answer
 (``{"error": {"code": "too_large", …}}``) as soon as it passes the limit,
@@ -22,8 +26,9 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from .errors import BadRequest
+from .threads import bounded_threads
 
-__all__ = ["limit_request_bodies", "too_large"]
+__all__ = ["bounded_threads", "limit_request_bodies", "too_large"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -57,6 +57,11 @@ DEFAULTS: Final[dict[str, Any]] = {
     # a transaction other connections can't see yet (a TestCase's), else
     # "thread".
     "LOG_WRITER": "auto",
+    # The threads that requests (in an app wrapped by
+    # uistream_app.asgi.bounded_threads) and runs share for their sync work
+    # (ORM, sessions), instead of one per request for as long as its
+    # stream (uistream_app.threads; docs/operations.md, "Threads").
+    "SYNC_THREADS": 4,
     # The policies of the stream endpoints (classes or dotted paths, in
     # Django REST framework's shapes; a view's own attributes win).
     "AUTHENTICATION_CLASSES": ["uistream_app.policies.DjangoSessionAuthentication"],

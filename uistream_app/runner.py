@@ -15,7 +15,7 @@ import functools
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -28,9 +28,10 @@ from .protocol.events import Event
 from .protocol.ui.chunks import Chunk
 from .protocol.ui.encoder import UIMessageEncoder
 from .protocol.ui.stream import aencode_batches
-from .recording import RunRecorder
+from .recording import CURRENT_RECORDER, RunRecorder
 from .store import PreparedRun
 from .sweeper import INTERRUPTED_FINISH_REASON, ensure_renewer
+from .threads import in_lane
 
 __all__ = ["RunHandle", "Runner", "execute_run", "live_runs"]
 
@@ -120,17 +121,22 @@ class Runner:
             owner_kind="user" if prepared.owner.user is not None else "anonymous",
             content=bool(uistream_settings.TRACE_CONTENT),
         )
+        run: Coroutine[Any, Any, None] = execute_run(
+            source,
+            encoder,
+            prepared.channel,
+            recorder,
+            error_text=uistream_settings.ERROR_TEXT,
+            expose_errors=bool(uistream_settings.EXPOSE_ERRORS),
+            stopped=stopped,
+            clock=clock,
+        )
         task = asyncio.create_task(
-            execute_run(
-                source,
-                encoder,
-                prepared.channel,
-                recorder,
-                error_text=uistream_settings.ERROR_TEXT,
-                expose_errors=bool(uistream_settings.EXPOSE_ERRORS),
-                stopped=stopped,
-                clock=clock,
-            ),
+            # The run's sync work goes to a shared lane, not the request's
+            # thread: the run may outlive the request. A run whose rows
+            # only this thread's transaction sees (a TestCase's: its log is
+            # written inline) stays where the request's calls go.
+            run if prepared.log_inline else in_lane(run),
             name=f"uistream-run-{prepared.run.pk}",
             context=context,
         )
@@ -168,6 +174,7 @@ async def execute_run(
     """
     failure: list[BaseException] = []
     status = "completed"
+    CURRENT_RECORDER.set(recorder)  # this task's (the source's code can find it)
     try:
         async for batch in aencode_batches(
             source, encoder, error_text=error_text, expose_errors=expose_errors, on_error=failure.append
