@@ -50,6 +50,7 @@ __all__ = [
     "decode_files",
     "file_id_from_url",
     "file_url",
+    "has_file_parts",
     "media_type_allowed",
     "referenced_file_ids",
 ]
@@ -167,6 +168,11 @@ def _storage_filename(decoded: DecodedFile) -> str:
     component, else ``file``."""
     base = re.sub(r"[^A-Za-z0-9._-]+", "_", decoded.name.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]).strip("._")
     return base[:100] or "file"
+
+
+def has_file_parts(message: Mapping[str, Any]) -> bool:
+    """Whether ``message`` has any file part (``decode_files`` has work)."""
+    return any(isinstance(part, Mapping) and part.get("type") == "file" for part in message.get("parts") or ())
 
 
 def decode_files(message: Mapping[str, Any], *, where: str = "message") -> StagedFiles | None:

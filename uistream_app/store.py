@@ -24,7 +24,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from .errors import BadRequest, not_found
-from .files import StagedFiles, decode_files, referenced_file_ids
+from .files import StagedFiles, decode_files, has_file_parts, referenced_file_ids
 from .live import RunAlreadyActive, RunChannel, get_broker
 from .models import Conversation, Message, MessageQuerySet, Run, StoredFile
 from .owners import Owner
@@ -32,7 +32,7 @@ from .protocol.ui.parts import is_tool_part, tool_name, tool_parts
 from .recording import log_writes_inline
 from .runs import ClientToolResult, ToolApproval
 from .runs.tools import validate_json
-from .sweeper import settle_chat_orphans
+from .sweeper import orphan_ids, settle_chat_orphans
 
 __all__ = [
     "AnswerReader",
@@ -155,6 +155,24 @@ class PreparedRun:
         return self.turn.extra
 
 
+def _check_chat(chat_id: str, owner: Owner) -> list[str]:
+    """Before a turn: the 404 when ``chat_id`` is someone else's chat; else
+    the ids of its orphaned runs (``sweeper.orphan_ids``). One query for a
+    new chat, two for an existing one. Synchronous."""
+    rows = Conversation.objects.filter(pk=chat_id).values_list("owner_id", "session_key")[:1]
+    if not rows:
+        return []
+    owner_id: Any
+    owner_id, session_key = rows[0]
+    if owner.user is not None:
+        mine = owner_id == owner.user.pk
+    else:
+        mine = owner_id is None and session_key == (owner.session_key or "")
+    if not mine:
+        raise not_found()
+    return orphan_ids(conversation_id=chat_id)
+
+
 def latest_messages(limit: int | None) -> HistoryChooser:
     """The default history: the last ``limit`` messages (all with None),
     starting at a user message so that no answer is cut from its question."""
@@ -210,16 +228,18 @@ class ConversationStore:
         the chat), and its owner is the one the turn is applied for."""
         # Strangers get the 404 of any foreign chat, not the 409, and can't
         # hold the slot of a chat they don't own (nor get a session for it).
-        if await Conversation.objects.filter(pk=turn.chat_id).exclude(**owner.filter_kwargs()).aexists():
-            raise not_found()
+        # The chat's orphans are found in the same hop to the database.
+        orphans = await sync_to_async(_check_chat, thread_sensitive=True)(turn.chat_id, owner)
         # Attached files are decoded and checked (413, 415) before anything
-        # is written, the visitor's session included.
+        # is written, the visitor's session included (off the event loop:
+        # base64 of a large file takes a while).
         files = None
-        if turn.kind == "submit" and turn.message is not None:
+        if turn.kind == "submit" and turn.message is not None and has_file_parts(turn.message):
             files = await sync_to_async(decode_files)(turn.message)
         if claim_owner is not None:
             owner = await claim_owner()
-        await self.settle_orphans(turn.chat_id)
+        if orphans:
+            await self.settle_orphans(turn.chat_id)
         # The slot is taken before anything is written: of two requests
         # racing for one chat, the loser writes nothing.
         run_id = str(uuid.uuid4())
@@ -298,10 +318,11 @@ class ConversationStore:
         )
 
     async def settle_orphans(self, chat_id: str) -> None:
-        """Called by ``prepare`` before it takes the chat's slot: settle the
-        chat's runs whose process died (``sweeper``), so that a new turn
-        never runs beside one, nor gets a 409 from its slot. One indexed
-        query when there is none."""
+        """Called by ``prepare`` before it takes the chat's slot when the
+        chat has runs whose process died: settle them (``sweeper``), so
+        that a new turn never runs beside one, nor gets a 409 from its
+        slot. (Whether there are any is asked in the ownership check's
+        query hop; with none, this is not called.)"""
         await settle_chat_orphans(chat_id)
 
     # -- the transaction ---------------------------------------------------------------
