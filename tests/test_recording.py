@@ -869,3 +869,37 @@ async def test_a_writer_cancelled_mid_write_waits_for_the_thread() -> None:
         await recorder.finish("completed")
     assert log.count("INSERT") == 2
     assert await load_log(run) == MIXED
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_fields_of_the_run_go_with_its_first_chunks_not_in_a_write_of_their_own() -> None:
+    """What a run records before its model starts (``Run.history``) does not
+    make the model wait for the database: it is stored with the first
+    chunks, in their transaction's one UPDATE of the run."""
+    run, message = await amake_turn()
+    recorder = RunRecorder(run, message, clock=FakeClock())
+    async with worker_queries() as log:
+        recorder.store_with_run(history={"strategy": "last", "sent": 3})
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert log.sql == []
+        recorder.add([{"type": "start"}, {"type": "start-step"}])
+        await recorder.flush()
+    assert (log.count("INSERT"), log.count("UPDATE")) == (1, 1)
+    stored = await refreshed(run)
+    assert stored.history == {"strategy": "last", "sent": 3}
+    assert stored.first_chunk_at is not None
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_fields_of_a_run_that_ends_before_its_next_write_are_stored_with_its_end() -> None:
+    run, message = await amake_turn()
+    recorder = RunRecorder(run, message, clock=FakeClock())
+    recorder.add([{"type": "start"}, {"type": "start-step"}])
+    await recorder.flush()
+    recorder.store_with_run(history={"strategy": "all", "sent": 1})
+    await recorder.finish("failed", error_code="boom")
+    stored = await refreshed(run)
+    assert (stored.status, stored.history) == ("failed", {"strategy": "all", "sent": 1})

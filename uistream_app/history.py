@@ -41,6 +41,7 @@ from django.utils.module_loading import import_string
 from .files import attach_files
 from .models import Conversation, Message, MessageQuerySet, Run
 from .protocol.events import Event, TextDelta, Usage
+from .recording import CURRENT_RECORDER
 from .runs import ChatModel, SystemMessage, ToolLoop, ui_to_model_messages
 from .runs.messages import AssistantMessage, ModelMessage, ToolMessage, UserMessage
 
@@ -181,7 +182,11 @@ class HistoryStrategy:
         self, history: list[UIMessage], run: Any, model: ChatModel, system_prompt: str | None, loop: ToolLoop
     ) -> AsyncGenerator[Event, None]:
         messages, build = await self.build(history, system_prompt=system_prompt, model=model, chat_id=run.chat_id)
-        await Run.objects.filter(pk=run.run.pk).aupdate(history=build.record)
+        recorder = CURRENT_RECORDER.get()
+        if recorder is not None:  # stored with the run's first chunks: the model need not wait
+            recorder.store_with_run(history=build.record)
+        else:
+            await Run.objects.filter(pk=run.run.pk).aupdate(history=build.record)
         for spent in build.usage:  # a summary's model call is the run's spend too
             yield spent
         async with aclosing(

@@ -10,10 +10,11 @@ they keep: docs/recording.md, "The chunk log".
 from __future__ import annotations
 
 from .reader import LogEntry, iter_log, last_offset_ms, load_log, read_log
-from .recorder import FINAL_STATUSES, FLUSH_AT, RunRecorder
+from .recorder import CURRENT_RECORDER, FINAL_STATUSES, FLUSH_AT, RunRecorder
 from .store import MAX_ROW_CHUNKS, WRITER_EXECUTOR, LogWriter, log_writes_inline, write_log
 
 __all__ = [
+    "CURRENT_RECORDER",
     "FINAL_STATUSES",
     "FLUSH_AT",
     "MAX_ROW_CHUNKS",

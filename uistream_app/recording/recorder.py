@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -25,7 +26,7 @@ from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
 from .store import LogWriter, _Final, _Job, _outcome
 
-__all__ = ["FINAL_STATUSES", "FLUSH_AT", "RunRecorder"]
+__all__ = ["CURRENT_RECORDER", "FINAL_STATUSES", "FLUSH_AT", "RunRecorder"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +43,11 @@ def _clip(value: str | None, field: str) -> str:
     max_length: int | None = getattr(Run._meta.get_field(field), "max_length", None)
     text = value or ""
     return text[:max_length] if max_length is not None else text
+
+
+#: The recorder of the run whose task this is (``execute_run`` sets it), for
+#: the code a run's source calls; None outside a run.
+CURRENT_RECORDER: ContextVar[RunRecorder | None] = ContextVar("uistream_run_recorder", default=None)
 
 
 class RunRecorder:
@@ -105,6 +111,8 @@ class RunRecorder:
         # The AG-UI shared state the carried state events set (Run.state).
         self._state: Any = None
         self._state_set = False
+        # Fields of the run row that go with the log's next write.
+        self._run_fields: dict[str, Any] = {}
 
     # -- reading ------------------------------------------------------------------
 
@@ -158,6 +166,15 @@ class RunRecorder:
                 self._read(chunk)
         if urgent or was_idle:
             self._writer_here().schedule(self, urgent=urgent)
+
+    def store_with_run(self, **fields: Any) -> None:
+        """Store ``fields`` of the run row with the log's next write (its
+        first chunks, or its end) instead of in a write of their own: a run
+        that records what it is about to do (``Run.history``) does not wait
+        for the database before its model starts."""
+        for name, value in fields.items():
+            setattr(self.run, name, value)
+        self._run_fields.update(fields)
 
     async def flush(self) -> None:
         """Wait until every chunk added so far is stored; raise what made
@@ -266,7 +283,8 @@ class RunRecorder:
         chunks, self._chunks = self._chunks, []
         offsets, self._offsets = self._offsets, []
         first = None if self._first_chunk_stored else self._first_chunk_at
-        return _Job(self, self._stored, offsets, chunks, first, final)
+        run_fields, self._run_fields = self._run_fields, {}
+        return _Job(self, self._stored, offsets, chunks, first, final, run_fields=run_fields)
 
     def _written(self, job: _Job) -> None:
         self._stored = job.stored
@@ -284,5 +302,6 @@ class RunRecorder:
     def _give_back(self, job: _Job) -> None:
         self._chunks[:0] = job.chunks
         self._offsets[:0] = job.offsets
+        self._run_fields = {**job.run_fields, **self._run_fields}
         if job.final is not None:
             self._finished = False

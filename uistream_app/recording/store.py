@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -81,6 +82,8 @@ class _Job:
     first_chunk_at: datetime | None
     final: _Final | None = None
     error: BaseException | None = field(default=None)
+    #: Fields of the run row stored with this write (``store_with_run``).
+    run_fields: dict[str, Any] = field(default_factory=dict)
 
     @property
     def stored(self) -> int:
@@ -238,15 +241,24 @@ class LogWriter:
             self._task = self.loop.create_task(self._run(), name="uistream-log-writer")
 
     async def _run(self) -> None:
-        while self._waiting or self._finals:
-            await self._wake.wait()
-            self._wake.clear()
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = self._deadline = None
-            await self._write_round()
+        wrote = False
+        try:
+            while self._waiting or self._finals:
+                await self._wake.wait()
+                self._wake.clear()
+                if self._timer is not None:
+                    self._timer.cancel()
+                    self._timer = self._deadline = None
+                wrote = await self._write_round() or wrote
+        finally:
+            if wrote:
+                # Idle: the writer thread's connection is treated as a
+                # request's that ended (closed unless CONN_MAX_AGE keeps it).
+                # Not awaited: the next round queues behind it anyway.
+                self.loop.run_in_executor(WRITER_EXECUTOR, close_old_connections)
 
-    async def _write_round(self) -> None:
+    async def _write_round(self) -> bool:
+        """One round; True when it wrote on the writer thread."""
         waiting, self._waiting = self._waiting, {}
         finals, self._finals = self._finals, {}
         round_, self._round = self._round, None
@@ -292,6 +304,7 @@ class LogWriter:
                 outcome.set_result(errors)
         for recorder, error in errors.items():
             logger.error("could not store chunks of run %s; they stay pending", recorder.run.pk, exc_info=error)
+        return any(not job.recorder.inline for job in jobs)
 
 
 # Sync: in the writer thread, or inline (invariant 7).
@@ -301,29 +314,36 @@ def _write_jobs(jobs: list[_Job], own_connection: bool = True) -> None:
     """Store ``jobs`` in one transaction; when that fails, each job in a
     transaction of its own, so only the failing ones fail (their ``error``
     is set). ``own_connection``: this thread's connection is the writer's
-    own, to be treated as a request's (closed when obsolete); inline, it is
-    the caller's, and left alone."""
+    own, kept from round to round while the writer is busy (a connect per
+    round would cost more than the round) and replaced when it failed or
+    outlived a ``CONN_MAX_AGE`` set; the writer closes it as a request's
+    once it is idle (``LogWriter._run``). Inline, it is the caller's, and
+    left alone."""
     if own_connection:
-        close_old_connections()
+        _refresh_connection()
     try:
+        with transaction.atomic():
+            _store(jobs)
+        return
+    except Exception as exc:  # noqa: BLE001 - kept on the job; retried one by one below
+        if len(jobs) == 1:
+            jobs[0].error = exc
+            return
+    for job in jobs:
+        _recover_connection()
         try:
             with transaction.atomic():
-                _store(jobs)
-            return
-        except Exception as exc:  # noqa: BLE001 - kept on the job; retried one by one below
-            if len(jobs) == 1:
-                jobs[0].error = exc
-                return
-        for job in jobs:
-            _recover_connection()
-            try:
-                with transaction.atomic():
-                    _store([job])
-            except Exception as exc:  # noqa: BLE001 - kept on the job, raised to its waiters
-                job.error = exc
-    finally:
-        if own_connection:
-            close_old_connections()
+                _store([job])
+        except Exception as exc:  # noqa: BLE001 - kept on the job, raised to its waiters
+            job.error = exc
+
+
+def _refresh_connection() -> None:
+    if connection.connection is None:
+        return
+    aged = bool(connection.settings_dict["CONN_MAX_AGE"]) and connection.close_at is not None
+    if connection.errors_occurred or (aged and time.monotonic() >= connection.close_at):  # type: ignore[operator]
+        connection.close_if_unusable_or_obsolete()
 
 
 def _recover_connection() -> None:
@@ -345,13 +365,17 @@ def _store(jobs: list[_Job]) -> None:
     if counts:
         _update_counts(counts)
     for job in jobs:
-        if job.first_chunk_at is not None and job.final is None:  # once a run
-            Run.objects.filter(pk=job.recorder.run.pk).update(chunk_count=job.stored, first_chunk_at=job.first_chunk_at)
         final = job.final
+        if job.first_chunk_at is not None and final is None:  # once a run
+            Run.objects.filter(pk=job.recorder.run.pk).update(
+                chunk_count=job.stored, first_chunk_at=job.first_chunk_at, **job.run_fields
+            )
+        elif job.run_fields and final is None:
+            Run.objects.filter(pk=job.recorder.run.pk).update(**job.run_fields)
         if final is not None:
             recorder = job.recorder
             Message.objects.filter(pk=recorder.message.pk).update(parts=final.parts, metadata=final.metadata)
-            Run.objects.filter(pk=recorder.run.pk).update(**final.fields, chunk_count=job.stored)
+            Run.objects.filter(pk=recorder.run.pk).update(**job.run_fields, **final.fields, chunk_count=job.stored)
             # The conversation list sorts by activity; a reply landing is some.
             Conversation.objects.filter(pk=recorder.run.conversation_id).update(updated_at=final.fields["finished_at"])
 
