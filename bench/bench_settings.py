@@ -14,8 +14,8 @@ The demo's settings, with what a measurement needs changed:
 * ``UISTREAM_BENCH_DATABASE_URL`` (``postgres://user@host:port/name``, as the
   demo's ``DATABASE_URL``), when set, is the database instead: the
   many-process server benchmark (``bench/server/procs.sh``) makes a fresh
-  PostgreSQL database per run; ``UISTREAM_BENCH_CONN_MAX_AGE`` (seconds,
-  default 0: Django's, a connection per request) is its ``CONN_MAX_AGE``;
+  PostgreSQL database per run (Django's default ``CONN_MAX_AGE`` 0: under
+  ASGI, persistent connections are not advised);
 * ``ROOT_URLCONF = "bench_urls"``: the demo's URLs plus the workload chat
   view, the bare baseline view and the query counter (``bench/bench_urls.py``);
 * ``UISTREAM_BENCH_FLUSH_MS``, when set, is ``UISTREAM["FLUSH_EVERY_MS"]``;
@@ -60,7 +60,6 @@ DATABASES = {
 }
 if os.environ.get("UISTREAM_BENCH_DATABASE_URL"):
     DATABASES = {"default": _database_from_url(os.environ["UISTREAM_BENCH_DATABASE_URL"])}
-    DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("UISTREAM_BENCH_CONN_MAX_AGE") or 0)
 
 ROOT_URLCONF = "bench_urls"
 
