@@ -11,6 +11,11 @@ The demo's settings, with what a measurement needs changed:
   ``transaction_mode`` IMMEDIATE, a 20 s busy timeout); ``default`` is the
   demo's (rollback journal, deferred transactions, 5 s), under which
   concurrent new chats fail with "database is locked";
+* ``UISTREAM_BENCH_DATABASE_URL`` (``postgres://user@host:port/name``, as the
+  demo's ``DATABASE_URL``), when set, is the database instead: the
+  many-process server benchmark (``bench/server/procs.sh``) makes a fresh
+  PostgreSQL database per run (Django's default ``CONN_MAX_AGE`` 0: under
+  ASGI, persistent connections are not advised);
 * ``ROOT_URLCONF = "bench_urls"``: the demo's URLs plus the workload chat
   view, the bare baseline view and the query counter (``bench/bench_urls.py``);
 * ``UISTREAM_BENCH_FLUSH_MS``, when set, is ``UISTREAM["FLUSH_EVERY_MS"]``;
@@ -30,7 +35,7 @@ import tempfile
 from pathlib import Path
 
 from demo_project.settings import *  # noqa: F403
-from demo_project.settings import UISTREAM
+from demo_project.settings import UISTREAM, _database_from_url
 
 DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
@@ -53,6 +58,8 @@ DATABASES = {
         "OPTIONS": SQLITE_OPTIONS,
     }
 }
+if os.environ.get("UISTREAM_BENCH_DATABASE_URL"):
+    DATABASES = {"default": _database_from_url(os.environ["UISTREAM_BENCH_DATABASE_URL"])}
 
 ROOT_URLCONF = "bench_urls"
 
