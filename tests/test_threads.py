@@ -91,9 +91,8 @@ def test_a_lane_runs_its_calls_on_one_thread_the_first_arrived_request_first() -
 
             # Submitted newest first; the lane takes them oldest first.
             waiting = [asyncio.create_task(request(f"request-{n}", n)) for n in (30, 20, 10)]
-            await asyncio.sleep(0)
-            while lane.pending < 4:
-                await asyncio.sleep(0.001)
+            await asyncio.sleep(0)  # each task submits its call in its first step
+            assert lane.pending == 4
             gate.set()
             await blocker
             return await asyncio.gather(*waiting)
@@ -171,4 +170,5 @@ def test_a_run_outliving_its_request_keeps_a_lane() -> None:
         await task
 
     asyncio.run(main())
-    assert results and results[0].startswith("uistream-sync-")
+    assert len(results) == 1
+    assert results[0].startswith("uistream-sync-")
