@@ -60,6 +60,8 @@ DATABASES = {
 }
 if os.environ.get("UISTREAM_BENCH_DATABASE_URL"):
     DATABASES = {"default": _database_from_url(os.environ["UISTREAM_BENCH_DATABASE_URL"])}
+    if os.environ.get("UISTREAM_BENCH_CONN_MAX_AGE"):
+        DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ["UISTREAM_BENCH_CONN_MAX_AGE"])
 
 ROOT_URLCONF = "bench_urls"
 
