@@ -48,7 +48,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from asgi_client import Answer, Browser, call  # noqa: E402
 from asgiref.sync import sync_to_async  # noqa: E402
 from bench_common import WORKLOAD_PATH  # noqa: E402
 from django.conf import settings  # noqa: E402
@@ -86,8 +87,6 @@ from uistream_app.views import ChatView  # noqa: E402
 WORKLOAD: dict[str, Any] = json.loads(WORKLOAD_PATH.read_text())
 AGENT = workload_agent(WORKLOAD)
 PROMPT = "Run the workload."
-DELTAS = (b'"type":"text-delta"', b'"type":"reasoning-delta"', b'"type":"tool-input-delta"')
-FIRST = (b'"type":"text-delta"', b'"type":"reasoning-delta"')
 
 
 class AgentBenchChatView(ChatView):
@@ -105,100 +104,6 @@ fastapi_app = FastAPI()
 @fastapi_app.post("/api/chat")
 async def pydantic_ai_chat(request: Request) -> Response:
     return await VercelAIAdapter.dispatch_request(request, agent=AGENT, sdk_version=7)
-
-
-# -- a minimal in-process ASGI client ----------------------------------------------------
-
-
-@dataclass
-class Answer:
-    status: int = 0
-    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
-    body: list[bytes] = field(default_factory=list)
-    first_delta: float | None = None  # seconds from the call
-    headers_at: float | None = None  # seconds from the call to the response's start
-
-    def deltas(self) -> int:
-        data = b"".join(self.body)
-        return sum(data.count(marker) for marker in DELTAS)
-
-
-async def call(app: Any, method: str, target: str, body: bytes = b"", headers: dict[str, str] | None = None) -> Answer:
-    raw_headers = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
-    raw_headers += [(b"host", b"127.0.0.1"), (b"content-length", str(len(body)).encode())]
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": target,
-        "raw_path": target.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": raw_headers,
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 80),
-    }
-    answer = Answer()
-    delivered = False
-    never = asyncio.Event()
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await never.wait()  # the client stays connected
-        return {"type": "http.disconnect"}
-
-    started = time.perf_counter()
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            answer.status = message["status"]
-            answer.headers_at = time.perf_counter() - started
-            answer.headers = list(message.get("headers") or [])
-        elif message["type"] == "http.response.body":
-            piece = message.get("body", b"")
-            if piece:
-                if answer.first_delta is None and any(marker in piece for marker in FIRST):
-                    answer.first_delta = time.perf_counter() - started
-                answer.body.append(piece)
-
-    await app(scope, receive, send)
-    return answer
-
-
-class Browser:
-    """A page's cookies and CSRF token, for our view."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.cookies: dict[str, str] = {}
-        self.token = ""
-
-    def keep(self, answer: Answer) -> None:
-        for name, value in answer.headers:
-            if name.lower() == b"set-cookie":
-                pair = value.decode().split(";", 1)[0]
-                key, _, val = pair.partition("=")
-                self.cookies[key.strip()] = val
-
-    async def start(self) -> None:
-        answer = await call(self.app, "GET", "/api/csrf")
-        self.keep(answer)
-        self.token = json.loads(b"".join(answer.body))["csrfToken"]
-
-    async def post(self, target: str, body: dict[str, Any]) -> Answer:
-        headers = {
-            "content-type": "application/json",
-            "x-csrftoken": self.token,
-            "cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items()),
-        }
-        answer = await call(self.app, "POST", target, json.dumps(body).encode(), headers)
-        self.keep(answer)
-        return answer
 
 
 def chat_body(chat_id: str) -> dict[str, Any]:

@@ -29,7 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from stream_memory import Client, _setup
+from asgi_client import Browser
+from stream_memory import _setup, chat_body
 
 
 def _install_floor() -> None:
@@ -66,16 +67,17 @@ def _count_hops() -> Counter[str]:
 
 
 async def main(args: argparse.Namespace, app: Any) -> None:
-    client = Client(app)
-    await client.start()
+    browser = Browser(app)
+    await browser.start()
     hops = _count_hops()
 
     async def floor() -> None:
-        status, _ = await client.call("POST", "/bench/floor", b"{}")
-        assert status == 200, status
+        answer = await browser.post("/bench/floor", {})
+        assert answer.status == 200, answer.status
 
     async def chat() -> None:
-        assert await client.chat("count to 1") == 200
+        answer = await browser.post("/api/chat", chat_body("count to 1"))
+        assert answer.status == 200, answer.status
 
     for _ in range(10):  # warm-up: the session, the lanes, the writer
         await chat()

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import os
 import sys
 import tempfile
@@ -35,6 +34,10 @@ import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from asgi_client import Browser
 
 
 def _setup(delay_ms: int) -> Any:
@@ -50,75 +53,12 @@ def _setup(delay_ms: int) -> Any:
     return application
 
 
-class Client:
-    """One visitor calling the ASGI application directly."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.cookies: dict[str, str] = {}
-        self.token = ""
-
-    async def call(self, method: str, path: str, body: bytes = b"", on_body: Any = None) -> tuple[int, bytes]:
-        cookie = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"), (b"cookie", cookie.encode())]
-        if self.token:
-            headers.append((b"x-csrftoken", self.token.encode()))
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": method,
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": b"",
-            "root_path": "",
-            "headers": headers,
-            "client": ("127.0.0.1", 50000),
-            "server": ("127.0.0.1", 80),
-        }
-        sent = False
-        status = 0
-        kept = bytearray()
-
-        async def receive() -> dict[str, Any]:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await asyncio.Event().wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                for name, value in message.get("headers", ()):
-                    if name.lower() == b"set-cookie":
-                        key, _, rest = value.decode().partition("=")
-                        self.cookies[key] = rest.split(";", 1)[0]
-            elif message["type"] == "http.response.body":
-                chunk = message.get("body", b"")
-                if on_body is None:
-                    kept.extend(chunk)
-                else:
-                    on_body(chunk)
-
-        await self.app(scope, receive, send)
-        return status, bytes(kept)
-
-    async def start(self) -> None:
-        _, body = await self.call("GET", "/api/csrf")
-        self.token = json.loads(body).get("csrfToken") or self.cookies.get("csrftoken", "")
-
-    async def chat(self, text: str, on_body: Any = None) -> int:
-        payload = {
-            "id": str(uuid.uuid4()),
-            "trigger": "submit-message",
-            "messages": [{"id": str(uuid.uuid4()), "role": "user", "parts": [{"type": "text", "text": text}]}],
-        }
-        status, _ = await self.call("POST", "/api/chat", json.dumps(payload).encode(), on_body)
-        return status
+def chat_body(text: str) -> dict[str, Any]:
+    return {
+        "id": str(uuid.uuid4()),
+        "trigger": "submit-message",
+        "messages": [{"id": str(uuid.uuid4()), "role": "user", "parts": [{"type": "text", "text": text}]}],
+    }
 
 
 def by_file(diff: list[tracemalloc.StatisticDiff], streams: int, top: int, scale: float = 1.0) -> list[str]:
@@ -136,9 +76,10 @@ def by_file(diff: list[tracemalloc.StatisticDiff], streams: int, top: int, scale
 
 
 async def main(args: argparse.Namespace, app: Any) -> None:
-    client = Client(app)
-    await client.start()
-    assert await client.chat("count to 3") == 200  # warm-up: the session, the lanes, the writer
+    browser = Browser(app)
+    await browser.start()
+    warm = await browser.post("/api/chat", chat_body("count to 3"))  # the session, the lanes, the writer
+    assert warm.status == 200, warm.status
 
     progress = [0] * args.streams
     quarter, three_quarters = args.count // 4, 3 * args.count // 4
@@ -156,16 +97,19 @@ async def main(args: argparse.Namespace, app: Any) -> None:
     gc.collect()
     tracemalloc.start(args.frames)
     base = tracemalloc.take_snapshot()
-    chats = [asyncio.create_task(client.chat(f"count to {args.count}", reader(i))) for i in range(args.streams)]
+    chats = [
+        asyncio.create_task(browser.post("/api/chat", chat_body(f"count to {args.count}"), on_body=reader(i)))
+        for i in range(args.streams)
+    ]
     await reached[quarter].wait()
     gc.collect()
     first = tracemalloc.take_snapshot()
     await reached[three_quarters].wait()
     gc.collect()
     second = tracemalloc.take_snapshot()
-    statuses = await asyncio.gather(*chats)
+    answers = await asyncio.gather(*chats)
     tracemalloc.stop()
-    assert statuses == [200] * args.streams, statuses
+    assert [answer.status for answer in answers] == [200] * args.streams
 
     held = first.compare_to(base, "traceback")
     grown = second.compare_to(first, "traceback")
@@ -196,6 +140,5 @@ if __name__ == "__main__":
     parser.add_argument("--frames", type=int, default=1)
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--tracebacks", type=int, default=0, help="print the N largest growths' tracebacks")
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     arguments = parser.parse_args()
     asyncio.run(main(arguments, _setup(arguments.delay_ms)))
