@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,3 +48,16 @@ def _no_sweeper_in_the_test_process() -> None:
     from uistream_app import sweeper
 
     sweeper._renewer = threading.current_thread()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _lanes_let_go_of_the_test_database(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """The requests and runs of the in-thread test servers leave a
+    connection open on each lane of this process (``uistream_app.threads``);
+    they are closed before the test database is dropped (PostgreSQL refuses
+    to drop a database while connections to it are open)."""
+    yield
+    from uistream_app.threads import close_connections
+
+    with django_db_blocker.unblock():
+        close_connections()

@@ -15,7 +15,7 @@ import pytest
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 
 from uistream_app.models import Run
-from uistream_app.threads import Lane, bounded_threads, in_lane, lanes, pick_lane
+from uistream_app.threads import Lane, bounded_threads, close_connections, in_lane, lanes, pick_lane
 
 from .server import demo_server
 from .test_chat_http import Browser, SSEStream, text_of, wait_for
@@ -172,3 +172,16 @@ def test_a_run_outliving_its_request_keeps_a_lane() -> None:
     asyncio.run(main())
     assert len(results) == 1
     assert results[0].startswith("uistream-sync-")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_lanes_database_connections_can_be_closed() -> None:
+    from django.db import connections
+
+    def used() -> bool:
+        Run.objects.exists()
+        return connections["default"].connection is not None
+
+    assert all(lane.submit(used).result(5) for lane in lanes())
+    close_connections()
+    assert not any(lane.submit(lambda: connections["default"].connection is not None).result(5) for lane in lanes())

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from asgiref.sync import ThreadSensitiveContext
 
-__all__ = ["Lane", "bounded_threads", "in_lane", "lanes", "pick_lane"]
+__all__ = ["Lane", "bounded_threads", "close_connections", "in_lane", "lanes", "pick_lane"]
 
 T = TypeVar("T")
 
@@ -141,6 +141,17 @@ def lanes() -> list[Lane]:
                 count = max(1, int(uistream_settings.SYNC_THREADS))
                 _lanes.extend(Lane(index) for index in range(count))
     return _lanes
+
+
+def close_connections(timeout: float = 10.0) -> None:
+    """Close the database connections the lanes hold, each on its own
+    thread, before the process lets go of a database (a test run dropping
+    its test database). Otherwise a lane's connection lives as a request
+    thread's would: Django closes it when a request on the lane ends."""
+    from django.db import connections
+
+    for lane in list(_lanes):
+        lane.submit(connections.close_all).result(timeout)
 
 
 def pick_lane() -> Lane:
