@@ -68,7 +68,7 @@ class FakeClock:
 
 # -- the standard benchmark run ------------------------------------------------------
 #
-# The shape of ../shared/bench/workload.json (seeded there; rebuilt here
+# The shape of bench/workload.json (the standard workload; rebuilt here
 # without it): 50 model steps, each reasoning (20 deltas) then text (200
 # deltas); steps 1-49 also call two tools with 10 argument fragments each and
 # get their results. Encoded, that is 12,576 chunks (12,577 SSE events with
