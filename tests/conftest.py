@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,3 +62,60 @@ def _lanes_let_go_of_the_test_database(django_db_setup: None, django_db_blocker:
 
     with django_db_blocker.unblock():
         close_connections()
+
+
+# -- running in parallel (pytest-xdist; scripts/test) ---------------------------------------------
+#
+# ``scripts/test`` runs the suite on several worker processes, each with its
+# own test database (pytest-django names it per worker), ports chosen free,
+# and Redis keys and Celery queues under a prefix of each test's own.
+
+#: The modules whose module-scoped fixtures start a server or a browser, and
+#: on how many workers each runs: its tests are split into that many groups,
+#: each group whole on one worker, so the fixture starts once per group
+#: (checked below). The demo in Chromium takes two: on one worker it would
+#: be the last to finish.
+ONE_WORKER_MODULES = {"tests/test_e2e_browser.py": 2, "tests/test_admin_browser.py": 1, "tests/test_consumer.py": 1}
+
+#: Modules whose tests start and kill processes (servers, Celery workers,
+#: Redis, Chromium): sent to the workers first, so the last minute of the
+#: run is not one worker alone on a long module.
+SLOW_FIRST = (
+    "tests/test_celery_executor.py",
+    "tests/test_e2e_browser.py",
+    "tests/test_redis_outage.py",
+    "tests/test_leases.py",
+    "tests/test_shutdown.py",
+    "tests/test_threads.py",
+    "tests/test_consumer.py",
+    "tests/test_admin_browser.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or module in ONE_WORKER_MODULES:
+            continue
+        if any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs):
+            raise pytest.UsageError(f"{module} has a module-scoped fixture: list it in ONE_WORKER_MODULES")
+    rank = {module: n for n, module in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: modules keep their order
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Each test is a unit of its own, but for the modules of
+    ``ONE_WORKER_MODULES``, whose tests go in groups to one worker each."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            groups = ONE_WORKER_MODULES.get(module)
+            if groups is None:
+                return nodeid
+            return f"{module}#{zlib.crc32(nodeid.encode()) % groups}"
+
+    return Scheduling(config, log)

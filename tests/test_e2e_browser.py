@@ -441,7 +441,9 @@ def test_a_framework_agent_from_the_picker_asks_and_is_approved(page: Any, demo:
     page.wait_for_url(f"**/?agent={framework}")
     send(page, "email ada@example.com saying the build is green")
     card = page.locator(".tool-card[data-tool=send_email]")
-    expect(card).to_have_attribute("data-state", "approval-requested")
+    # The demo imports a framework at its chat's first request (about a
+    # second of CPU for LangGraph or the Agents SDK): more time for the card.
+    expect(card).to_have_attribute("data-state", "approval-requested", timeout=20_000)
     card.get_by_role("button", name="Approve").click()
     expect(card).to_have_attribute("data-state", "output-available")
     wait_for_text(page, "Done: the email to ada@example.com is sent")
