@@ -40,7 +40,11 @@ ROOT_URLCONF = "tests.urls"
 
 # Attachments go to a directory of this run (the servers it starts inherit
 # the variable, so they share it).
-MEDIA_ROOT = os.environ.setdefault("UISTREAM_MEDIA_ROOT", tempfile.mkdtemp(prefix="uistream-media-"))
+# (Made only when the variable is unset: every server process reads these
+# settings too.)
+if not os.environ.get("UISTREAM_MEDIA_ROOT"):
+    os.environ["UISTREAM_MEDIA_ROOT"] = tempfile.mkdtemp(prefix="uistream-media-")
+MEDIA_ROOT = os.environ["UISTREAM_MEDIA_ROOT"]
 
 # The suite exercises the log writer as servers run it (its own thread and
 # connection; tests are transactional where they write). The "auto" default,

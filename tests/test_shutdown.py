@@ -154,6 +154,7 @@ def test_the_real_client_shows_the_interruption_and_keeps_what_was_stored(node: 
             )
             stop(process)
             stdout, stderr = client.communicate(timeout=60)
+            server_log = process.output()
         finally:
             if client.poll() is None:
                 client.kill()
@@ -162,7 +163,7 @@ def test_the_real_client_shows_the_interruption_and_keeps_what_was_stored(node: 
     assert out["status"] == "error"
     assert out["error"] == INTERRUPTED_TEXT
     run = Run.objects.get(conversation_id="real-term")
-    assert run.status == "interrupted"
+    assert run.status == "interrupted", server_log
     assert run.finish_reason == "interrupted"  # ai@7's word: the answer did not finish
     stored = [m.as_ui_message() for m in Conversation.objects.get(pk="real-term").messages.order_by("position")]
     assert out["messages"] == stored

@@ -92,3 +92,41 @@ async def test_a_run_is_live_in_its_process_until_its_task_ends() -> None:
     assert handle in live_runs()
     await handle.task  # its done callbacks ran before this await returns
     assert handle not in live_runs()
+
+
+async def test_a_run_interrupted_then_stopped_ends_only_once_its_outcome_is_stored() -> None:
+    """At shutdown a run is interrupted (``RunHandle.interrupt``); its
+    client drops the stream on the error chunk, and that stops the run too,
+    a second cancellation. The shutdown waits for the run's task and then
+    lets the process exit, so the task must not end before the run's
+    outcome is written, however slow that write is."""
+    import threading
+    import time
+
+    from .db import worker_queries
+
+    interrupted, writing = threading.Event(), threading.Event()
+
+    def slow_outcome(sql: str) -> None:
+        if interrupted.is_set() and sql.lstrip().upper().startswith("UPDATE") and "uistream_app_run" in sql:
+            writing.set()
+            time.sleep(0.3)
+
+    view = ChatView()
+    model = ScriptedModel(text(" ".join(["word"] * 500), words=True), delay=0.01)
+    chat = submit("interrupted-1", "u-1", "a long answer")
+    prepared = await view.get_store().prepare(chat_turn(chat), Owner.of_session("s" * 32), version=7, model_name="s")
+    handle = await view.get_runner().start(prepared, view.get_source(prepared.history, prepared, model))
+    # The answer has begun (stored: the database has no event to wait on).
+    while not await Run.objects.filter(pk=prepared.run.pk, first_chunk_at__isnull=False).aexists():  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    async with worker_queries(before=slow_outcome):
+        interrupted.set()
+        handle.interrupt("The server restarted.")
+        assert await asyncio.get_running_loop().run_in_executor(None, writing.wait, 10)
+        handle.task.cancel()  # the client's stop, while the outcome is being written
+        with pytest.raises(asyncio.CancelledError):
+            await handle.task
+        run = await Run.objects.aget(pk=prepared.run.pk)
+    assert run.status == "interrupted"
+    assert run.finish_reason == "interrupted"

@@ -200,7 +200,7 @@ async def execute_run(
             status = "stopped" if stopped.is_set() else "cancelled"
             tail = encoder.abort("stopped" if stopped.is_set() else None)
         if tail:
-            await asyncio.shield(_record_and_publish(recorder, channel, tail, closing=True))
+            await _to_the_end(_record_and_publish(recorder, channel, tail, closing=True))
         raise
     except Exception as exc:  # a failure of ours (recording, broker): still close cleanly
         logger.exception("run %s failed outside its source", recorder.run.pk)
@@ -208,14 +208,16 @@ async def execute_run(
         status = "failed"
         tail = encoder.error(error_text)
         if tail:
-            await asyncio.shield(_record_and_publish(recorder, channel, tail, closing=True))
+            await _to_the_end(_record_and_publish(recorder, channel, tail, closing=True))
     finally:
         error = failure[0] if failure else None
         # An interrupted answer did not finish; its log ends with the error
         # its client was shown (one terminal chunk), the run says why.
         reason = INTERRUPTED_FINISH_REASON if status == "interrupted" else None
         telemetry.end_run(status, finish_reason=reason or encoder.finish_reason, usage=encoder.usage, error=error)
-        await asyncio.shield(
+        # The task ends only once the outcome is stored: a shutdown waits
+        # for the task, and then the process exits.
+        await _to_the_end(
             _finish(
                 recorder,
                 channel,
@@ -226,6 +228,29 @@ async def execute_run(
                 error_detail=repr(error) if error else "",
             )
         )
+
+
+async def _to_the_end(work: Coroutine[Any, Any, None]) -> None:
+    """Await ``work`` until it is done, however often this task is
+    cancelled meanwhile, then raise the cancellation, if there was one.
+
+    ``asyncio.shield`` alone keeps the work going but lets the task end at
+    the next cancellation. That happens when a run that was interrupted at
+    shutdown is then stopped too: its client drops the stream on the error
+    chunk. The shutdown then saw the task end and let the process exit
+    before the run's outcome was written, which left the run ``running``."""
+    inner = asyncio.ensure_future(work)
+    cancelled = False
+    while not inner.done():
+        try:
+            await asyncio.shield(inner)
+        except asyncio.CancelledError:
+            if inner.cancelled():
+                raise
+            cancelled = True
+    inner.result()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def _error_code(error: BaseException | None) -> str:
