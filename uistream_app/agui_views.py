@@ -21,7 +21,7 @@ from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 from .adapters import AgentAdapter, AgentModel, adapter_for
 from .chat_request import valid_id
 from .conf import settings as uistream_settings
-from .errors import BadRequest
+from .errors import BadRequest, Codes, Conflict, NotAcceptable, from_status
 from .hooks import ChatHooks
 from .models import Conversation, Message, Run
 from .pipeline import RequestContext, StreamView, check_json_request
@@ -60,7 +60,7 @@ CANONICAL_SDK_VERSION = 7
 
 
 def _as_bad_request(exc: AGUIInputError) -> BadRequest:
-    return BadRequest(exc.message, code=exc.code, field=exc.field, status=exc.status)
+    return from_status(exc.message, code=exc.code, field=exc.field, status=exc.status)
 
 
 def _part_for_interrupt(message: Message, interrupt_id: str) -> dict[str, Any] | None:
@@ -236,7 +236,7 @@ class AGUIView(ChatHooks, StreamView):
     async def post(self, request: HttpRequest, context: RequestContext) -> HttpResponseBase:
         max_bytes = check_json_request(request)
         if not _accepts_sse(request):
-            raise BadRequest("this endpoint answers in text/event-stream", code="not_acceptable", status=406)
+            raise NotAcceptable("this endpoint answers in text/event-stream")
         agui, turn = self.parse(request.body, max_bytes)
         model = self.get_run_model()
         claim = context.ensure_owner if turn.kind == "submit" else None
@@ -266,18 +266,15 @@ def interrupt_answers(
         answered = {entry.interrupt_id for entry in resume_answers}
         unanswered = [p["approval"]["id"] for p in pending_approvals(target) if p["approval"]["id"] not in answered]
         if unanswered:
-            raise BadRequest(
+            raise Conflict(
                 f"resume must answer every open interrupt of the thread; unanswered: {', '.join(unanswered)}",
-                code="interrupts_unanswered",
-                status=409,
+                code=Codes.INTERRUPTS_UNANSWERED,
                 field="resume",
             )
         answers.extend(_result_answers(tool_results, target))
         if target is None or not answers:
-            raise BadRequest(
-                "nothing to continue: no pending tool call of this thread was answered",
-                code="nothing_pending",
-                status=409,
+            raise Conflict(
+                "nothing to continue: no pending tool call of this thread was answered", code=Codes.NOTHING_PENDING
             )
         return answers
 
@@ -289,16 +286,14 @@ def _resume_answer(entry: ApprovalAnswer, target: Message | None, conversation: 
     if part is None:
         earlier = conversation.messages.filter(role="assistant").exclude(pk=target.pk if target else None)
         if any(_part_for_interrupt(m, entry.interrupt_id) is not None for m in earlier):
-            raise BadRequest(
+            raise Conflict(
                 f"{entry.where} answers an interrupt of a message that is no longer the last in this thread",
-                code="stale",
-                status=409,
+                code=Codes.STALE,
                 field=f"{entry.where}.interruptId",
             )
-        raise BadRequest(
+        raise Conflict(
             f"{entry.where}.interruptId names no interrupt of this thread",
-            code="unknown_interrupt",
-            status=409,
+            code=Codes.UNKNOWN_INTERRUPT,
             field=f"{entry.where}.interruptId",
         )
     return ToolAnswer(

@@ -25,7 +25,7 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from .errors import BadRequest
+from .errors import PayloadTooLarge
 from .threads import bounded_threads
 
 __all__ = ["bounded_threads", "limit_request_bodies", "too_large"]
@@ -37,9 +37,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-def too_large(max_bytes: int) -> BadRequest:
+def too_large(max_bytes: int) -> PayloadTooLarge:
     """The one refusal of a body over ``max_bytes`` (the views raise it too)."""
-    return BadRequest(f"the request body is larger than {max_bytes} bytes", code="too_large", status=413)
+    return PayloadTooLarge(f"the request body is larger than {max_bytes} bytes")
 
 
 def _declared_length(scope: Scope) -> int | None:

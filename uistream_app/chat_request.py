@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .errors import BadRequest, not_found
+from .errors import BadRequest, Codes, from_status, not_found
 from .models import Conversation, Message
 from .protocol.jsonbody import MAX_DEPTH, JSONBodyError, depth_ok, load_json_object
 from .protocol.ui.parts import is_tool_part, tool_parts
@@ -87,7 +87,7 @@ def _check_message(message: object, where: str) -> dict[str, Any]:
     role = message.get("role")
     if role == "system":
         raise BadRequest(
-            "system messages come from the server, not the client", code="forbidden_role", field=f"{where}.role"
+            "system messages come from the server, not the client", code=Codes.FORBIDDEN_ROLE, field=f"{where}.role"
         )
     if role not in ("user", "assistant"):
         raise BadRequest(f"{where}.role must be 'user' or 'assistant'", field=f"{where}.role")
@@ -125,7 +125,7 @@ def parse_chat_request(body: bytes, *, max_bytes: int, require_id: bool = True) 
     try:
         data = load_json_object(body, max_bytes=max_bytes, expected="useChat's JSON body", max_depth=None)
     except JSONBodyError as exc:
-        raise BadRequest(exc.message, code=exc.code, status=exc.status) from None
+        raise from_status(exc.message, code=exc.code, status=exc.status) from None
     chat_id = "" if not require_id and "id" not in data else _check_id(data.get("id"), "id")
     trigger = data.get("trigger", "submit-message")
     if trigger not in TRIGGERS:
@@ -145,7 +145,7 @@ def parse_chat_request(body: bytes, *, max_bytes: int, require_id: bool = True) 
         _check_message(messages[last], f"messages[{last}]")
     extra = {k: v for k, v in data.items() if k not in ("id", "messages", "trigger", "messageId")}
     if not depth_ok({**extra, "messages": messages[last:]}, MAX_DEPTH):
-        raise BadRequest(f"the request body is nested deeper than {MAX_DEPTH} levels", code="too_deep")
+        raise BadRequest(f"the request body is nested deeper than {MAX_DEPTH} levels", code=Codes.TOO_DEEP)
     return ChatRequest(chat_id, messages, trigger, message_id, extra)
 
 

@@ -33,12 +33,12 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer  # type: ignor
 
 from .chat_request import ChatRequest, chat_turn, parse_chat_request, valid_id
 from .conf import settings as uistream_settings
-from .errors import NOT_FOUND_TEXT, BadRequest, not_found
+from .errors import NOT_FOUND_TEXT, BadRequest, Codes, NotAuthenticated, not_found
 from .hooks import ChatHooks
 from .live import BrokerError, get_broker
 from .models import Conversation
 from .owners import Owner
-from .pipeline import BROKER_UNAVAILABLE, TERMINAL_CHUNKS
+from .pipeline import TERMINAL_CHUNKS
 from .policies import Policies, SocketRequest, check_policies
 from .protocol.ui.chunks import Chunk
 from .protocol.ws import (
@@ -186,7 +186,7 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
     def get_error_text(self, exc: BadRequest) -> str:
         """The ``errorText`` of a refused send (rule 2). Override to word
         refusals for your users; keep "not found" one answer."""
-        return NOT_FOUND_TEXT if exc.code == "not_found" else exc.message
+        return NOT_FOUND_TEXT if exc.code == Codes.NOT_FOUND else exc.message
 
     # -- the socket -------------------------------------------------------------------
 
@@ -230,7 +230,7 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
         if len(self._requests) >= self.max_requests:
             await self.send(
                 text_data=renderer.error(
-                    f"at most {self.max_requests} requests at once per socket", "too_many_requests"
+                    f"at most {self.max_requests} requests at once per socket", Codes.TOO_MANY_REQUESTS
                 )
             )
             return
@@ -303,11 +303,10 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
             model = self.get_run_model()
             turn = chat_turn(chat)
             if not self.owner.is_known:
-                raise BadRequest(
+                raise NotAuthenticated(
                     "anonymous chats belong to a session, and this socket has none: "
                     "open the page over HTTP first (its first chat message makes one)",
-                    code="no_session",
-                    status=401,
+                    code=Codes.NO_SESSION,
                 )
             prepared = await self.get_store().prepare(turn, self.owner, version=7, model_name=model_name(model))
             source = self.get_source(prepared.history, prepared, model)
@@ -377,7 +376,7 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
             # Redis gone: the request ends with a masked error the client
             # sees at once (the HTTP stream's in-band error chunk).
             logger.exception("the broker failed while run %s streamed to a socket", request.run_id)
-            await send(text_data=renderer.error(uistream_settings.ERROR_TEXT, BROKER_UNAVAILABLE))
+            await send(text_data=renderer.error(uistream_settings.ERROR_TEXT, Codes.BROKER_UNAVAILABLE))
             # Not a disconnect, so ON_DISCONNECT does not apply: the run's
             # own failed publish settles it (``runner.execute_run``).
             return True
@@ -393,7 +392,7 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
         if last is not None and last.get("type") not in TERMINAL_CHUNKS:
             # The run's stream ended without its end (as render_subscription
             # says it over HTTP): the client is told, not left with an ``end``.
-            await send(text_data=renderer.error(uistream_settings.ERROR_TEXT, "run_lost"))
+            await send(text_data=renderer.error(uistream_settings.ERROR_TEXT, Codes.RUN_LOST))
             return True
         await send(text_data=renderer.end())
         return True
@@ -419,7 +418,7 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
             logger.exception("a chat socket request failed")
             # A broker that fails before the request streams is the HTTP
             # endpoints' 503: the same code, nothing written.
-            code = BROKER_UNAVAILABLE if isinstance(exc, BrokerError) else "internal"
+            code = Codes.BROKER_UNAVAILABLE if isinstance(exc, BrokerError) else Codes.INTERNAL
             if not self._closed:
                 with suppress(Exception):  # the socket itself may be what failed
                     await self.send(text_data=renderer.error(uistream_settings.ERROR_TEXT, code))

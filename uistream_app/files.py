@@ -39,7 +39,7 @@ from django.dispatch import receiver
 from django.urls import NoReverseMatch, reverse
 
 from .conf import settings as uistream_settings
-from .errors import BadRequest
+from .errors import BadRequest, Codes, PayloadTooLarge, UnsupportedMediaType
 from .models import Conversation, Message, StoredFile
 from .runs.messages import FilePart, ModelMessage, UserMessage
 
@@ -190,11 +190,8 @@ def decode_files(message: Mapping[str, Any], *, where: str = "message") -> Stage
         media_type = str(part.get("mediaType", ""))
         label = f"{at} ({part.get('filename') or 'a file'}, {media_type or 'no media type'})"
         if not media_type_allowed(media_type):
-            raise BadRequest(
-                f"{label}: files of type {media_type or '(none)'} are not accepted here",
-                code="unsupported_media_type",
-                status=415,
-                field=f"{at}.mediaType",
+            raise UnsupportedMediaType(
+                f"{label}: files of type {media_type or '(none)'} are not accepted here", field=f"{at}.mediaType"
             )
         url = part.get("url")
         match = _DATA_URL.fullmatch(url) if isinstance(url, str) else None
@@ -217,8 +214,8 @@ def decode_files(message: Mapping[str, Any], *, where: str = "message") -> Stage
     return StagedFiles(dict(message), files) if files else None
 
 
-def _too_big(label: str, at: str, max_bytes: int) -> BadRequest:
-    return BadRequest(f"{label} is larger than {max_bytes} bytes", code="file_too_large", status=413, field=f"{at}.url")
+def _too_big(label: str, at: str, max_bytes: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"{label} is larger than {max_bytes} bytes", code=Codes.FILE_TOO_LARGE, field=f"{at}.url")
 
 
 @receiver(post_delete, sender=StoredFile, dispatch_uid="uistream_stored_file_bytes")

@@ -5,9 +5,9 @@ In the order every endpoint meets them: the method (405), CSRF for
 cookie-authenticated unsafe requests (403), authentication, permissions
 (401/403) and throttles (429) in ``initial()``, then the subclass's handler
 reads its body and checks ownership (404 for missing and foreign alike).
-Every refusal is a ``BadRequest`` and becomes the same JSON body in
-``handle_exception()``. Per-request state lives in a ``RequestContext``
-handed to the handler, never on the view.
+Every refusal is a ``BadRequest`` (one of the classes of ``errors``) and
+becomes the same JSON body in ``handle_exception()``. Per-request state
+lives in a ``RequestContext`` handed to the handler, never on the view.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .asgi import too_large
 from .chat_request import valid_id
 from .conf import SDK_VERSIONS
 from .conf import settings as uistream_settings
-from .errors import BadRequest, not_found
+from .errors import BadRequest, Codes, CsrfFailed, MethodNotAllowed, ServiceUnavailable, UnsupportedMediaType, not_found
 from .live import Broker, BrokerError, get_broker
 from .models import Conversation
 from .owners import Owner
@@ -76,8 +76,9 @@ TERMINAL_CHUNKS = frozenset(("finish", "error", "abort"))
 logger = logging.getLogger("uistream_app.pipeline")
 
 #: The error code of a request refused because the broker fails (503), on
-#: HTTP and on the WebSocket alike.
-BROKER_UNAVAILABLE = "broker_unavailable"
+#: HTTP and on the WebSocket alike (kept here for the first release's
+#: importers; ``errors.Codes`` defines it).
+BROKER_UNAVAILABLE = Codes.BROKER_UNAVAILABLE
 
 
 class StreamRenderer(Protocol):
@@ -132,7 +133,7 @@ def check_csrf(request: HttpRequest) -> None:
     if django_settings.SESSION_COOKIE_NAME not in request.COOKIES and "authorization" in request.headers:
         return
     if CsrfViewMiddleware(_no_response).process_view(request, _no_response, (), {}) is not None:
-        raise BadRequest("CSRF verification failed: send the X-CSRFToken header", code="csrf_failed", status=403)
+        raise CsrfFailed()
 
 
 def check_json_request(request: HttpRequest, *, also_text: bool = False) -> int:
@@ -152,9 +153,7 @@ def check_json_request(request: HttpRequest, *, also_text: bool = False) -> int:
         raise too_large(max_bytes)
     content_type = request.content_type or ""
     if content_type != "application/json" and not (also_text and content_type == "text/plain"):
-        raise BadRequest(
-            f"send application/json, not {content_type or 'nothing'!r}", code="unsupported_media_type", status=415
-        )
+        raise UnsupportedMediaType(f"send application/json, not {content_type or 'nothing'!r}")
     try:
         body = _read_body(request, max_bytes)  # once here; the handler's read is the cached bytes
     except RequestDataTooBig:
@@ -189,22 +188,17 @@ def resolve_sdk_version(request: HttpRequest, default: int) -> int:
     if version not in SDK_VERSIONS:
         raise BadRequest(
             f"unsupported SDK version {raw!r}; use one of {', '.join(map(str, SDK_VERSIONS))}",
-            code="bad_sdk_version",
+            code=Codes.BAD_SDK_VERSION,
             field="v",
         )
     return version
 
 
-def broker_unavailable(exc: BrokerError) -> BadRequest:
+def broker_unavailable(exc: BrokerError) -> ServiceUnavailable:
     """The answer to a request that needs the broker while it fails (Redis
     gone): 503, ``broker_unavailable``; the detail goes to the log."""
     logger.warning("the broker failed: %s", exc)
-    return BadRequest(
-        "the live broker cannot be reached: try again shortly",
-        code=BROKER_UNAVAILABLE,
-        status=503,
-        headers={"Retry-After": "5"},
-    )
+    return ServiceUnavailable(headers={"Retry-After": "5"})
 
 
 async def render_subscription(
@@ -330,7 +324,7 @@ class StreamView(Policies, View):
             handler = getattr(self, method, None) if method in self.http_method_names else None
             if handler is None:
                 allowed = ", ".join(m.upper() for m in self.http_method_names if hasattr(self, m))
-                raise BadRequest(f"use {allowed}", code="method_not_allowed", status=405, headers={"Allow": allowed})
+                raise MethodNotAllowed(f"use {allowed}", headers={"Allow": allowed})
             context = await sync_to_async(self.initial)(request)
             return await handler(request, context, *args, **kwargs)  # type: ignore[no-any-return]
         except BadRequest as exc:

@@ -24,7 +24,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
 from .conf import settings as uistream_settings
-from .errors import BadRequest
+from .errors import BadRequest, Codes, NotAuthenticated, PermissionDenied, Throttled, from_status
 
 __all__ = [
     "AllowAnonymousSessions",
@@ -244,10 +244,9 @@ class OwnerBudget(BaseThrottle):
             spent = (spend.tokens if name == "tokens" else spend.cost) + spend.running * reserve
             if spent >= allowed:
                 seconds = max(1, math.ceil((end - now).total_seconds()))
-                self._refusal = BadRequest(
+                self._refusal = Throttled(
                     f"budget exceeded: the {self.period}'s {name} budget is spent; it resets at {end.isoformat()}",
-                    code="budget_exceeded",
-                    status=429,
+                    code=Codes.BUDGET_EXCEEDED,
                     headers={"Retry-After": str(seconds)},
                     details={"budget": f"{self.period}:{name}", "resets_at": end.isoformat()},
                 )
@@ -256,11 +255,10 @@ class OwnerBudget(BaseThrottle):
         if last:
             key = f"uistream-budget-admission-{self.period}-{ident}"
             if not cache.add(key, 1, self.admission_seconds):
-                self._refusal = BadRequest(
+                self._refusal = Throttled(
                     f"budget nearly spent: another run of yours is starting; try again in "
                     f"{self.admission_seconds} seconds",
-                    code="budget_exceeded",
-                    status=429,
+                    code=Codes.BUDGET_EXCEEDED,
                     headers={"Retry-After": str(self.admission_seconds)},
                     details={"budget": f"{self.period}:admission", "resets_at": end.isoformat()},
                 )
@@ -322,8 +320,8 @@ def check_policies(
         if not permission.has_permission(request, view):
             message = getattr(permission, "message", None)
             if not request.successful_authenticator:
-                raise BadRequest(str(message or "authentication is required"), code="not_authenticated", status=401)
-            raise BadRequest(str(message or "you may not use this endpoint"), code="permission_denied", status=403)
+                raise NotAuthenticated(str(message) if message else None)
+            raise PermissionDenied(str(message) if message else None)
     denied = False
     waits: list[float] = []
     for throttle_class in throttle_classes:
@@ -341,17 +339,12 @@ def check_policies(
         raise throttled(max(waits) if waits else None)
 
 
-def throttled(wait: float | None) -> BadRequest:
+def throttled(wait: float | None) -> Throttled:
     """429, with ``Retry-After`` in whole seconds when known."""
     if wait is None:
-        return BadRequest("too many requests: try again later", code="throttled", status=429)
+        return Throttled()
     seconds = max(1, math.ceil(wait))
-    return BadRequest(
-        f"too many requests: try again in {seconds} seconds",
-        code="throttled",
-        status=429,
-        headers={"Retry-After": str(seconds)},
-    )
+    return Throttled(f"too many requests: try again in {seconds} seconds", headers={"Retry-After": str(seconds)})
 
 
 def translate_api_exception(exc: drf_exceptions.APIException) -> BadRequest:
@@ -359,6 +352,6 @@ def translate_api_exception(exc: drf_exceptions.APIException) -> BadRequest:
     if isinstance(exc, drf_exceptions.Throttled):
         return throttled(getattr(exc, "wait", None))
     codes = exc.get_codes()
-    code = codes if isinstance(codes, str) else "invalid"
+    code = codes if isinstance(codes, str) else Codes.INVALID
     detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-    return BadRequest(str(detail), code=code, status=int(exc.status_code))
+    return from_status(str(detail), code=code, status=int(exc.status_code))

@@ -23,7 +23,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from .errors import BadRequest, not_found
+from .errors import BadRequest, Codes, Conflict, not_found
 from .files import StagedFiles, decode_files, has_file_parts, referenced_file_ids
 from .live import RunAlreadyActive, RunChannel, get_broker
 from .models import Conversation, Message, MessageQuerySet, Run, StoredFile
@@ -246,7 +246,7 @@ class ConversationStore:
         try:
             channel = await get_broker().open_run(turn.chat_id, run_id)
         except RunAlreadyActive:
-            raise BadRequest("a reply is still streaming in this chat", code="run_active", status=409) from None
+            raise Conflict("a reply is still streaming in this chat", code=Codes.RUN_ACTIVE) from None
         try:
             return await sync_to_async(self.prepare_sync, thread_sensitive=True)(
                 turn, owner, run_id=run_id, channel=channel, version=version, model_name=model_name, files=files
@@ -431,7 +431,7 @@ class ConversationStore:
         # A new chat holds just the submitted message: nothing to read back.
         history = [submitted] if new and submitted is not None else self.choose_history(messages)
         if not history or history[-1].role != "user":
-            raise BadRequest("there is no user message to answer", code="nothing_to_answer")
+            raise BadRequest("there is no user message to answer", code=Codes.NOTHING_TO_ANSWER)
         message = Message.objects.create(
             pk=new_message_id(),
             conversation=conversation,
@@ -471,7 +471,7 @@ class ConversationStore:
             StoredFile.objects.filter(pk__in=kept).update(message=None)
             messages.filter(position__gte=edited.position).delete()
         elif not new and messages.with_client_id(message["id"]).exists():
-            raise BadRequest("that message was already sent; regenerate or edit instead", code="duplicate", status=409)
+            raise Conflict("that message was already sent; regenerate or edit instead", code=Codes.DUPLICATE)
         position = 0 if new else (messages.aggregate(Max("position"))["position__max"] or -1) + 1
         fields = {
             "conversation": conversation,
@@ -562,12 +562,12 @@ def apply_answers(
     by_call: dict[str, ToolAnswer] = {}
     for said in answers:
         if said.tool_call_id in by_call:
-            raise BadRequest(f"the tool call {said.tool_call_id} is answered twice", code="invalid")
+            raise BadRequest(f"the tool call {said.tool_call_id} is answered twice")
         by_call[said.tool_call_id] = said
     known = {p["toolCallId"] for p in parts if is_tool_part(p)}
     unknown = sorted(c for c in by_call if c not in known)
     if unknown:
-        raise BadRequest(f"no such tool call in this message: {', '.join(unknown)}", code="unknown_tool_call")
+        raise BadRequest(f"no such tool call in this message: {', '.join(unknown)}", code=Codes.UNKNOWN_TOOL_CALL)
     approvals: dict[str, ToolApproval] = {}
     results: dict[str, ClientToolResult] = {}
     decisions: list[dict[str, Any]] = []
@@ -606,21 +606,17 @@ def apply_answers(
             decisions.append(decision)
         elif answer.kind == "result" and state == "input-available" and tool_name(part) in client_tools:
             if answer.is_error and not isinstance(answer.output, str):
-                raise BadRequest(f"the error of {answer.tool_call_id} needs an errorText", code="invalid")
+                raise BadRequest(f"the error of {answer.tool_call_id} needs an errorText")
             results[answer.tool_call_id] = ClientToolResult(answer.output, is_error=answer.is_error)
             outcome = "output-error" if answer.is_error else "output-available"
             decisions.append({**stamp, "clientResult": outcome, **answer.record})
             new_parts.append(part)
         elif state in ("approval-requested", "input-available"):
-            raise BadRequest(
-                f"the tool call {answer.tool_call_id} cannot be answered that way", code="not_pending", status=409
-            )
+            raise Conflict(f"the tool call {answer.tool_call_id} cannot be answered that way", code=Codes.NOT_PENDING)
         else:
-            raise BadRequest(
-                f"the tool call {answer.tool_call_id} was already answered", code="already_answered", status=409
-            )
+            raise Conflict(f"the tool call {answer.tool_call_id} was already answered", code=Codes.ALREADY_ANSWERED)
     if not approvals and not results:
-        raise BadRequest("nothing to continue: no pending tool call was answered", code="nothing_pending", status=409)
+        raise Conflict("nothing to continue: no pending tool call was answered", code=Codes.NOTHING_PENDING)
     return AnswersApplied(new_parts, approvals, results, decisions)
 
 
@@ -652,16 +648,16 @@ def _check_edit(
     where = answer.edit_field or None
     call_id = answer.tool_call_id
     if not approval.approved:
-        raise BadRequest(f"the call {call_id} is denied: there is nothing to edit", code="invalid", field=where)
+        raise BadRequest(f"the call {call_id} is denied: there is nothing to edit", field=where)
     schema = editable(tool_name(part)) if editable is not None else None
     if schema is None:
         raise BadRequest(
             f"the arguments of {tool_name(part)} can't be edited: approve or deny the call as proposed",
-            code="not_editable",
+            code=Codes.NOT_EDITABLE,
             field=where,
         )
     if not isinstance(edited, dict):
-        raise BadRequest(f"the edited arguments of {call_id} must be an object", code="invalid", field=where)
+        raise BadRequest(f"the edited arguments of {call_id} must be an object", field=where)
     error = validate_json(schema, edited)
     if error is not None:
         raise BadRequest(f"the edited arguments of {call_id} don't fit {tool_name(part)}: {error}", field=where)
@@ -671,11 +667,9 @@ def _check_edit(
 def _check_approval(answer: ToolAnswer, pending: dict[str, Any]) -> ToolApproval:
     call_id = answer.tool_call_id
     if not secrets.compare_digest(answer.approval_id.encode(), str(pending.get("id", "")).encode()):
-        raise BadRequest(
-            f"the approval for {call_id} does not match the pending request", code="approval_mismatch", status=409
-        )
+        raise Conflict(f"the approval for {call_id} does not match the pending request", code=Codes.APPROVAL_MISMATCH)
     if not isinstance(answer.approved, bool):
-        raise BadRequest(f"the approval for {call_id} needs approved: true or false", code="invalid")
+        raise BadRequest(f"the approval for {call_id} needs approved: true or false")
     return ToolApproval(pending["id"], answer.approved, answer.reason)
 
 
@@ -689,11 +683,10 @@ def pending_approvals(message: Message | None) -> list[dict[str, Any]]:
 def _refuse_while_pending(last: Message | None) -> None:
     waiting = [p["approval"]["id"] for p in pending_approvals(last)]
     if waiting:
-        raise BadRequest(
+        raise Conflict(
             f"this thread waits for its open interrupts to be answered ({', '.join(waiting)}): "
             "send them in resume before a new message",
-            code="interrupts_pending",
-            status=409,
+            code=Codes.INTERRUPTS_PENDING,
             field="resume",
         )
 

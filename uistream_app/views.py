@@ -22,7 +22,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from .api.views import new_chat_id
 from .chat_request import ChatRequest, chat_turn, parse_chat_request, valid_id
 from .conf import settings as uistream_settings
-from .errors import BadRequest, not_found
+from .errors import BadRequest, Gone, not_found
 from .hooks import ChatHooks
 from .live import get_broker
 from .models import Conversation, Message, Run
@@ -293,13 +293,8 @@ async def _ended_from_index(run: Run, start: int) -> HttpResponseBase:
     return sse_response(body(), {**SSE_HEADERS, RUN_ID_HEADER: str(run.pk), TAIL_INDEX_HEADER: str(tail)})
 
 
-def _run_ended(tail: int) -> BadRequest:
-    return BadRequest(
-        "this run ended without finishing and has nothing more to send",
-        code="run_ended",
-        status=410,
-        headers={TAIL_INDEX_HEADER: str(tail)},
-    )
+def _run_ended(tail: int) -> Gone:
+    return Gone(headers={TAIL_INDEX_HEADER: str(tail)})
 
 
 class ChatStopView(StreamView):

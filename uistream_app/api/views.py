@@ -30,6 +30,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from ..errors import Codes
 from ..inspect.formats import astream_transcript, download_name, get_format, stream_transcript, transcript_formats
 from ..live import get_broker
 from ..models import Conversation, Message, Run
@@ -50,9 +51,12 @@ __all__ = [
 
 
 class Conflict(APIException):
+    """409 in DRF's own shape (the API answers DRF's ``{"detail"}``),
+    with the house's codes."""
+
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The request conflicts with the current state."
-    default_code = "conflict"
+    default_code = Codes.CONFLICT
 
 
 class ConversationPagination(PageNumberPagination):
@@ -92,13 +96,13 @@ class ConversationListView(OwnedMixin, generics.ListCreateAPIView[Conversation])
     def perform_create(self, serializer: BaseSerializer[Conversation]) -> None:
         chat_id = serializer.validated_data.get("id") or new_chat_id()
         if Conversation.objects.filter(pk=chat_id).exists():
-            raise Conflict("that conversation id is taken", code="duplicate")
+            raise Conflict("that conversation id is taken", code=Codes.DUPLICATE)
         owner = self.get_owner(create_session=True)
         try:
             with transaction.atomic():
                 serializer.save(id=chat_id, **owner.create_kwargs())
         except IntegrityError:
-            raise Conflict("that conversation id is taken", code="duplicate") from None
+            raise Conflict("that conversation id is taken", code=Codes.DUPLICATE) from None
 
 
 class ConversationDetailView(OwnedMixin, generics.RetrieveUpdateDestroyAPIView[Conversation]):
@@ -115,7 +119,7 @@ class ConversationDetailView(OwnedMixin, generics.RetrieveUpdateDestroyAPIView[C
         # A run whose process died holds the chat's slot until it is settled.
         async_to_sync(settle_chat_orphans)(instance.pk)
         if async_to_sync(get_broker().active_run)(instance.pk) is not None:
-            raise Conflict("a reply is still streaming in this chat; stop it first", code="run_active")
+            raise Conflict("a reply is still streaming in this chat; stop it first", code=Codes.RUN_ACTIVE)
         instance.delete()
 
 

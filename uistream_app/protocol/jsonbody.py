@@ -4,7 +4,8 @@ Shared by every endpoint that takes JSON (useChat's POST, AG-UI's
 RunAgentInput): the size limit, an empty body, JSON that does not parse or
 is not UTF-8, a body that is not an object, and nesting deeper than
 ``MAX_DEPTH`` all raise ``JSONBodyError`` with a stable ``code`` and the
-HTTP status the endpoint answers with.
+HTTP status the endpoint answers with (``errors.Codes``: the codes are the
+house's, and that module imports nothing).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 import orjson
+
+from ..errors import Codes
 
 __all__ = ["MAX_DEPTH", "JSONBodyError", "depth_ok", "load_json_object"]
 
@@ -51,15 +54,15 @@ def load_json_object(
     """``body`` parsed; ``expected`` names what the client should send.
     ``max_depth`` None: the caller checks the depth of what it keeps."""
     if len(body) > max_bytes:
-        raise JSONBodyError(f"the request body is larger than {max_bytes} bytes", code="too_large", status=413)
+        raise JSONBodyError(f"the request body is larger than {max_bytes} bytes", code=Codes.TOO_LARGE, status=413)
     if not body.strip():
-        raise JSONBodyError(f"the request body is empty; send {expected}", code="empty")
+        raise JSONBodyError(f"the request body is empty; send {expected}", code=Codes.EMPTY)
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise JSONBodyError(f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+        raise JSONBodyError(f"the request body is not valid JSON: {exc}", code=Codes.INVALID_JSON) from None
     if not isinstance(data, dict):
-        raise JSONBodyError("the request body must be a JSON object", code="invalid_json")
+        raise JSONBodyError("the request body must be a JSON object", code=Codes.INVALID_JSON)
     if max_depth is not None and not depth_ok(data, max_depth):
-        raise JSONBodyError(f"the request body is nested deeper than {max_depth} levels", code="too_deep")
+        raise JSONBodyError(f"the request body is nested deeper than {max_depth} levels", code=Codes.TOO_DEEP)
     return data

@@ -20,7 +20,7 @@ import orjson
 from ..ui.encoder import MASKED_ERROR_TEXT
 from .events import ATTRIBUTABLE, Event
 from .input import AGUIInput
-from .renderer import ERROR_CODE, STOPPED_TEXT, json_text, now_ms, result_text
+from .renderer import ERROR_CODE, STOPPED_CODE, STOPPED_TEXT, json_text, now_ms, result_text
 from .verifier import AGUIVerifier
 
 __all__ = [
@@ -692,4 +692,4 @@ def _end_cancelled(context: RunContext) -> None:
     try:
         context.finish(outcome={"type": "cancelled"})
     except Exception:  # noqa: BLE001 - something was left open by hand: the end a client accepts then
-        context.fail(STOPPED_TEXT, code="cancelled")
+        context.fail(STOPPED_TEXT, code=STOPPED_CODE)

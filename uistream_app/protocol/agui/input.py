@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ...errors import Codes
 from ..jsonbody import MAX_DEPTH, JSONBodyError, load_json_object
 from .events import validate_message
 
@@ -34,7 +35,7 @@ class AGUIInputError(ValueError):
     """A request the endpoint refuses: ``status``, a stable ``code``, a
     message for people and the ``field`` it is about."""
 
-    def __init__(self, message: str, *, code: str = "invalid", field: str | None = None, status: int = 400) -> None:
+    def __init__(self, message: str, *, code: str = Codes.INVALID, field: str | None = None, status: int = 400) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -129,7 +130,7 @@ def parse_run_agent_input(body: bytes, *, max_bytes: int) -> AGUIInput:
     if version is not None and version.split(".", 1)[0] != "1":
         raise AGUIInputError(
             f"protocol version {version!r} is not spoken here; use 1.x",
-            code="unsupported_protocol_version",
+            code=Codes.UNSUPPORTED_PROTOCOL_VERSION,
             field="protocolVersion",
         )
     if "messages" not in data:

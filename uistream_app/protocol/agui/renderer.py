@@ -36,6 +36,7 @@ __all__ = [
     "ERROR_CODE",
     "INCOMPLETE_CODE",
     "PROGRESS_ACTIVITY",
+    "STOPPED_CODE",
     "AGUIRenderer",
     "encode_event",
     "json_text",
@@ -53,6 +54,9 @@ ERROR_CODE: Final = "run_failed"
 #: ``RUN_ERROR.code`` when the log ends without an end (``done()``).
 INCOMPLETE_CODE: Final = "incomplete"
 INCOMPLETE_TEXT: Final = "The stream ended before the run did."
+#: ``RUN_ERROR.code`` of a hand-written agent's run stopped while something
+#: was left open, so that no ``cancelled`` outcome could end it.
+STOPPED_CODE: Final = "cancelled"
 STOPPED_TEXT: Final = "The run was stopped."
 #: ``Interrupt.reason`` of a tool approval: AG-UI's core value for an
 #: interrupt bound to a tool call (rule 8).
