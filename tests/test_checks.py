@@ -88,6 +88,15 @@ def test_settings_read_defaults_and_reset_on_change() -> None:
         _ = settings.NOPE
 
 
+def test_every_key_is_a_typed_property() -> None:
+    from uistream_app.conf import DEFAULTS, UIStreamSettings
+
+    missing = [key for key in DEFAULTS if not isinstance(getattr(UIStreamSettings, key, None), property)]
+    assert missing == []
+    with override_settings(UISTREAM={"LEASE_SECONDS": 30, "MAX_FILE_BYTES": 3, "BUDGETS": None}):
+        assert (settings.LEASE_SECONDS, settings.MAX_REQUEST_BYTES, settings.BUDGETS) == (30.0, 1024 * 1024 + 12, {})
+
+
 def test_import_setting_names_the_key() -> None:
     with override_settings(UISTREAM={"MODEL": "no.such.Model"}), pytest.raises(ImproperlyConfigured, match="'MODEL'"):
         settings.import_setting("MODEL")

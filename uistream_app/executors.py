@@ -82,11 +82,8 @@ def executor_class() -> type[Runner]:
 
 def lease_seconds() -> float:
     """How long a run may go unrenewed before it counts as orphaned:
-    ``UISTREAM["LEASE_SECONDS"]`` where the project sets it, else 20."""
-    try:
-        return float(getattr(uistream_settings, "LEASE_SECONDS"))  # noqa: B009 - may not be a known key yet
-    except AttributeError:
-        return DEFAULT_LEASE_SECONDS
+    ``UISTREAM["LEASE_SECONDS"]`` (default 20)."""
+    return uistream_settings.LEASE_SECONDS
 
 
 def celery_options() -> dict[str, Any]:

@@ -145,7 +145,7 @@ class ChatHooks:
         """The tools the model may call (``Tool`` objects, functions, or
         dotted paths to either), and those of the MCP servers
         (``mcp_servers``, default every one of ``UISTREAM["MCP_SERVERS"]``)."""
-        raw = self.tools if self.tools is not None else uistream_settings.TOOLS
+        raw: Sequence[Any] = self.tools if self.tools is not None else uistream_settings.TOOLS
         tools: list[Tool] = []
         for item in raw:
             value = import_string(item) if isinstance(item, str) else item
@@ -170,7 +170,7 @@ class ChatHooks:
         return self.system_prompt
 
     def get_max_steps(self) -> int:
-        return int(self.max_steps if self.max_steps is not None else uistream_settings.MAX_STEPS)
+        return self.max_steps if self.max_steps is not None else uistream_settings.MAX_STEPS
 
     def get_usage_limits(self) -> list[RunUsageLimit]:
         """The limits every run of this endpoint is held to (the runner

@@ -67,7 +67,7 @@ class Policies:
         """Whether a visitor who is not signed in may chat (by session)."""
         if self.allow_anonymous is not None:
             return self.allow_anonymous
-        return bool(uistream_settings.ALLOW_ANONYMOUS)
+        return uistream_settings.ALLOW_ANONYMOUS
 
     def get_authenticators(self) -> list[Any]:
         classes = self.authentication_classes
@@ -132,9 +132,9 @@ class ChatRateThrottle(SimpleRateThrottle):
     scope = "chat"
 
     def get_rate(self) -> str | None:
-        rates = uistream_settings.THROTTLE_RATES or {}
+        rates = uistream_settings.THROTTLE_RATES
         if self.scope in rates:
-            return rates[self.scope]  # type: ignore[no-any-return]
+            return rates[self.scope]
         return self.THROTTLE_RATES.get(self.scope)
 
     def get_cache_key(self, request: Any, view: Any) -> str:
@@ -199,7 +199,7 @@ class OwnerBudget(BaseThrottle):
     def get_budget(self, request: Any, view: Any) -> dict[str, Any]:
         """``{"tokens": N, "cost": X, "reserve_tokens": n, "reserve_cost": x}``
         (any of them); empty: no budget."""
-        budgets = uistream_settings.BUDGETS or {}
+        budgets = uistream_settings.BUDGETS
         return dict(budgets.get(self.period) or {})
 
     def now(self) -> Any:

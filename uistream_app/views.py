@@ -82,7 +82,7 @@ class ChatView(ChatHooks, StreamView):
     starts_runs: ClassVar[bool] = True
 
     def get_sdk_version(self) -> int:
-        return resolve_sdk_version(self.request, int(self.sdk_version or uistream_settings.SDK_VERSION))
+        return resolve_sdk_version(self.request, self.sdk_version or uistream_settings.SDK_VERSION)
 
     async def post(self, request: HttpRequest, context: RequestContext) -> HttpResponseBase:
         max_bytes = check_json_request(request, also_text=True)
@@ -140,7 +140,7 @@ class ChatStreamView(StreamView):
         if "startIndex" in request.GET:
             return await self.get_from_index(request, context, chat_id)
         conversation = await context.owned_conversation(chat_id)
-        version = resolve_sdk_version(request, int(self.sdk_version or uistream_settings.SDK_VERSION))
+        version = resolve_sdk_version(request, self.sdk_version or uistream_settings.SDK_VERSION)
         broker = get_broker()
         run_id = await broker.active_run(conversation.pk)
         if run_id is None:
@@ -149,13 +149,13 @@ class ChatStreamView(StreamView):
             broker,
             run_id,
             UIStreamRenderer(version),
-            keepalive_seconds=float(uistream_settings.KEEPALIVE_SECONDS),
+            keepalive_seconds=uistream_settings.KEEPALIVE_SECONDS,
         )
         return sse_response(body)
 
     async def get_from_index(self, request: HttpRequest, context: RequestContext, segment: str) -> HttpResponseBase:
         start = parse_start_index(request.GET.get("startIndex", ""))
-        version = resolve_sdk_version(request, int(self.sdk_version or uistream_settings.SDK_VERSION))
+        version = resolve_sdk_version(request, self.sdk_version or uistream_settings.SDK_VERSION)
         run = await owned_run(context, segment)
         if run is None:
             return HttpResponse(status=204)  # a chat that never ran: nothing to read
@@ -245,7 +245,7 @@ async def stream_from_index(run: Run, start: int, version: int) -> HttpResponseB
         if run.status == Run.Status.RUNNING and chunks and chunks[-1].get("type") not in TERMINAL_CHUNKS:
             # Its process is gone and the broker forgot it (the sweeper will
             # settle it): the client is told, as a resume is.
-            chunks = [*chunks, {"type": "error", "errorText": str(uistream_settings.ERROR_TEXT)}]
+            chunks = [*chunks, {"type": "error", "errorText": uistream_settings.ERROR_TEXT}]
     seqs = _event_seqs(chunks, version)
     tail = len(seqs) - 1
     first = max(0, tail + 1 + start) if start < 0 else start
@@ -262,7 +262,7 @@ async def stream_from_index(run: Run, start: int, version: int) -> HttpResponseB
             broker,
             run_id,
             skipping,
-            keepalive_seconds=float(uistream_settings.KEEPALIVE_SECONDS),
+            keepalive_seconds=uistream_settings.KEEPALIVE_SECONDS,
             from_seq=from_seq,
         )
         return sse_response(body, headers)
@@ -334,7 +334,7 @@ class StoredMessageStreamView(StreamView):
         self, request: HttpRequest, context: RequestContext, chat_id: str, message_id: str
     ) -> HttpResponseBase:
         conversation = await context.owned_conversation(chat_id)
-        version = resolve_sdk_version(request, int(uistream_settings.SDK_VERSION))
+        version = resolve_sdk_version(request, uistream_settings.SDK_VERSION)
         message = None
         if valid_id(message_id):
             message = await conversation.messages.with_client_id(message_id).filter(role="assistant").afirst()
