@@ -106,6 +106,44 @@ def test_import_setting_names_the_key() -> None:
         assert settings.import_setting("MODEL") is collections.OrderedDict
 
 
+@pytest.mark.parametrize(
+    ("uistream", "view", "read", "message"),
+    [
+        ({"EXECUTOR": "no.such.Runner"}, {}, "executor", "UISTREAM['EXECUTOR'] = 'no.such.Runner'"),
+        ({"TOOLS": ["no.such.tool"]}, {}, "get_tools", "UISTREAM['TOOLS'] entry 'no.such.tool'"),
+        ({}, {"tools": ["no.such.tool"]}, "get_tools", "'ChatView.tools' entry 'no.such.tool'"),
+        ({"TOOL_APPROVAL": "no.such.policy"}, {}, "get_tool_approval", "UISTREAM['TOOL_APPROVAL'] = 'no.such.policy'"),
+        (
+            {"PERMISSION_CLASSES": ["no.such.Permission"]},
+            {},
+            "get_permission_classes",
+            "UISTREAM['PERMISSION_CLASSES'] entry 'no.such.Permission'",
+        ),
+        (
+            {},
+            {"throttle_classes": ["no.such.Throttle"]},
+            "get_throttle_classes",
+            "'ChatView.throttle_classes' entry 'no.such.Throttle'",
+        ),
+        (
+            {"HISTORY_STRATEGY": "no.such.Strategy"},
+            {},
+            "get_history_strategy",
+            "UISTREAM['HISTORY_STRATEGY'] = 'no.such.Strategy'",
+        ),
+    ],
+)
+def test_a_dotted_path_that_cannot_be_imported_names_its_key(
+    uistream: dict[str, Any], view: dict[str, Any], read: str, message: str
+) -> None:
+    from uistream_app.executors import executor_class
+
+    chat_view = ChatView(**view)
+    with override_settings(UISTREAM=uistream), pytest.raises(ImproperlyConfigured) as info:
+        executor_class() if read == "executor" else getattr(chat_view, read)()
+    assert str(info.value) == f"{message} cannot be imported: No module named 'no'"
+
+
 def test_bad_broker_setting() -> None:
     from uistream_app.checks import check_broker
 

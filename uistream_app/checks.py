@@ -38,10 +38,17 @@ from typing import Any, Final
 
 from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import URLPattern, URLResolver, get_resolver
-from django.utils.module_loading import import_string
 
-from .conf import DEFAULTS, LOG_WRITER_CHOICES, ON_DISCONNECT_CHOICES, SDK_VERSIONS, request_bytes_for
+from .conf import (
+    DEFAULTS,
+    LOG_WRITER_CHOICES,
+    ON_DISCONNECT_CHOICES,
+    SDK_VERSIONS,
+    import_from_string,
+    request_bytes_for,
+)
 
 _GZIP = "django.middleware.gzip.GZipMiddleware"
 
@@ -73,23 +80,17 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     for tool in tools if isinstance(tools, (list, tuple)) else []:
         if isinstance(tool, str):
             try:
-                import_string(tool)
-            except ImportError as exc:
-                errors.append(
-                    Error(
-                        f"UISTREAM['TOOLS'] entry {tool!r} cannot be imported: {exc}",
-                        hint="Give the dotted path of a tool.",
-                        id="uistream_app.E002",
-                    )
-                )
+                import_from_string(tool, "UISTREAM['TOOLS']", entry=True)
+            except ImproperlyConfigured as exc:
+                errors.append(Error(str(exc), hint="Give the dotted path of a tool.", id="uistream_app.E002"))
     policy = user.get("TOOL_APPROVAL")
     if isinstance(policy, str):
         try:
-            import_string(policy)
-        except ImportError as exc:
+            import_from_string(policy, "UISTREAM['TOOL_APPROVAL']")
+        except ImproperlyConfigured as exc:
             errors.append(
                 Error(
-                    f"UISTREAM['TOOL_APPROVAL'] = {policy!r} cannot be imported: {exc}",
+                    str(exc),
                     hint="Give the dotted path of an approval policy (a function, or a mapping of tool names).",
                     id="uistream_app.E002",
                 )
@@ -211,14 +212,10 @@ def _check_model_setting(setting: Any) -> list[CheckMessage]:
         return []
     if isinstance(value, str):
         try:
-            value = import_string(value)
-        except ImportError as exc:
+            value = import_from_string(value, "UISTREAM['MODEL']")
+        except ImproperlyConfigured as exc:
             return [
-                Error(
-                    f"UISTREAM['MODEL'] = {value!r} cannot be imported: {exc}",
-                    hint="Give the dotted path of a chat model class or factory.",
-                    id="uistream_app.E002",
-                )
+                Error(str(exc), hint="Give the dotted path of a chat model class or factory.", id="uistream_app.E002")
             ]
     # A class's instances are the models, so it needs a stream method (it
     # would pass isinstance(..., ChatModel), a runtime protocol, by having
@@ -334,9 +331,9 @@ def check_policies(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         for item in value:
             if isinstance(item, str):
                 try:
-                    import_string(item)
-                except ImportError as exc:
-                    error(f"UISTREAM[{key!r}] entry {item!r} cannot be imported: {exc}", "Give a class's dotted path.")
+                    import_from_string(item, f"UISTREAM[{key!r}]", entry=True)
+                except ImproperlyConfigured as exc:
+                    error(str(exc), "Give a class's dotted path.")
     rates = user.get("THROTTLE_RATES", {})
     if not isinstance(rates, dict):
         error("UISTREAM['THROTTLE_RATES'] must be a dict of scope to rate.", 'For example {"chat": "5/min"}.')
@@ -380,8 +377,6 @@ def check_broker(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 def check_executor(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E020: an executor that can't be used; runs on workers relay through
     the broker, so the "celery" executor needs Redis (and Celery)."""
-    from django.core.exceptions import ImproperlyConfigured
-
     from .executors import CeleryRunner, executor_class
 
     user = getattr(django_settings, "UISTREAM", {})
@@ -563,6 +558,8 @@ def check_usage_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
         )
     try:
         load_strategy(user.get("HISTORY_STRATEGY"))
-    except (ImportError, TypeError) as exc:
+    except ImproperlyConfigured as exc:
+        errors.append(Error(str(exc), id="uistream_app.E033"))
+    except TypeError as exc:
         errors.append(Error(f"UISTREAM['HISTORY_STRATEGY'] cannot be used: {exc}", id="uistream_app.E033"))
     return errors

@@ -17,12 +17,12 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from django.utils.module_loading import import_string
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
+from .conf import import_from_string
 from .conf import settings as uistream_settings
 from .errors import BadRequest
 
@@ -42,9 +42,11 @@ __all__ = [
 ]
 
 
-def load_classes(value: Iterable[Any]) -> list[type]:
-    """Classes, or dotted paths to them (settings)."""
-    return [import_string(item) if isinstance(item, str) else item for item in value]
+def load_classes(value: Iterable[Any], setting: str = "a policy list") -> list[type]:
+    """Classes, or dotted paths to them; ``setting`` names the list in the
+    ``ImproperlyConfigured`` of one that can't be imported
+    (``"UISTREAM['PERMISSION_CLASSES']"``, ``"'ChatView.permission_classes'"``)."""
+    return [import_from_string(item, setting, entry=True) if isinstance(item, str) else item for item in value]
 
 
 class Policies:
@@ -70,18 +72,22 @@ class Policies:
         return uistream_settings.ALLOW_ANONYMOUS
 
     def get_authenticators(self) -> list[Any]:
-        classes = self.authentication_classes
-        return [cls() for cls in load_classes(uistream_settings.AUTHENTICATION_CLASSES if classes is None else classes)]
+        classes = self._policy_classes("authentication_classes", uistream_settings.AUTHENTICATION_CLASSES)
+        return [cls() for cls in classes]
 
     def get_permission_classes(self) -> list[type]:
-        classes = self.permission_classes
-        return load_classes(uistream_settings.PERMISSION_CLASSES if classes is None else classes)
+        return self._policy_classes("permission_classes", uistream_settings.PERMISSION_CLASSES)
 
     def get_throttle_classes(self) -> list[type]:
-        classes = self.throttle_classes
+        return self._policy_classes("throttle_classes", uistream_settings.THROTTLE_CLASSES if self.starts_runs else ())
+
+    def _policy_classes(self, attribute: str, default: Sequence[Any]) -> list[type]:
+        """The view's ``attribute`` (``permission_classes``…), else the
+        ``UISTREAM`` default, imported; an import error names which."""
+        classes = getattr(self, attribute)
         if classes is None:
-            classes = uistream_settings.THROTTLE_CLASSES if self.starts_runs else ()
-        return load_classes(classes)
+            return load_classes(default, f"UISTREAM[{attribute.upper()!r}]")
+        return load_classes(classes, f"'{type(self).__name__}.{attribute}'")
 
 
 class DjangoSessionAuthentication(BaseAuthentication):
