@@ -14,7 +14,7 @@ from django.urls import include, path
 
 from uistream_app.agui_views import AGUIView
 from uistream_app.checks import check_middleware, check_policies, check_routed_chat_models, check_settings
-from uistream_app.conf import settings
+from uistream_app.conf import NUMERIC_SETTINGS, settings
 from uistream_app.protocol import events as ev
 from uistream_app.views import ChatView
 
@@ -46,6 +46,11 @@ def test_defaults_pass() -> None:
         ({"LOG_WRITER": "sometimes"}, ["uistream_app.E007"]),
         ({"HEARTBEAT_SECONDS": 0}, ["uistream_app.E005"]),
         ({"LEASE_SECONDS": "20"}, ["uistream_app.E005"]),
+        ({"SYNC_THREADS": 0}, ["uistream_app.E005"]),
+        ({"SYNC_THREADS": "4"}, ["uistream_app.E005"]),
+        ({"SHUTDOWN_GRACE_SECONDS": -1}, ["uistream_app.E005"]),
+        ({"SHUTDOWN_GRACE_SECONDS": "5"}, ["uistream_app.E005"]),
+        ({"SHUTDOWN_GRACE_SECONDS": 0, "SYNC_THREADS": 8, "MAX_REQUEST_BYTES": None}, []),
         ({"HEARTBEAT_SECONDS": 5, "LEASE_SECONDS": 10}, ["uistream_app.E012"]),
         ({"LEASE_SECONDS": 9}, ["uistream_app.E012"]),
         ({"HEARTBEAT_SECONDS": 0.5, "LEASE_SECONDS": 2}, []),
@@ -56,6 +61,25 @@ def test_each_error_id(value: object, expected: list[str]) -> None:
         messages = check_settings()
     assert ids(messages) == expected
     assert all(m.hint for m in messages)
+
+
+def test_every_number_in_defaults_is_a_numeric_setting() -> None:
+    from uistream_app.conf import DEFAULTS, NUMERIC_SETTINGS
+
+    numbers = {k for k, v in DEFAULTS.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    assert numbers <= NUMERIC_SETTINGS
+    assert {"SYNC_THREADS", "SHUTDOWN_GRACE_SECONDS", "MAX_REQUEST_BYTES"} <= NUMERIC_SETTINGS
+
+
+@pytest.mark.parametrize("key", sorted(NUMERIC_SETTINGS))
+def test_every_numeric_setting_is_checked(key: str) -> None:
+    with override_settings(UISTREAM={key: "many"}):
+        messages = [*check_settings(), *check_policies()]
+    assert [m.id for m in messages if f"UISTREAM[{key!r}] = 'many'" in m.msg] in (
+        ["uistream_app.E005"],
+        ["uistream_app.E003"],  # SDK_VERSION
+        ["uistream_app.E010"],  # the counts
+    )
 
 
 def test_unknown_key_names_the_key() -> None:

@@ -7,7 +7,7 @@
 | E002   | ``MODEL`` (or an entry of ``TOOLS``, or ``TOOL_APPROVAL``) cannot be imported |
 | E003   | ``SDK_VERSION`` is not 5, 6 or 7 |
 | E004   | ``ON_DISCONNECT`` is not "cancel" or "finish" |
-| E005   | a numeric setting is not a positive number |
+| E005   | a numeric setting (``conf.NUMERIC_SETTINGS``) is not a positive number |
 | E006   | ``BROKER`` is not a valid broker setting |
 | E007   | ``LOG_WRITER`` is not "auto", "thread" or "inline" |
 | E008   | ``MODEL`` is unset and a routed chat endpoint has no model of its own |
@@ -44,6 +44,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from .conf import (
     DEFAULTS,
     LOG_WRITER_CHOICES,
+    NUMERIC_SETTINGS,
     ON_DISCONNECT_CHOICES,
     SDK_VERSIONS,
     import_from_string,
@@ -119,21 +120,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="uistream_app.E007",
             )
         )
-    for key in (
-        "MAX_STEPS",
-        "KEEPALIVE_SECONDS",
-        "MAX_REQUEST_BYTES",
-        "MAX_FILE_BYTES",
-        "FLUSH_EVERY_MS",
-        *_LEASE_KEYS,
-    ):
+    for key in sorted(NUMERIC_SETTINGS - _NUMBERS_CHECKED_ELSEWHERE):
         value = user.get(key, DEFAULTS[key])
-        if key == "MAX_REQUEST_BYTES" and value is None:
-            continue  # derived from MAX_FILE_BYTES
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        if value is None and DEFAULTS[key] is None:
+            continue  # unset: derived (MAX_REQUEST_BYTES from MAX_FILE_BYTES)
+        zero = key in _ZERO_ALLOWED
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not zero):
             errors.append(
                 Error(
-                    f"UISTREAM[{key!r}] = {value!r} must be a positive number.",
+                    f"UISTREAM[{key!r}] = {value!r} must be {'0 or ' if zero else ''}a positive number.",
                     hint=f"The default is {DEFAULTS[key]!r}.",
                     id="uistream_app.E005",
                 )
@@ -141,6 +136,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors.extend(_check_lease(user))
     errors.extend(_check_file_limits(user))
     return errors
+
+
+#: E005 holds every numeric setting to a positive number except these, whose
+#: checks are stricter: SDK_VERSION is one of SDK_VERSIONS (E003); the counts
+#: are whole numbers of at least 1, or None (E010).
+_NUMBERS_CHECKED_ELSEWHERE: Final = frozenset({"SDK_VERSION", "MAX_ACTIVE_RUNS_PER_OWNER", "HISTORY_MAX_MESSAGES"})
+#: Where 0 means something: SHUTDOWN_GRACE_SECONDS = 0 interrupts the runs at once.
+_ZERO_ALLOWED: Final = frozenset({"SHUTDOWN_GRACE_SECONDS"})
 
 
 def _check_file_limits(user: dict[str, Any]) -> list[CheckMessage]:
