@@ -181,7 +181,7 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
 
     def get_max_frame_bytes(self) -> int:
         """The largest frame accepted (rule 1), in UTF-8 bytes."""
-        return self.max_frame_bytes if self.max_frame_bytes is not None else uistream_settings.MAX_REQUEST_BYTES
+        return int(self.max_frame_bytes if self.max_frame_bytes is not None else uistream_settings.MAX_REQUEST_BYTES)
 
     def get_error_text(self, exc: BadRequest) -> str:
         """The ``errorText`` of a refused send (rule 2). Override to word

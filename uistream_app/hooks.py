@@ -149,7 +149,7 @@ class ChatHooks:
             values = perform_import(list(self.tools), f"'{type(self).__name__}.tools'")
         else:
             values = uistream_settings.import_setting("TOOLS")
-        tools = [value if isinstance(value, Tool) else Tool(value) for value in values]
+        tools: list[Tool] = [value if isinstance(value, Tool) else Tool(value) for value in values]
         if uistream_settings.MCP_SERVERS and (self.mcp_servers is None or self.mcp_servers):
             from .mcp import mcp_tools
 
@@ -170,7 +170,7 @@ class ChatHooks:
         return self.system_prompt
 
     def get_max_steps(self) -> int:
-        return self.max_steps if self.max_steps is not None else uistream_settings.MAX_STEPS
+        return int(self.max_steps if self.max_steps is not None else uistream_settings.MAX_STEPS)
 
     def get_usage_limits(self) -> list[RunUsageLimit]:
         """The limits every run of this endpoint is held to (the runner

@@ -82,7 +82,7 @@ class ChatView(ChatHooks, StreamView):
     starts_runs: ClassVar[bool] = True
 
     def get_sdk_version(self) -> int:
-        return resolve_sdk_version(self.request, self.sdk_version or uistream_settings.SDK_VERSION)
+        return resolve_sdk_version(self.request, int(self.sdk_version or uistream_settings.SDK_VERSION))
 
     async def post(self, request: HttpRequest, context: RequestContext) -> HttpResponseBase:
         max_bytes = check_json_request(request, also_text=True)
@@ -140,7 +140,7 @@ class ChatStreamView(StreamView):
         if "startIndex" in request.GET:
             return await self.get_from_index(request, context, chat_id)
         conversation = await context.owned_conversation(chat_id)
-        version = resolve_sdk_version(request, self.sdk_version or uistream_settings.SDK_VERSION)
+        version = resolve_sdk_version(request, int(self.sdk_version or uistream_settings.SDK_VERSION))
         broker = get_broker()
         run_id = await broker.active_run(conversation.pk)
         if run_id is None:
@@ -155,7 +155,7 @@ class ChatStreamView(StreamView):
 
     async def get_from_index(self, request: HttpRequest, context: RequestContext, segment: str) -> HttpResponseBase:
         start = parse_start_index(request.GET.get("startIndex", ""))
-        version = resolve_sdk_version(request, self.sdk_version or uistream_settings.SDK_VERSION)
+        version = resolve_sdk_version(request, int(self.sdk_version or uistream_settings.SDK_VERSION))
         run = await owned_run(context, segment)
         if run is None:
             return HttpResponse(status=204)  # a chat that never ran: nothing to read
