@@ -14,7 +14,7 @@ from django.urls import include, path
 
 from uistream_app.agui_views import AGUIView
 from uistream_app.checks import check_middleware, check_policies, check_routed_chat_models, check_settings
-from uistream_app.conf import settings
+from uistream_app.conf import NUMERIC_SETTINGS, settings
 from uistream_app.protocol import events as ev
 from uistream_app.views import ChatView
 
@@ -46,6 +46,11 @@ def test_defaults_pass() -> None:
         ({"LOG_WRITER": "sometimes"}, ["uistream_app.E007"]),
         ({"HEARTBEAT_SECONDS": 0}, ["uistream_app.E005"]),
         ({"LEASE_SECONDS": "20"}, ["uistream_app.E005"]),
+        ({"SYNC_THREADS": 0}, ["uistream_app.E005"]),
+        ({"SYNC_THREADS": "4"}, ["uistream_app.E005"]),
+        ({"SHUTDOWN_GRACE_SECONDS": -1}, ["uistream_app.E005"]),
+        ({"SHUTDOWN_GRACE_SECONDS": "5"}, ["uistream_app.E005"]),
+        ({"SHUTDOWN_GRACE_SECONDS": 0, "SYNC_THREADS": 8, "MAX_REQUEST_BYTES": None}, []),
         ({"HEARTBEAT_SECONDS": 5, "LEASE_SECONDS": 10}, ["uistream_app.E012"]),
         ({"LEASE_SECONDS": 9}, ["uistream_app.E012"]),
         ({"HEARTBEAT_SECONDS": 0.5, "LEASE_SECONDS": 2}, []),
@@ -56,6 +61,25 @@ def test_each_error_id(value: object, expected: list[str]) -> None:
         messages = check_settings()
     assert ids(messages) == expected
     assert all(m.hint for m in messages)
+
+
+def test_every_number_in_defaults_is_a_numeric_setting() -> None:
+    from uistream_app.conf import DEFAULTS, NUMERIC_SETTINGS
+
+    numbers = {k for k, v in DEFAULTS.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    assert numbers <= NUMERIC_SETTINGS
+    assert {"SYNC_THREADS", "SHUTDOWN_GRACE_SECONDS", "MAX_REQUEST_BYTES"} <= NUMERIC_SETTINGS
+
+
+@pytest.mark.parametrize("key", sorted(NUMERIC_SETTINGS))
+def test_every_numeric_setting_is_checked(key: str) -> None:
+    with override_settings(UISTREAM={key: "many"}):
+        messages = [*check_settings(), *check_policies()]
+    assert [m.id for m in messages if f"UISTREAM[{key!r}] = 'many'" in m.msg] in (
+        ["uistream_app.E005"],
+        ["uistream_app.E003"],  # SDK_VERSION
+        ["uistream_app.E010"],  # the counts
+    )
 
 
 def test_unknown_key_names_the_key() -> None:
@@ -88,6 +112,15 @@ def test_settings_read_defaults_and_reset_on_change() -> None:
         _ = settings.NOPE
 
 
+def test_every_key_is_a_typed_property() -> None:
+    from uistream_app.conf import DEFAULTS, UIStreamSettings
+
+    missing = [key for key in DEFAULTS if not isinstance(getattr(UIStreamSettings, key, None), property)]
+    assert missing == []
+    with override_settings(UISTREAM={"LEASE_SECONDS": 30, "MAX_FILE_BYTES": 3, "BUDGETS": None}):
+        assert (settings.LEASE_SECONDS, settings.MAX_REQUEST_BYTES, settings.BUDGETS) == (30.0, 1024 * 1024 + 12, {})
+
+
 def test_import_setting_names_the_key() -> None:
     with override_settings(UISTREAM={"MODEL": "no.such.Model"}), pytest.raises(ImproperlyConfigured, match="'MODEL'"):
         settings.import_setting("MODEL")
@@ -95,6 +128,44 @@ def test_import_setting_names_the_key() -> None:
         import collections
 
         assert settings.import_setting("MODEL") is collections.OrderedDict
+
+
+@pytest.mark.parametrize(
+    ("uistream", "view", "read", "message"),
+    [
+        ({"EXECUTOR": "no.such.Runner"}, {}, "executor", "UISTREAM['EXECUTOR'] = 'no.such.Runner'"),
+        ({"TOOLS": ["no.such.tool"]}, {}, "get_tools", "UISTREAM['TOOLS'] entry 'no.such.tool'"),
+        ({}, {"tools": ["no.such.tool"]}, "get_tools", "'ChatView.tools' entry 'no.such.tool'"),
+        ({"TOOL_APPROVAL": "no.such.policy"}, {}, "get_tool_approval", "UISTREAM['TOOL_APPROVAL'] = 'no.such.policy'"),
+        (
+            {"PERMISSION_CLASSES": ["no.such.Permission"]},
+            {},
+            "get_permission_classes",
+            "UISTREAM['PERMISSION_CLASSES'] entry 'no.such.Permission'",
+        ),
+        (
+            {},
+            {"throttle_classes": ["no.such.Throttle"]},
+            "get_throttle_classes",
+            "'ChatView.throttle_classes' entry 'no.such.Throttle'",
+        ),
+        (
+            {"HISTORY_STRATEGY": "no.such.Strategy"},
+            {},
+            "get_history_strategy",
+            "UISTREAM['HISTORY_STRATEGY'] = 'no.such.Strategy'",
+        ),
+    ],
+)
+def test_a_dotted_path_that_cannot_be_imported_names_its_key(
+    uistream: dict[str, Any], view: dict[str, Any], read: str, message: str
+) -> None:
+    from uistream_app.executors import executor_class
+
+    chat_view = ChatView(**view)
+    with override_settings(UISTREAM=uistream), pytest.raises(ImproperlyConfigured) as info:
+        executor_class() if read == "executor" else getattr(chat_view, read)()
+    assert str(info.value) == f"{message} cannot be imported: No module named 'no'"
 
 
 def test_bad_broker_setting() -> None:

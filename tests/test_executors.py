@@ -51,6 +51,15 @@ def test_a_dotted_path_names_a_runner_class() -> None:
         assert check_executor() == []
 
 
+def test_celery_options_hold_a_task_for_one_lease() -> None:
+    from uistream_app.executors import celery_options
+
+    with override_settings(UISTREAM={}):
+        assert celery_options()["broker_transport_options"] == {"visibility_timeout": 20.0}
+    with override_settings(UISTREAM={"HEARTBEAT_SECONDS": 5, "LEASE_SECONDS": 45}):
+        assert celery_options()["broker_transport_options"] == {"visibility_timeout": 45.0}
+
+
 @pytest.mark.parametrize(
     "uistream",
     [

@@ -257,7 +257,7 @@ def _cost(run: Run) -> str | None:
     from .conf import settings as uistream_settings
     from .usage import cost_of
 
-    if not run.usage or run.model not in (uistream_settings.PRICES or {}):
+    if not run.usage or run.model not in uistream_settings.PRICES:
         return None
     return f"{cost_of(run.model, int(run.usage.get('input_tokens', 0)), int(run.usage.get('output_tokens', 0))):.6f}"
 

@@ -125,7 +125,7 @@ class AGUIView(ChatHooks, StreamView):
                 message_id=run.message_id,
                 history=list(history),
                 error_text=uistream_settings.ERROR_TEXT,
-                expose_errors=bool(uistream_settings.EXPOSE_ERRORS),
+                expose_errors=uistream_settings.EXPOSE_ERRORS,
             )
         return self.with_shared_state(source, run)
 

@@ -87,7 +87,7 @@ def limit_request_bodies(app: ASGIApp, *, max_bytes: int | None = None) -> ASGIA
         if max_bytes is None:
             from .conf import settings as uistream_settings
 
-            limit = int(uistream_settings.MAX_REQUEST_BYTES)
+            limit = uistream_settings.MAX_REQUEST_BYTES
         else:
             limit = max_bytes
         declared = _declared_length(scope)

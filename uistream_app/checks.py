@@ -7,7 +7,7 @@
 | E002   | ``MODEL`` (or an entry of ``TOOLS``, or ``TOOL_APPROVAL``) cannot be imported |
 | E003   | ``SDK_VERSION`` is not 5, 6 or 7 |
 | E004   | ``ON_DISCONNECT`` is not "cancel" or "finish" |
-| E005   | a numeric setting is not a positive number |
+| E005   | a numeric setting (``conf.NUMERIC_SETTINGS``) is not a positive number |
 | E006   | ``BROKER`` is not a valid broker setting |
 | E007   | ``LOG_WRITER`` is not "auto", "thread" or "inline" |
 | E008   | ``MODEL`` is unset and a routed chat endpoint has no model of its own |
@@ -38,10 +38,18 @@ from typing import Any, Final
 
 from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import URLPattern, URLResolver, get_resolver
-from django.utils.module_loading import import_string
 
-from .conf import DEFAULTS, LOG_WRITER_CHOICES, ON_DISCONNECT_CHOICES, SDK_VERSIONS, request_bytes_for
+from .conf import (
+    DEFAULTS,
+    LOG_WRITER_CHOICES,
+    NUMERIC_SETTINGS,
+    ON_DISCONNECT_CHOICES,
+    SDK_VERSIONS,
+    import_from_string,
+    request_bytes_for,
+)
 
 _GZIP = "django.middleware.gzip.GZipMiddleware"
 
@@ -73,23 +81,17 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     for tool in tools if isinstance(tools, (list, tuple)) else []:
         if isinstance(tool, str):
             try:
-                import_string(tool)
-            except ImportError as exc:
-                errors.append(
-                    Error(
-                        f"UISTREAM['TOOLS'] entry {tool!r} cannot be imported: {exc}",
-                        hint="Give the dotted path of a tool.",
-                        id="uistream_app.E002",
-                    )
-                )
+                import_from_string(tool, "UISTREAM['TOOLS']", entry=True)
+            except ImproperlyConfigured as exc:
+                errors.append(Error(str(exc), hint="Give the dotted path of a tool.", id="uistream_app.E002"))
     policy = user.get("TOOL_APPROVAL")
     if isinstance(policy, str):
         try:
-            import_string(policy)
-        except ImportError as exc:
+            import_from_string(policy, "UISTREAM['TOOL_APPROVAL']")
+        except ImproperlyConfigured as exc:
             errors.append(
                 Error(
-                    f"UISTREAM['TOOL_APPROVAL'] = {policy!r} cannot be imported: {exc}",
+                    str(exc),
                     hint="Give the dotted path of an approval policy (a function, or a mapping of tool names).",
                     id="uistream_app.E002",
                 )
@@ -118,21 +120,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="uistream_app.E007",
             )
         )
-    for key in (
-        "MAX_STEPS",
-        "KEEPALIVE_SECONDS",
-        "MAX_REQUEST_BYTES",
-        "MAX_FILE_BYTES",
-        "FLUSH_EVERY_MS",
-        *_LEASE_KEYS,
-    ):
+    for key in sorted(NUMERIC_SETTINGS - _NUMBERS_CHECKED_ELSEWHERE):
         value = user.get(key, DEFAULTS[key])
-        if key == "MAX_REQUEST_BYTES" and value is None:
-            continue  # derived from MAX_FILE_BYTES
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        if value is None and DEFAULTS[key] is None:
+            continue  # unset: derived (MAX_REQUEST_BYTES from MAX_FILE_BYTES)
+        zero = key in _ZERO_ALLOWED
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not zero):
             errors.append(
                 Error(
-                    f"UISTREAM[{key!r}] = {value!r} must be a positive number.",
+                    f"UISTREAM[{key!r}] = {value!r} must be {'0 or ' if zero else ''}a positive number.",
                     hint=f"The default is {DEFAULTS[key]!r}.",
                     id="uistream_app.E005",
                 )
@@ -140,6 +136,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors.extend(_check_lease(user))
     errors.extend(_check_file_limits(user))
     return errors
+
+
+#: E005 holds every numeric setting to a positive number except these, whose
+#: checks are stricter: SDK_VERSION is one of SDK_VERSIONS (E003); the counts
+#: are whole numbers of at least 1, or None (E010).
+_NUMBERS_CHECKED_ELSEWHERE: Final = frozenset({"SDK_VERSION", "MAX_ACTIVE_RUNS_PER_OWNER", "HISTORY_MAX_MESSAGES"})
+#: Where 0 means something: SHUTDOWN_GRACE_SECONDS = 0 interrupts the runs at once.
+_ZERO_ALLOWED: Final = frozenset({"SHUTDOWN_GRACE_SECONDS"})
 
 
 def _check_file_limits(user: dict[str, Any]) -> list[CheckMessage]:
@@ -211,14 +215,10 @@ def _check_model_setting(setting: Any) -> list[CheckMessage]:
         return []
     if isinstance(value, str):
         try:
-            value = import_string(value)
-        except ImportError as exc:
+            value = import_from_string(value, "UISTREAM['MODEL']")
+        except ImproperlyConfigured as exc:
             return [
-                Error(
-                    f"UISTREAM['MODEL'] = {value!r} cannot be imported: {exc}",
-                    hint="Give the dotted path of a chat model class or factory.",
-                    id="uistream_app.E002",
-                )
+                Error(str(exc), hint="Give the dotted path of a chat model class or factory.", id="uistream_app.E002")
             ]
     # A class's instances are the models, so it needs a stream method (it
     # would pass isinstance(..., ChatModel), a runtime protocol, by having
@@ -334,9 +334,9 @@ def check_policies(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         for item in value:
             if isinstance(item, str):
                 try:
-                    import_string(item)
-                except ImportError as exc:
-                    error(f"UISTREAM[{key!r}] entry {item!r} cannot be imported: {exc}", "Give a class's dotted path.")
+                    import_from_string(item, f"UISTREAM[{key!r}]", entry=True)
+                except ImproperlyConfigured as exc:
+                    error(str(exc), "Give a class's dotted path.")
     rates = user.get("THROTTLE_RATES", {})
     if not isinstance(rates, dict):
         error("UISTREAM['THROTTLE_RATES'] must be a dict of scope to rate.", 'For example {"chat": "5/min"}.')
@@ -380,8 +380,6 @@ def check_broker(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 def check_executor(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E020: an executor that can't be used; runs on workers relay through
     the broker, so the "celery" executor needs Redis (and Celery)."""
-    from django.core.exceptions import ImproperlyConfigured
-
     from .executors import CeleryRunner, executor_class
 
     user = getattr(django_settings, "UISTREAM", {})
@@ -563,6 +561,8 @@ def check_usage_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
         )
     try:
         load_strategy(user.get("HISTORY_STRATEGY"))
-    except (ImportError, TypeError) as exc:
+    except ImproperlyConfigured as exc:
+        errors.append(Error(str(exc), id="uistream_app.E033"))
+    except TypeError as exc:
         errors.append(Error(f"UISTREAM['HISTORY_STRATEGY'] cannot be used: {exc}", id="uistream_app.E033"))
     return errors

@@ -1,22 +1,37 @@
 """The ``UISTREAM`` settings dict, read in one place.
 
 ``uistream_app.conf.settings.MAX_STEPS`` and friends return the project's
-value or the default below. Values are cached and the cache is reset on
-Django's ``setting_changed`` signal, so ``override_settings`` works in
-tests. Dotted paths (``MODEL``, ``TOOLS``) are imported lazily by
-``import_setting``, with errors that name the key.
+value or the default below, typed: one property per key, so callers never
+cast. Values are cached and the cache is reset on Django's
+``setting_changed`` signal, so ``override_settings`` works in tests.
+
+Dotted paths (``MODEL``, ``TOOLS``, ``EXECUTOR``, the policy classes…) are
+imported lazily, where they are used, and only through
+``import_from_string`` (``settings.import_setting(key)`` and
+``perform_import`` call it): an import that fails is an
+``ImproperlyConfigured`` that names the key, the same text system checks
+E002, E010, E020 and E033 report at startup.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, NoReturn, get_args, get_type_hints
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-__all__ = ["DEFAULTS", "UIStreamSettings", "request_bytes_for", "settings"]
+__all__ = [
+    "DEFAULTS",
+    "NUMERIC_SETTINGS",
+    "UIStreamSettings",
+    "import_from_string",
+    "perform_import",
+    "request_bytes_for",
+    "settings",
+]
 
 DEFAULTS: Final[dict[str, Any]] = {
     # Dotted path of a chat model class or factory (or the object itself).
@@ -137,7 +152,11 @@ def request_bytes_for(max_file_bytes: int) -> int:
 
 
 class UIStreamSettings:
-    """Attribute access to ``settings.UISTREAM`` with defaults."""
+    """``settings.UISTREAM`` merged over ``DEFAULTS``, one typed property per
+    key (corsheaders' ``conf.Settings``), so callers never cast. The raw
+    values are cached until ``setting_changed``; each property turns its
+    value into its type on every read (so a lazy ``ERROR_TEXT`` is
+    translated for the request that reads it)."""
 
     def __init__(self) -> None:
         self._cache: dict[str, Any] = {}
@@ -149,31 +168,235 @@ class UIStreamSettings:
             raise ImproperlyConfigured("The UISTREAM setting must be a dict.")
         return value
 
-    def __getattr__(self, name: str) -> Any:
-        if name not in DEFAULTS:
-            raise AttributeError(f"Invalid uistream setting: {name!r}")
+    def _get(self, name: str) -> Any:
         if name not in self._cache:
-            value = self.user_settings.get(name, DEFAULTS[name])
-            if name == "MAX_REQUEST_BYTES" and value is None:
-                value = request_bytes_for(int(self.MAX_FILE_BYTES))
-            self._cache[name] = value
+            self._cache[name] = self.user_settings.get(name, DEFAULTS[name])
         return self._cache[name]
 
+    if not TYPE_CHECKING:  # to mypy an unknown name stays an error
+
+        def __getattr__(self, name: str) -> NoReturn:
+            raise AttributeError(f"Invalid uistream setting: {name!r}")
+
     def import_setting(self, name: str) -> Any:
-        """The object a dotted-path setting names (or the value itself when
-        it is not a string); ``ImproperlyConfigured`` naming the key when
-        the import fails."""
-        value = getattr(self, name)
-        if isinstance(value, str):
-            try:
-                return import_string(value)
-            except ImportError as exc:
-                raise ImproperlyConfigured(f"UISTREAM[{name!r}] = {value!r} cannot be imported: {exc}") from exc
-        return value
+        """The setting ``name`` with its dotted paths imported
+        (``perform_import``); ``ImproperlyConfigured`` naming the key when
+        an import fails."""
+        return perform_import(getattr(self, name), f"UISTREAM[{name!r}]")
 
     def reload(self) -> None:
         self._cache.clear()
 
+    # -- the chat --------------------------------------------------------------
+
+    @property
+    def MODEL(self) -> object:
+        """A model, its class or factory, a dotted path, a provider name, or None."""
+        return self._get("MODEL")
+
+    @property
+    def TOOLS(self) -> Sequence[object]:
+        """``Tool`` objects, functions, or dotted paths to either."""
+        value: Sequence[object] = self._get("TOOLS")
+        return value
+
+    @property
+    def TOOL_APPROVAL(self) -> object:
+        return self._get("TOOL_APPROVAL")
+
+    @property
+    def MAX_STEPS(self) -> int:
+        return int(self._get("MAX_STEPS"))
+
+    @property
+    def SDK_VERSION(self) -> int:
+        return int(self._get("SDK_VERSION"))
+
+    @property
+    def ERROR_TEXT(self) -> str:
+        return str(self._get("ERROR_TEXT"))
+
+    @property
+    def EXPOSE_ERRORS(self) -> bool:
+        return bool(self._get("EXPOSE_ERRORS"))
+
+    @property
+    def KEEPALIVE_SECONDS(self) -> float:
+        return float(self._get("KEEPALIVE_SECONDS"))
+
+    @property
+    def ON_DISCONNECT(self) -> str:
+        """One of ``ON_DISCONNECT_CHOICES`` (check E004)."""
+        return str(self._get("ON_DISCONNECT"))
+
+    @property
+    def ALLOW_ANONYMOUS(self) -> bool:
+        return bool(self._get("ALLOW_ANONYMOUS"))
+
+    @property
+    def MAX_REQUEST_BYTES(self) -> int:
+        """The setting, or (None) derived from ``MAX_FILE_BYTES``."""
+        value = self._get("MAX_REQUEST_BYTES")
+        return request_bytes_for(self.MAX_FILE_BYTES) if value is None else int(value)
+
+    @property
+    def MAX_FILE_BYTES(self) -> int:
+        return int(self._get("MAX_FILE_BYTES"))
+
+    @property
+    def ALLOWED_MEDIA_TYPES(self) -> Sequence[str]:
+        value: Sequence[str] = self._get("ALLOWED_MEDIA_TYPES")
+        return value
+
+    @property
+    def MESSAGE_METADATA(self) -> bool:
+        return bool(self._get("MESSAGE_METADATA"))
+
+    @property
+    def TRACE_CONTENT(self) -> bool:
+        return bool(self._get("TRACE_CONTENT"))
+
+    # -- live runs, the log, processes -----------------------------------------
+
+    @property
+    def BROKER(self) -> Mapping[str, Any]:
+        value: Mapping[str, Any] = self._get("BROKER")
+        return value
+
+    @property
+    def FLUSH_EVERY_MS(self) -> float:
+        return float(self._get("FLUSH_EVERY_MS"))
+
+    @property
+    def HEARTBEAT_SECONDS(self) -> float:
+        return float(self._get("HEARTBEAT_SECONDS"))
+
+    @property
+    def LEASE_SECONDS(self) -> float:
+        return float(self._get("LEASE_SECONDS"))
+
+    @property
+    def LOG_WRITER(self) -> str:
+        """One of ``LOG_WRITER_CHOICES`` (check E007)."""
+        return str(self._get("LOG_WRITER"))
+
+    @property
+    def SYNC_THREADS(self) -> int:
+        return int(self._get("SYNC_THREADS"))
+
+    @property
+    def SHUTDOWN_GRACE_SECONDS(self) -> float:
+        return float(self._get("SHUTDOWN_GRACE_SECONDS"))
+
+    @property
+    def EXECUTOR(self) -> object:
+        """An ``EXECUTORS`` alias, a ``Runner`` subclass or its dotted path."""
+        return self._get("EXECUTOR")
+
+    @property
+    def MCP_SERVERS(self) -> Mapping[str, Any]:
+        """Checked by ``mcp.parse_servers`` (check E021)."""
+        value: Mapping[str, Any] = self._get("MCP_SERVERS")
+        return value
+
+    # -- policies, history, spending -------------------------------------------
+
+    @property
+    def AUTHENTICATION_CLASSES(self) -> Sequence[object]:
+        """Classes or dotted paths (``policies.load_classes``)."""
+        value: Sequence[object] = self._get("AUTHENTICATION_CLASSES")
+        return value
+
+    @property
+    def PERMISSION_CLASSES(self) -> Sequence[object]:
+        value: Sequence[object] = self._get("PERMISSION_CLASSES")
+        return value
+
+    @property
+    def THROTTLE_CLASSES(self) -> Sequence[object]:
+        value: Sequence[object] = self._get("THROTTLE_CLASSES")
+        return value
+
+    @property
+    def THROTTLE_RATES(self) -> Mapping[str, str | None]:
+        value: Mapping[str, str | None] = self._get("THROTTLE_RATES") or {}
+        return value
+
+    @property
+    def MAX_ACTIVE_RUNS_PER_OWNER(self) -> int | None:
+        value = self._get("MAX_ACTIVE_RUNS_PER_OWNER")
+        return None if value is None else int(value)
+
+    @property
+    def HISTORY_MAX_MESSAGES(self) -> int | None:
+        value = self._get("HISTORY_MAX_MESSAGES")
+        return None if value is None else int(value)
+
+    @property
+    def HISTORY_STRATEGY(self) -> object:
+        """A strategy, its class, its dotted path, or None (``history.load_strategy``)."""
+        return self._get("HISTORY_STRATEGY")
+
+    @property
+    def SCHEMA_PUBLIC(self) -> bool:
+        return bool(self._get("SCHEMA_PUBLIC"))
+
+    @property
+    def USAGE_LIMITS(self) -> Sequence[object]:
+        """``RunUsageLimit`` objects or dicts of their fields (``limits.load_usage_limits``)."""
+        value: Sequence[object] = self._get("USAGE_LIMITS") or ()
+        return value
+
+    @property
+    def BUDGETS(self) -> Mapping[str, Mapping[str, float]]:
+        value: Mapping[str, Mapping[str, float]] = self._get("BUDGETS") or {}
+        return value
+
+    @property
+    def PRICES(self) -> Mapping[str, Mapping[str, float]]:
+        value: Mapping[str, Mapping[str, float]] = self._get("PRICES") or {}
+        return value
+
+
+def import_from_string(path: str, setting: str, *, entry: bool = False) -> Any:
+    """The object the dotted ``path`` names: the one place a dotted path
+    from a setting (or from a view's attribute standing in for one) is
+    imported. ``setting`` names where it was written, ``"UISTREAM['EXECUTOR']"``
+    or ``"'ChatView.tools'"``, and ``entry`` says it is one entry of a list,
+    so the ``ImproperlyConfigured`` reads ``UISTREAM['EXECUTOR'] = 'x.Y'
+    cannot be imported: …`` or ``UISTREAM['TOOLS'] entry 'x.y' cannot be
+    imported: …``."""
+    try:
+        return import_string(path)
+    except ImportError as exc:
+        where = f"{setting} entry {path!r}" if entry else f"{setting} = {path!r}"
+        raise ImproperlyConfigured(f"{where} cannot be imported: {exc}") from exc
+
+
+def perform_import(value: object, setting: str) -> Any:
+    """``value`` with its dotted paths imported (DRF's ``perform_import``):
+    a string is imported, a list or tuple comes back as a list with each
+    string entry imported, anything else is returned as it is."""
+    if isinstance(value, str):
+        return import_from_string(value, setting)
+    if isinstance(value, list | tuple):
+        return [import_from_string(item, setting, entry=True) if isinstance(item, str) else item for item in value]
+    return value
+
+
+def _is_number(annotation: object) -> bool:
+    types = get_args(annotation) or (annotation,)
+    return any(t in (int, float) for t in types) and all(t in (int, float, type(None)) for t in types)
+
+
+#: The settings whose values are numbers: those whose property returns an
+#: ``int`` or a ``float`` (or None). Read from the properties, so a numeric
+#: key added with its property is in here (system check E005).
+NUMERIC_SETTINGS: Final[frozenset[str]] = frozenset(
+    name
+    for name, member in vars(UIStreamSettings).items()
+    if isinstance(member, property) and name in DEFAULTS and _is_number(get_type_hints(member.fget)["return"])
+)
 
 settings = UIStreamSettings()
 

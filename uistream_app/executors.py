@@ -35,7 +35,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from . import telemetry
-from .conf import EXECUTORS
+from .conf import EXECUTORS, import_from_string
 from .conf import settings as uistream_settings
 from .live import get_broker
 from .owners import Owner
@@ -67,11 +67,7 @@ def executor_class() -> type[Runner]:
     """The ``Runner`` class ``UISTREAM["EXECUTOR"]`` names (an alias or a
     dotted path); ``ImproperlyConfigured`` naming the key otherwise."""
     value = uistream_settings.EXECUTOR
-    path = EXECUTORS.get(value, value) if isinstance(value, str) else value
-    try:
-        cls = import_string(path) if isinstance(path, str) else path
-    except ImportError as exc:
-        raise ImproperlyConfigured(f"UISTREAM['EXECUTOR'] = {value!r} cannot be imported: {exc}") from exc
+    cls = import_from_string(EXECUTORS.get(value, value), "UISTREAM['EXECUTOR']") if isinstance(value, str) else value
     if not (isinstance(cls, type) and issubclass(cls, Runner)):
         raise ImproperlyConfigured(
             f"UISTREAM['EXECUTOR'] = {value!r} is neither 'inprocess', 'celery' nor the dotted path of a Runner "
@@ -82,11 +78,8 @@ def executor_class() -> type[Runner]:
 
 def lease_seconds() -> float:
     """How long a run may go unrenewed before it counts as orphaned:
-    ``UISTREAM["LEASE_SECONDS"]`` where the project sets it, else 20."""
-    try:
-        return float(getattr(uistream_settings, "LEASE_SECONDS"))  # noqa: B009 - may not be a known key yet
-    except AttributeError:
-        return DEFAULT_LEASE_SECONDS
+    ``UISTREAM["LEASE_SECONDS"]`` (default 20)."""
+    return uistream_settings.LEASE_SECONDS
 
 
 def celery_options() -> dict[str, Any]:

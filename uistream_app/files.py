@@ -181,7 +181,7 @@ def decode_files(message: Mapping[str, Any], *, where: str = "message") -> Stage
     ``data:`` part's bytes against ``MAX_FILE_BYTES`` (413) before and
     after decoding; a ``data:`` URL that is not base64 or names another
     media type than the part is a 400. Nothing is written here."""
-    max_bytes = int(uistream_settings.MAX_FILE_BYTES)
+    max_bytes = uistream_settings.MAX_FILE_BYTES
     files: list[DecodedFile] = []
     for index, part in enumerate(message.get("parts") or ()):
         if not isinstance(part, Mapping) or part.get("type") != "file":

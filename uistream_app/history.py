@@ -36,8 +36,8 @@ from contextlib import aclosing
 from typing import Any
 
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
+from .conf import import_from_string
 from .files import attach_files
 from .models import Conversation, Message, MessageQuerySet, Run
 from .protocol.events import Event, TextDelta, Usage
@@ -376,12 +376,14 @@ def _name(model: ChatModel) -> str:
     return model_name(model)
 
 
-def load_strategy(value: Any) -> HistoryStrategy | None:
-    """A strategy from a setting: an object, a class, or a dotted path."""
+def load_strategy(value: Any, setting: str = "UISTREAM['HISTORY_STRATEGY']") -> HistoryStrategy | None:
+    """A strategy from a setting: an object, a class, or a dotted path
+    (``ImproperlyConfigured`` naming ``setting`` when it can't be imported;
+    ``TypeError`` when it is no strategy)."""
     if value is None:
         return None
     if isinstance(value, str):
-        value = import_string(value)
+        value = import_from_string(value, setting)
     if isinstance(value, type):
         value = value()
     if not isinstance(value, HistoryStrategy):

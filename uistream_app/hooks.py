@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
 
 from .adapters import AgentAdapter, AgentModel, AgentTurn, adapter_for
+from .conf import perform_import
 from .conf import settings as uistream_settings
 from .history import HistoryStrategy, LastMessages, load_strategy
 from .limits import RunUsageLimit, load_usage_limits
@@ -145,11 +145,11 @@ class ChatHooks:
         """The tools the model may call (``Tool`` objects, functions, or
         dotted paths to either), and those of the MCP servers
         (``mcp_servers``, default every one of ``UISTREAM["MCP_SERVERS"]``)."""
-        raw = self.tools if self.tools is not None else uistream_settings.TOOLS
-        tools: list[Tool] = []
-        for item in raw:
-            value = import_string(item) if isinstance(item, str) else item
-            tools.append(value if isinstance(value, Tool) else Tool(value))
+        if self.tools is not None:
+            values = perform_import(list(self.tools), f"'{type(self).__name__}.tools'")
+        else:
+            values = uistream_settings.import_setting("TOOLS")
+        tools: list[Tool] = [value if isinstance(value, Tool) else Tool(value) for value in values]
         if uistream_settings.MCP_SERVERS and (self.mcp_servers is None or self.mcp_servers):
             from .mcp import mcp_tools
 
@@ -164,7 +164,7 @@ class ChatHooks:
         value = self.__dict__.get("tool_approval", type(self).tool_approval)
         if value is None:
             return uistream_settings.import_setting("TOOL_APPROVAL")  # type: ignore[no-any-return]
-        return import_string(value) if isinstance(value, str) else value  # type: ignore[no-any-return]
+        return perform_import(value, f"'{type(self).__name__}.tool_approval'")  # type: ignore[no-any-return]
 
     def get_system_prompt(self) -> str | None:
         return self.system_prompt
@@ -181,7 +181,8 @@ class ChatHooks:
     def get_history_strategy(self) -> HistoryStrategy:
         """The strategy that chooses what a turn sends (docs/operations.md,
         "History strategies")."""
-        strategy = load_strategy(self.history_strategy) or load_strategy(uistream_settings.HISTORY_STRATEGY)
+        own = load_strategy(self.history_strategy, f"'{type(self).__name__}.history_strategy'")
+        strategy = own or load_strategy(uistream_settings.HISTORY_STRATEGY)
         if strategy is not None:
             return strategy
         limit = self.history_max_messages

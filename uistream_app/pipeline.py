@@ -147,7 +147,7 @@ def check_json_request(request: HttpRequest, *, also_text: bool = False) -> int:
     ``WorkflowChatTransport`` sends: a string body with no content type).
     CSRF was checked before, whatever the type: a cross-site form can send
     ``text/plain`` without a preflight, so the check is what keeps it out."""
-    max_bytes = int(uistream_settings.MAX_REQUEST_BYTES)
+    max_bytes = uistream_settings.MAX_REQUEST_BYTES
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > max_bytes:
         raise too_large(max_bytes)
@@ -238,10 +238,10 @@ async def render_subscription(
                 # and the stream expired before the sweeper settled it): the
                 # client is told, never left with a bare end of stream.
                 logger.warning("run %s's stream ended without a terminal chunk", run_id)
-                yield render_many([{"type": "error", "errorText": str(uistream_settings.ERROR_TEXT)}])
+                yield render_many([{"type": "error", "errorText": uistream_settings.ERROR_TEXT}])
         except BrokerError:
             logger.exception("the broker failed while run %s streamed", run_id)
-            yield render_many([{"type": "error", "errorText": str(uistream_settings.ERROR_TEXT)}])
+            yield render_many([{"type": "error", "errorText": uistream_settings.ERROR_TEXT}])
         # Also after a broker failure: the client was told and was not lost,
         # so ON_DISCONNECT does not apply; the run's own failed publish
         # settles it (``runner.execute_run``).
@@ -357,7 +357,7 @@ class StreamView(Policies, View):
             get_broker(),
             handle.run_id,
             renderer,
-            keepalive_seconds=float(uistream_settings.KEEPALIVE_SECONDS),
+            keepalive_seconds=uistream_settings.KEEPALIVE_SECONDS,
             on_close=on_close,
         )
         if handle.elsewhere:

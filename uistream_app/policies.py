@@ -17,12 +17,12 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from django.utils.module_loading import import_string
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
+from .conf import import_from_string
 from .conf import settings as uistream_settings
 from .errors import BadRequest, Codes, NotAuthenticated, PermissionDenied, Throttled, from_status
 
@@ -42,9 +42,11 @@ __all__ = [
 ]
 
 
-def load_classes(value: Iterable[Any]) -> list[type]:
-    """Classes, or dotted paths to them (settings)."""
-    return [import_string(item) if isinstance(item, str) else item for item in value]
+def load_classes(value: Iterable[Any], setting: str = "a policy list") -> list[type]:
+    """Classes, or dotted paths to them; ``setting`` names the list in the
+    ``ImproperlyConfigured`` of one that can't be imported
+    (``"UISTREAM['PERMISSION_CLASSES']"``, ``"'ChatView.permission_classes'"``)."""
+    return [import_from_string(item, setting, entry=True) if isinstance(item, str) else item for item in value]
 
 
 class Policies:
@@ -67,21 +69,25 @@ class Policies:
         """Whether a visitor who is not signed in may chat (by session)."""
         if self.allow_anonymous is not None:
             return self.allow_anonymous
-        return bool(uistream_settings.ALLOW_ANONYMOUS)
+        return uistream_settings.ALLOW_ANONYMOUS
 
     def get_authenticators(self) -> list[Any]:
-        classes = self.authentication_classes
-        return [cls() for cls in load_classes(uistream_settings.AUTHENTICATION_CLASSES if classes is None else classes)]
+        classes = self._policy_classes("authentication_classes", uistream_settings.AUTHENTICATION_CLASSES)
+        return [cls() for cls in classes]
 
     def get_permission_classes(self) -> list[type]:
-        classes = self.permission_classes
-        return load_classes(uistream_settings.PERMISSION_CLASSES if classes is None else classes)
+        return self._policy_classes("permission_classes", uistream_settings.PERMISSION_CLASSES)
 
     def get_throttle_classes(self) -> list[type]:
-        classes = self.throttle_classes
+        return self._policy_classes("throttle_classes", uistream_settings.THROTTLE_CLASSES if self.starts_runs else ())
+
+    def _policy_classes(self, attribute: str, default: Sequence[Any]) -> list[type]:
+        """The view's ``attribute`` (``permission_classes``…), else the
+        ``UISTREAM`` default, imported; an import error names which."""
+        classes = getattr(self, attribute)
         if classes is None:
-            classes = uistream_settings.THROTTLE_CLASSES if self.starts_runs else ()
-        return load_classes(classes)
+            return load_classes(default, f"UISTREAM[{attribute.upper()!r}]")
+        return load_classes(classes, f"'{type(self).__name__}.{attribute}'")
 
 
 class DjangoSessionAuthentication(BaseAuthentication):
@@ -132,9 +138,9 @@ class ChatRateThrottle(SimpleRateThrottle):
     scope = "chat"
 
     def get_rate(self) -> str | None:
-        rates = uistream_settings.THROTTLE_RATES or {}
+        rates = uistream_settings.THROTTLE_RATES
         if self.scope in rates:
-            return rates[self.scope]  # type: ignore[no-any-return]
+            return rates[self.scope]
         return self.THROTTLE_RATES.get(self.scope)
 
     def get_cache_key(self, request: Any, view: Any) -> str:
@@ -199,7 +205,7 @@ class OwnerBudget(BaseThrottle):
     def get_budget(self, request: Any, view: Any) -> dict[str, Any]:
         """``{"tokens": N, "cost": X, "reserve_tokens": n, "reserve_cost": x}``
         (any of them); empty: no budget."""
-        budgets = uistream_settings.BUDGETS or {}
+        budgets = uistream_settings.BUDGETS
         return dict(budgets.get(self.period) or {})
 
     def now(self) -> Any:

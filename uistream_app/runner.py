@@ -119,7 +119,7 @@ class Runner:
             conversation_id=prepared.chat_id,
             model=prepared.run.model,
             owner_kind="user" if prepared.owner.user is not None else "anonymous",
-            content=bool(uistream_settings.TRACE_CONTENT),
+            content=uistream_settings.TRACE_CONTENT,
         )
         run: Coroutine[Any, Any, None] = execute_run(
             source,
@@ -127,7 +127,7 @@ class Runner:
             prepared.channel,
             recorder,
             error_text=uistream_settings.ERROR_TEXT,
-            expose_errors=bool(uistream_settings.EXPOSE_ERRORS),
+            expose_errors=uistream_settings.EXPOSE_ERRORS,
             stopped=stopped,
             clock=clock,
         )

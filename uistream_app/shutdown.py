@@ -183,7 +183,7 @@ async def _drain_then_hand_over(previous: Any, signum: int) -> None:
     from .conf import settings as uistream_settings
 
     try:
-        await stop_gracefully(float(uistream_settings.SHUTDOWN_GRACE_SECONDS))
+        await stop_gracefully(uistream_settings.SHUTDOWN_GRACE_SECONDS)
     except Exception:
         logger.exception("the graceful stop failed; stopping anyway")
     _hand_over(previous, signum, None)

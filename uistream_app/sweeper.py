@@ -85,7 +85,7 @@ class Settled:
 
 
 def _lease() -> timedelta:
-    return timedelta(seconds=float(uistream_settings.LEASE_SECONDS))
+    return timedelta(seconds=uistream_settings.LEASE_SECONDS)
 
 
 # -- heartbeats -------------------------------------------------------------------
@@ -199,7 +199,7 @@ async def settle(run_id: str, *, heartbeat_at: datetime | None = None) -> Settle
         return None
     broker = get_broker()
     published = await broker.published(run_id)
-    error_text = str(uistream_settings.ERROR_TEXT)
+    error_text = uistream_settings.ERROR_TEXT
     complete, recovered = await sync_to_async(_store_settled)(run, published, error_text)
     if not complete:
         return None
@@ -239,7 +239,7 @@ async def stop_dead_run(run: Run, *, poll: float = 0.1) -> bool:
     process renews it every ``HEARTBEAT_SECONDS``) and settle it (True);
     False when its process renewed it but it has not ended (it lives, and
     the stop request did not reach it)."""
-    heartbeat = float(uistream_settings.HEARTBEAT_SECONDS)
+    heartbeat = uistream_settings.HEARTBEAT_SECONDS
     seen = run.heartbeat_at
     deadline = (seen or timezone.now()) + timedelta(seconds=2 * heartbeat)
     while True:
@@ -280,11 +280,11 @@ def _renew_forever() -> None:
         try:
             renew_leases([handle.run_id for handle in live_runs()])
             if time.monotonic() >= next_sweep:
-                next_sweep = time.monotonic() + float(uistream_settings.LEASE_SECONDS)
+                next_sweep = time.monotonic() + uistream_settings.LEASE_SECONDS
                 if orphan_ids():
                     async_to_sync(sweep)()
         except Exception:  # the renewer must outlive a database hiccup
             logger.exception("could not renew the leases of this process's runs")
         finally:
             close_old_connections()
-        time.sleep(float(uistream_settings.HEARTBEAT_SECONDS))
+        time.sleep(uistream_settings.HEARTBEAT_SECONDS)

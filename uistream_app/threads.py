@@ -138,7 +138,7 @@ def lanes() -> list[Lane]:
 
         with _lanes_lock:
             if not _lanes:
-                count = max(1, int(uistream_settings.SYNC_THREADS))
+                count = max(1, uistream_settings.SYNC_THREADS)
                 _lanes.extend(Lane(index) for index in range(count))
     return _lanes
 

@@ -50,7 +50,7 @@ def cost_of(model: str, input_tokens: int, output_tokens: int, prices: Mapping[s
     price table (per million tokens). A model the table does not name costs
     nothing."""
     table = uistream_settings.PRICES if prices is None else prices
-    price = (table or {}).get(model)
+    price = table.get(model)
     if not price:
         return 0.0
     return (input_tokens * float(price.get("input", 0)) + output_tokens * float(price.get("output", 0))) / 1_000_000

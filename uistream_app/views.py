@@ -149,7 +149,7 @@ class ChatStreamView(StreamView):
             broker,
             run_id,
             UIStreamRenderer(version),
-            keepalive_seconds=float(uistream_settings.KEEPALIVE_SECONDS),
+            keepalive_seconds=uistream_settings.KEEPALIVE_SECONDS,
         )
         return sse_response(body)
 
@@ -245,7 +245,7 @@ async def stream_from_index(run: Run, start: int, version: int) -> HttpResponseB
         if run.status == Run.Status.RUNNING and chunks and chunks[-1].get("type") not in TERMINAL_CHUNKS:
             # Its process is gone and the broker forgot it (the sweeper will
             # settle it): the client is told, as a resume is.
-            chunks = [*chunks, {"type": "error", "errorText": str(uistream_settings.ERROR_TEXT)}]
+            chunks = [*chunks, {"type": "error", "errorText": uistream_settings.ERROR_TEXT}]
     seqs = _event_seqs(chunks, version)
     tail = len(seqs) - 1
     first = max(0, tail + 1 + start) if start < 0 else start
@@ -262,7 +262,7 @@ async def stream_from_index(run: Run, start: int, version: int) -> HttpResponseB
             broker,
             run_id,
             skipping,
-            keepalive_seconds=float(uistream_settings.KEEPALIVE_SECONDS),
+            keepalive_seconds=uistream_settings.KEEPALIVE_SECONDS,
             from_seq=from_seq,
         )
         return sse_response(body, headers)
@@ -329,7 +329,7 @@ class StoredMessageStreamView(StreamView):
         self, request: HttpRequest, context: RequestContext, chat_id: str, message_id: str
     ) -> HttpResponseBase:
         conversation = await context.owned_conversation(chat_id)
-        version = resolve_sdk_version(request, int(uistream_settings.SDK_VERSION))
+        version = resolve_sdk_version(request, uistream_settings.SDK_VERSION)
         message = None
         if valid_id(message_id):
             message = await conversation.messages.with_client_id(message_id).filter(role="assistant").afirst()

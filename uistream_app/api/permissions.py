@@ -55,7 +55,7 @@ class SchemaAccess(IsAdminUser):
     and field, which a project may not want to publish)."""
 
     def has_permission(self, request: Request, view: APIView) -> bool:
-        return bool(uistream_settings.SCHEMA_PUBLIC) or super().has_permission(request, view)
+        return uistream_settings.SCHEMA_PUBLIC or super().has_permission(request, view)
 
 
 class OwnedMixin(APIView):

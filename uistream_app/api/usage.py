@@ -38,7 +38,7 @@ class UsageView(OwnedMixin, generics.GenericAPIView[Run]):
     )
     def get(self, request: Request) -> Response:
         runs = self.owned_runs()
-        budgets = uistream_settings.BUDGETS or {}
+        budgets = uistream_settings.BUDGETS
         periods: dict[str, Any] = {}
         for period in PERIODS:
             start, end = period_bounds(period)

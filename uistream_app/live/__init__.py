@@ -158,7 +158,7 @@ async def ping(config: Mapping[str, Any] | None = None) -> None:
     if config is None:
         from ..conf import settings
 
-        config = cast(Mapping[str, Any], settings.BROKER)
+        config = settings.BROKER
     broker = broker_from_config(config)
     try:
         async with asyncio.timeout(PING_TIMEOUT):

@@ -107,7 +107,7 @@ def log_writes_inline() -> bool:
     mode = uistream_settings.LOG_WRITER
     if mode == "auto":
         return bool(connection.in_atomic_block)
-    return bool(mode == "inline")
+    return mode == "inline"
 
 
 # -- the writer ---------------------------------------------------------------------
