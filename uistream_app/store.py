@@ -1,5 +1,5 @@
 """``ConversationStore``: the only code that touches the database to turn
-a request into a run (docs/architecture.md, "A turn").
+a request into a run (docs/architecture.md, "The flow").
 
 A transport parses its request into a ``Turn`` (what is asked of the
 conversation, in no dialect's words) and calls ``prepare``, which checks
