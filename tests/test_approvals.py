@@ -14,8 +14,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from uistream_app.chat import decided_by
 from uistream_app.models import Conversation, Message, Run
+from uistream_app.owners import Owner
 
 from .test_chat_http import Browser, read_chunks, wait_for
 from .test_chat_real_client import run_client, server  # noqa: F401  (server: fixture)
@@ -86,11 +86,11 @@ def test_the_admin_shows_who_decided_when_and_why(node: str, server: str, admin_
 
 def test_a_signed_in_users_decision_names_the_user(django_user_model: Any) -> None:
     user = django_user_model.objects.create_user("ada", password="pw")
-    conversation = Conversation.objects.create(id="c-user", owner=user)
-    assert decided_by(conversation) == f"user {user.pk} (ada)"
-    anonymous = Conversation.objects.create(id="c-anon", session_key="k" * 32)
-    assert decided_by(anonymous).startswith("anonymous visitor ")
-    assert decided_by(anonymous) != decided_by(Conversation(id="c-other", session_key="j" * 32))
+    assert Owner.of_user(user).describe() == f"user {user.pk} (ada)"
+    anonymous = Owner.of_session("k" * 32).describe()
+    assert anonymous.startswith("anonymous visitor ")
+    assert "k" * 32 not in anonymous
+    assert anonymous != Owner.of_session("j" * 32).describe()
 
 
 def test_a_pending_approval_survives_a_reload(node: str, server: str) -> None:

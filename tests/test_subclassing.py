@@ -1,6 +1,6 @@
 """The README's "subclass the chat view" path, as a project writes it:
 class attributes and ``get_*`` hooks, ``get_source`` passed through or
-replaced by an agent of one's own, and the first release's names."""
+replaced by an agent of one's own."""
 
 from __future__ import annotations
 
@@ -99,13 +99,3 @@ async def test_the_readme_subclass_runs_its_prompt_tools_and_model() -> None:
 async def test_an_agent_of_ones_own_through_get_source() -> None:
     chunks = await chat("/own/chat", "o1", "hello", plan="pro")
     assert "".join(c["delta"] for c in chunks if c["type"] == "text-delta") == "1 message(s), plan pro, chat o1"
-
-
-async def test_the_first_releases_names_still_import() -> None:
-    from uistream_app.chat import ChatRunMixin, execute_run, not_found
-    from uistream_app.hooks import ChatHooks
-    from uistream_app.runner import execute_run as runner_execute_run
-
-    assert ChatRunMixin is ChatHooks
-    assert execute_run is runner_execute_run
-    assert (not_found().status, not_found().code) == (404, "not_found")

@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, ClassVar
 
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponseBase
 
 from .adapters import AgentAdapter, AgentModel, adapter_for
 from .chat_request import valid_id
@@ -43,7 +43,6 @@ __all__ = [
     "AGUI_SSE_HEADERS",
     "AGUIView",
     "AgentModel",
-    "agui_response",
     "render_stored_run",
     "stored_history",
     "stored_history_sync",
@@ -416,10 +415,3 @@ def stored_history_sync(run: Run) -> list[dict[str, Any]] | None:
 async def stored_history(run: Run) -> list[dict[str, Any]] | None:
     """``stored_history_sync`` from async code (one thread hop)."""
     return await sync_to_async(stored_history_sync)(run)
-
-
-def agui_response(body: AsyncIterator[bytes]) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(body, content_type="text/event-stream")
-    for name, value in AGUI_SSE_HEADERS.items():
-        response[name] = value
-    return response

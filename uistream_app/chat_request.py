@@ -24,7 +24,6 @@ __all__ = ["MAX_DEPTH", "BadRequest", "ChatRequest", "chat_turn", "parse_chat_re
 MAX_MESSAGES: Final = 10_000
 ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
 TRIGGERS: Final = ("submit-message", "regenerate-message")
-USER_PART_TYPES: Final = frozenset(("text", "file"))
 
 
 @dataclass(frozen=True)

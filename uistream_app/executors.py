@@ -45,7 +45,6 @@ from .runs import ClientToolResult, ToolApproval
 from .store import PreparedRun, Turn
 
 __all__ = [
-    "DEFAULT_LEASE_SECONDS",
     "CeleryRunner",
     "WorkerRunHandle",
     "celery_options",
@@ -57,8 +56,6 @@ __all__ = [
 
 logger = logging.getLogger("uistream_app.executors")
 
-#: ``UISTREAM["LEASE_SECONDS"]`` when the setting is not there.
-DEFAULT_LEASE_SECONDS: Final = 20.0
 #: The Celery task's name (``uistream_app.tasks``).
 TASK_NAME: Final = "uistream_app.execute_run"
 

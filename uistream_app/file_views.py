@@ -27,9 +27,6 @@ __all__ = ["FileView"]
 _INLINE_PREFIXES = ("image/", "text/plain")
 
 
-_SANDBOX = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'"
-
-
 def _inline(media_type: str) -> bool:
     bare = media_type.split(";", 1)[0].strip().lower()
     return bare != "image/svg+xml" and bare.startswith(_INLINE_PREFIXES)

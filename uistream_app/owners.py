@@ -41,8 +41,7 @@ class Owner:
 
     def filter_kwargs(self, prefix: str = "") -> dict[str, Any]:
         """Query filters selecting what this owner owns (``prefix`` for a
-        relation, e.g. ``"conversation__"``). Only ``owned_by`` and the
-        store use them."""
+        relation, e.g. ``"conversation__"``). Only ``owned_by`` uses them."""
         if self.user is not None:
             return {f"{prefix}owner": self.user}
         return {f"{prefix}owner": None, f"{prefix}session_key": self.session_key or ""}

@@ -46,7 +46,6 @@ from .protocol.ui.chunks import Chunk
 from .runner import RunHandle
 
 __all__ = [
-    "BROKER_UNAVAILABLE",
     "RUN_ID_HEADER",
     "SSE_HEADERS",
     "RequestContext",
@@ -74,11 +73,6 @@ SAFE_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
 TERMINAL_CHUNKS = frozenset(("finish", "error", "abort"))
 
 logger = logging.getLogger("uistream_app.pipeline")
-
-#: The error code of a request refused because the broker fails (503), on
-#: HTTP and on the WebSocket alike (kept here for the first release's
-#: importers; ``errors.Codes`` defines it).
-BROKER_UNAVAILABLE = Codes.BROKER_UNAVAILABLE
 
 
 class StreamRenderer(Protocol):

@@ -1,4 +1,4 @@
-"""``Runner``: the only code that starts a run (docs/architecture.md, "A run").
+"""``Runner``: the only code that starts a run (docs/architecture.md, "The flow").
 
 ``Runner.start(prepared, source)`` runs a ``PreparedRun``'s event source in
 a task of its own: ``execute_run`` encodes it, records every chunk

@@ -1,5 +1,5 @@
 """``ConversationStore``: the only code that touches the database to turn
-a request into a run (docs/architecture.md, "A turn").
+a request into a run (docs/architecture.md, "The flow").
 
 A transport parses its request into a ``Turn`` (what is asked of the
 conversation, in no dialect's words) and calls ``prepare``, which checks
@@ -41,7 +41,6 @@ __all__ = [
     "PreparedRun",
     "ToolAnswer",
     "Turn",
-    "latest_messages",
     "new_message_id",
 ]
 
@@ -173,19 +172,10 @@ def _check_chat(chat_id: str, owner: Owner) -> list[str]:
     return orphan_ids(conversation_id=chat_id)
 
 
-def latest_messages(limit: int | None) -> HistoryChooser:
-    """The default history: the last ``limit`` messages (all with None),
-    starting at a user message so that no answer is cut from its question."""
-
-    def choose(messages: MessageQuerySet) -> list[Message]:
-        if limit is None:
-            return list(messages)
-        chosen = list(messages.order_by("-position")[:limit])[::-1]
-        while len(chosen) > 1 and chosen[0].role != "user":
-            chosen.pop(0)
-        return chosen
-
-    return choose
+def _all_messages(messages: MessageQuerySet) -> list[Message]:
+    """The history of a store given no chooser: every stored message (a
+    view always passes its own, ``ChatHooks.get_history``)."""
+    return list(messages)
 
 
 class ConversationStore:
@@ -208,7 +198,7 @@ class ConversationStore:
     ) -> None:
         self.client_tools = client_tools
         self.editable_tools = dict(editable_tools or {})
-        self.choose_history = choose_history or latest_messages(None)
+        self.choose_history = choose_history or _all_messages
         self.with_thread = with_thread
 
     async def prepare(

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
 
 from uistream_app.live import (
     BrokerConfigError,
@@ -88,6 +89,22 @@ def test_get_broker_caches_one_broker_per_setting(settings: Any) -> None:
     assert get_broker() is broker
     reset_broker()
     assert get_broker() is not broker
+
+
+@pytest.mark.usefixtures("fresh_brokers")
+def test_override_settings_of_broker_gets_its_own_broker_and_keeps_the_old_one() -> None:
+    # What reset_broker's docstring promises: a changed BROKER needs no
+    # reset, and an override that leaves BROKER alone keeps the broker (and
+    # the runs open in it).
+    with override_settings(UISTREAM={}):
+        broker = get_broker()
+        with override_settings(UISTREAM={"BROKER": {"BACKEND": "memory", "FINISHED_TTL": 7}}):
+            other = get_broker()
+            assert other is not broker
+            assert other.finished_ttl == 7  # type: ignore[attr-defined]
+        assert get_broker() is broker
+        with override_settings(UISTREAM={"MAX_STEPS": 3}):
+            assert get_broker() is broker
 
 
 @pytest.mark.usefixtures("fresh_brokers")

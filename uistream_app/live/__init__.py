@@ -136,9 +136,13 @@ def get_broker() -> Broker:
 
 
 def reset_broker() -> None:
-    """Forget the cached brokers (on ``setting_changed`` for ``UISTREAM``).
-    Runs open in a forgotten in-memory broker are unreachable after this:
-    reset between runs, not during them."""
+    """Forget the cached brokers. Nothing calls it on ``setting_changed``:
+    the cache is keyed by the ``BROKER`` value, so a changed value (an
+    ``override_settings``) already gets a broker of its own and the old
+    value its old broker back, while forgetting the in-memory broker on any
+    ``UISTREAM`` change would strand the runs open in it (a test server's
+    thread shares the process). Runs open in a forgotten in-memory broker
+    are unreachable after this: reset between runs, not during them."""
     with _lock:
         _brokers.clear()
 

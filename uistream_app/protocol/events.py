@@ -2,8 +2,7 @@
 
 A source is anything that produces an assistant message: a model stream, a
 tool loop (model, tools, model again), a stored turn being replayed, or an
-agent written by hand. Each speaks in these frozen dataclasses, the Python
-twin of the seed encoder's ``TextDelta`` and ``ToolLoopEvent``; the encoder
+agent written by hand. Each speaks in these frozen dataclasses; the encoder
 (``protocol.ui.encoder``) folds them into UI message chunks and keeps the
 chunk stream well formed whatever order they arrive in.
 

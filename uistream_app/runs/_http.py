@@ -7,7 +7,7 @@ with ``**options: Unpack[HTTPOptions]``) and the request cycle: ``_open`` sends 
 open 2xx response, retrying 429, 5xx (Anthropic's 529 "overloaded"
 included) and failed connects with backoff or the server's
 ``Retry-After``, but only before the first byte of a successful response;
-``_sse`` yields the response's events with transport failures typed
+``sse_events`` yields the response's events with transport failures typed
 (``runs.errors``). A subclass sets ``path`` and ``default_base_url`` and writes
 ``api_body`` and ``_events`` (the provider's events → the model
 port's), and ``_headers`` where the API does not take a bearer token.

@@ -245,10 +245,6 @@ def _object(value: Any, path: str) -> str | None:
     return None if isinstance(value, dict) else "must be an object"
 
 
-def _array(value: Any, path: str) -> str | None:
-    return None if isinstance(value, list) else "must be an array"
-
-
 def _json(value: Any, path: str) -> str | None:
     return None  # any JSON value; ``null`` decided by the caller
 
