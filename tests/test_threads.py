@@ -47,7 +47,10 @@ def test_open_streams_do_not_each_hold_a_thread(server: str) -> None:
         readers: dict[str, SSEStream] = {}
         for i in range(OPEN_STREAMS):
             chat_id = f"{server}-open-{i}"
-            response = streams.enter_context(Browser(process.url).stream(chat_id, "count to 150"))
+            # 8 s of answer at 20 ms a word: every stream is still open once
+            # the last has started, even on a loaded machine ("count to 150"
+            # was not, beside the other workers of the suite).
+            response = streams.enter_context(Browser(process.url).stream(chat_id, "count to 400"))
             assert response.status_code == 200
             readers[chat_id] = SSEStream(response)
         got = {chat_id: reader.read(stop=lambda cs: bool(text_of(cs)))[0] for chat_id, reader in readers.items()}
@@ -60,7 +63,7 @@ def test_open_streams_do_not_each_hold_a_thread(server: str) -> None:
         for chat_id, reader in readers.items():
             rest, done = reader.read()
             assert done
-            assert text_of(got[chat_id] + rest) == " ".join(str(n) for n in range(1, 151))
+            assert text_of(got[chat_id] + rest) == " ".join(str(n) for n in range(1, 401))
     wait_for(lambda: not Run.objects.filter(status="running").exists(), "the runs to be stored")
     assert set(Run.objects.values_list("status", flat=True)) == {"completed"}
 
