@@ -8,7 +8,6 @@ uses; the store and the runner do the work.
 
 from __future__ import annotations
 
-import functools
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -32,20 +31,12 @@ from .runs import (
     ToolCallRequest,
     ToolLoop,
     is_model_spec,
-    resolve_model,
+    shared_model,
     ui_to_model_messages,
 )
 from .store import ConversationStore, PreparedRun
 
 __all__ = ["ChatHooks", "ServerToolLoop"]
-
-
-@functools.cache
-def _model_for_spec(spec: str) -> ChatModel:
-    """The model a provider-qualified name names, made once per process:
-    the provider models hold no per-request state (each call opens its own
-    client), and their replay memory is per process anyway."""
-    return resolve_model(spec)
 
 
 class ServerToolLoop(ToolLoop):
@@ -127,7 +118,7 @@ class ChatHooks:
                 value = uistream_settings.import_setting("MODEL")
         if is_model_spec(value):
             try:
-                return _model_for_spec(value)
+                return shared_model(value)
             except ModelSpecError as exc:
                 raise ImproperlyConfigured(f"{key} = {value!r} cannot be used: {exc}") from exc
         if value is None:
