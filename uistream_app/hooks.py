@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from .adapters import AgentAdapter, AgentModel, AgentTurn, adapter_for
 from .conf import perform_import
 from .conf import settings as uistream_settings
+from .executors import executor_class
 from .history import HistoryStrategy, LastMessages, load_strategy
 from .limits import RunUsageLimit, load_usage_limits
 from .models import Message, MessageQuerySet, Run
@@ -142,7 +143,7 @@ class ChatHooks:
             values = uistream_settings.import_setting("TOOLS")
         tools: list[Tool] = [value if isinstance(value, Tool) else Tool(value) for value in values]
         if uistream_settings.MCP_SERVERS and (self.mcp_servers is None or self.mcp_servers):
-            from .mcp import mcp_tools
+            from .mcp import mcp_tools  # the mcp extra: imported only where MCP_SERVERS is used
 
             tools.extend(mcp_tools(self.mcp_servers))
         return tools
@@ -261,6 +262,4 @@ class ChatHooks:
     def get_runner(self) -> Runner:
         """The runner that starts this endpoint's runs: the executor
         ``UISTREAM["EXECUTOR"]`` names (in this process by default)."""
-        from .executors import executor_class
-
         return executor_class().for_hooks(self)

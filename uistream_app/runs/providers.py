@@ -37,7 +37,10 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from .anthropic import AnthropicModel
 from .model import ChatModel
+from .openai import OpenAIChatModel
+from .openai_responses import OpenAIResponsesModel
 
 __all__ = ["MODEL_SCHEMES", "ModelSpecError", "is_model_spec", "resolve_model", "shared_model"]
 
@@ -110,15 +113,9 @@ def _build(scheme: str, model: str, kwargs: dict[str, Any], options: Mapping[str
     # Typed as making a ``ChatModel``: mypy checks each model keeps the port.
     factory: Callable[..., ChatModel]
     if scheme == "anthropic":
-        from .anthropic import AnthropicModel
-
         factory = AnthropicModel
     elif scheme == "openai-responses":
-        from .openai_responses import OpenAIResponsesModel
-
         factory = OpenAIResponsesModel
     else:
-        from .openai import OpenAIChatModel
-
         factory = OpenAIChatModel
     return factory(model, **{**kwargs, **options})
