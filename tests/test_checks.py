@@ -325,11 +325,11 @@ def test_the_demo_chat_rate_passes_the_checks() -> None:
 
 @pytest.fixture
 def fresh_spec_models() -> Any:
-    from uistream_app.hooks import _model_for_spec
+    from uistream_app.runs import shared_model
 
-    _model_for_spec.cache_clear()
+    shared_model.cache_clear()
     yield
-    _model_for_spec.cache_clear()
+    shared_model.cache_clear()
 
 
 def test_a_model_name_with_its_key_set_passes_every_check(monkeypatch: pytest.MonkeyPatch) -> None:

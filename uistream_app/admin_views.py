@@ -20,6 +20,7 @@ Everything shown is escaped by the templates: a model answer holding
 
 from __future__ import annotations
 
+import datetime
 import math
 from typing import TYPE_CHECKING, Any, Final
 
@@ -29,9 +30,11 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import content_disposition_header
 from django.utils.translation import gettext as _
 
+from .conf import settings as uistream_settings
 from .inspect.analysis import analyze_run
 from .inspect.formats import (
     DIALECTS,
@@ -45,6 +48,7 @@ from .inspect.parts import part_views, pretty_json
 from .inspect.timeline import format_ms, render_svg
 from .models import Run
 from .recording import read_log
+from .usage import PERIODS, cost_of, period_bounds, usage_report
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -254,9 +258,6 @@ class RunInspector:
 
 def _cost(run: Run) -> str | None:
     """The run's cost by ``UISTREAM["PRICES"]`` (None: no price for its model)."""
-    from .conf import settings as uistream_settings
-    from .usage import cost_of
-
     if not run.usage or run.model not in uistream_settings.PRICES:
         return None
     return f"{cost_of(run.model, int(run.usage.get('input_tokens', 0)), int(run.usage.get('output_tokens', 0))):.6f}"
@@ -266,15 +267,7 @@ def usage_report_view(model_admin: ModelAdmin[Run], request: HttpRequest) -> Htt
     """The admin's usage report: every owner's runs, tokens and cost in one
     period (``?period=day|month&date=YYYY-MM-DD``, default this month),
     with the previous and next periods a click away."""
-    import datetime
-
-    from django.utils import timezone
-
-    from .usage import PERIODS, period_bounds, usage_report
-
     if not model_admin.has_view_permission(request):
-        from django.core.exceptions import PermissionDenied
-
         raise PermissionDenied
     period = request.GET.get("period", "month")
     if period not in PERIODS:

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.core.signals import request_started
 from django.utils.translation import gettext_lazy as _
+
+from .conf import settings as uistream_settings  # (its import connects the setting_changed reset)
 
 
 class UIStreamConfig(AppConfig):
@@ -11,11 +14,9 @@ class UIStreamConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from django.core.signals import request_started
-
+        # Imported once the app registry is ready: they import the models.
         from . import (
             checks,  # noqa: F401  (registers the system checks)
-            conf,  # noqa: F401  (connects the setting_changed reset)
             shutdown,  # noqa: F401  (counts the requests a graceful stop waits for)
         )
         from .sweeper import ensure_renewer
@@ -29,8 +30,6 @@ class UIStreamConfig(AppConfig):
 
 
 def _warm_up_mcp(**kwargs: object) -> None:
-    from .conf import settings as uistream_settings
-
     if uistream_settings.MCP_SERVERS:  # mcp.py is imported only where it is used
         from .mcp import warm_up
 

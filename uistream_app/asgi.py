@@ -25,6 +25,7 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from .conf import settings as uistream_settings
 from .errors import PayloadTooLarge
 from .threads import bounded_threads
 
@@ -84,12 +85,7 @@ def limit_request_bodies(app: ASGIApp, *, max_bytes: int | None = None) -> ASGIA
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
-        if max_bytes is None:
-            from .conf import settings as uistream_settings
-
-            limit = uistream_settings.MAX_REQUEST_BYTES
-        else:
-            limit = max_bytes
+        limit = uistream_settings.MAX_REQUEST_BYTES if max_bytes is None else max_bytes
         declared = _declared_length(scope)
         if declared is not None and declared > limit:
             await _refuse(send, limit)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -50,6 +51,10 @@ from .conf import (
     import_from_string,
     request_bytes_for,
 )
+from .limits import load_usage_limits
+from .live import BrokerConfigError, BrokerError, broker_from_config, ping
+from .runs.model import ChatModel
+from .runs.providers import ModelSpecError, is_model_spec, resolve_model
 
 _GZIP = "django.middleware.gzip.GZipMiddleware"
 
@@ -199,9 +204,6 @@ def _check_model_setting(setting: Any) -> list[CheckMessage]:
     (it may read keys or open clients): only its being callable is checked.
     A provider-qualified name (``"anthropic:claude-…"``) is resolved: that
     reads the environment and sends nothing."""
-    from .runs.model import ChatModel
-    from .runs.providers import ModelSpecError, is_model_spec, resolve_model
-
     value = setting
     if is_model_spec(value):
         # Made here as get_model() makes it (no request is sent): a
@@ -249,6 +251,8 @@ def _needs_model_setting(view: Any) -> bool:
     """Whether a routed view would read ``UISTREAM['MODEL']``: a ``ChatView``
     or ``AGUIView`` with no ``model`` (on the class or in ``as_view()``), no
     ``get_model`` of its own, and no ``agent``."""
+    # When the check runs, not at app loading (ready() imports this module):
+    # the views bring the whole request stack, and a project's hooks.
     from .agui_views import AGUIView
     from .hooks import ChatHooks
     from .views import ChatView
@@ -359,8 +363,6 @@ def check_policies(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 @register(Tags.compatibility)
 def check_broker(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    from .live import BrokerConfigError, broker_from_config
-
     user = getattr(django_settings, "UISTREAM", {})
     config = user.get("BROKER", DEFAULTS["BROKER"]) if isinstance(user, dict) else DEFAULTS["BROKER"]
     try:
@@ -380,7 +382,7 @@ def check_broker(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 def check_executor(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E020: an executor that can't be used; runs on workers relay through
     the broker, so the "celery" executor needs Redis (and Celery)."""
-    from .executors import CeleryRunner, executor_class
+    from .executors import CeleryRunner, executor_class  # at check time: it brings the runner and store
 
     user = getattr(django_settings, "UISTREAM", {})
     if not isinstance(user, dict):
@@ -394,7 +396,7 @@ def check_executor(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     if not issubclass(cls, CeleryRunner):
         return []
     errors: list[CheckMessage] = []
-    try:
+    try:  # the celery extra: whether it is installed is what is checked
         import celery  # noqa: F401
     except ImportError:
         errors.append(
@@ -422,9 +424,7 @@ def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
     """E021: ``MCP_SERVERS`` must parse (``mcp.parse_servers`` names the
     entry and key), its stdio commands must exist, and the SDK must be
     installed; otherwise the first request would find out."""
-    import shutil
-
-    from .mcp import EXTRA_HINT, MCPConfigError, parse_servers
+    from .mcp import EXTRA_HINT, MCPConfigError, parse_servers  # mcp.py is imported only where MCP_SERVERS is used
 
     user = getattr(django_settings, "UISTREAM", {})
     if not isinstance(user, dict) or user.get("MCP_SERVERS") in (None, {}):
@@ -444,7 +444,7 @@ def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
                     id="uistream_app.E021",
                 )
             )
-    try:
+    try:  # the mcp extra: whether it is installed is what is checked
         import mcp  # noqa: F401
     except ImportError:
         errors.append(
@@ -461,8 +461,6 @@ def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
 def check_broker_reachable(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Only for a Redis broker, and only with ``--deploy``: a ping, so a deploy check
     says at once that resume and stop across processes will not work."""
-    from .live import BrokerError, ping
-
     user = getattr(django_settings, "UISTREAM", {})
     config = user.get("BROKER") if isinstance(user, dict) else None
     if not isinstance(config, dict) or config.get("BACKEND") != "redis":
@@ -508,8 +506,7 @@ def check_usage_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
     """``USAGE_LIMITS``, ``BUDGETS``, ``PRICES`` and ``HISTORY_STRATEGY``
     (docs/operations.md, "Usage limits and budgets", "History strategies"):
     a typo there would silently mean no limit, no budget or a free model."""
-    from .history import load_strategy
-    from .limits import load_usage_limits
+    from .history import load_strategy  # at check time, not app loading: it brings the models' rooms
 
     user = getattr(django_settings, "UISTREAM", {})
     if not isinstance(user, dict):

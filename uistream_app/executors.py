@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
@@ -157,7 +158,7 @@ class CeleryRunner(Runner):
         return cls(type(hooks))
 
     async def start(self, prepared: PreparedRun, source: AsyncIterator[Event], *, metadata: Any = None) -> RunHandle:
-        from .live import RedisRunChannel
+        from .live import RedisRunChannel  # the redis extra (live.__getattr__ imports it on use)
 
         channel = prepared.channel
         try:
@@ -203,7 +204,7 @@ TIME_LIMIT_MARGIN: Final = 30.0
 
 
 def _task() -> Any:
-    try:
+    try:  # Celery is an extra, and tasks.py (Celery's autodiscovery) imports it and this module
         from .tasks import execute_run_task
     except ImportError as exc:
         raise ImproperlyConfigured(
@@ -216,7 +217,7 @@ async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None
     """Execute the run ``payload`` describes (``run_payload``), in the
     worker's event loop; returns what happened (``"executed"``,
     ``"not-active"`` when the run ended or was adopted before)."""
-    from .live import RedisBroker
+    from .live import RedisBroker  # the redis extra (live.__getattr__ imports it on use)
 
     broker = get_broker()
     if not isinstance(broker, RedisBroker):
@@ -270,6 +271,4 @@ async def _owner(payload: dict[str, Any]) -> Owner:
     user_id = payload["user_id"]
     if user_id is None:
         return Owner.of_session(payload["session_key"])
-    from django.contrib.auth import get_user_model
-
     return Owner.of_user(await get_user_model()._default_manager.aget(pk=user_id))

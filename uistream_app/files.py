@@ -36,7 +36,6 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
-from django.urls import NoReverseMatch, reverse
 
 from .conf import settings as uistream_settings
 from .errors import BadRequest, Codes, PayloadTooLarge, UnsupportedMediaType
@@ -63,11 +62,10 @@ UPLOAD_DIR: Final = "uistream/files"
 
 def file_url(file_id: uuid.UUID | str) -> str:
     """The URL a stored part carries: the app's ``files/<id>`` route (where
-    the project included the app: ``/api/files/<id>`` in the demo)."""
-    try:
-        return reverse("uistream:file", args=[str(file_id)])
-    except NoReverseMatch:
-        return f"/api/files/{file_id}"
+    the project included the app: ``/api/files/<id>`` in the demo). The
+    model owns it (``StoredFile.url_of``), as Django's models own their
+    ``get_absolute_url``."""
+    return StoredFile.url_of(file_id)
 
 
 def file_id_from_url(url: object) -> str | None:

@@ -42,7 +42,7 @@ from .files import attach_files
 from .models import Conversation, Message, MessageQuerySet, Run
 from .protocol.events import Event, TextDelta, Usage
 from .recording import CURRENT_RECORDER
-from .runs import ChatModel, SystemMessage, ToolLoop, ui_to_model_messages
+from .runs import ChatModel, SystemMessage, ToolLoop, model_name, shared_model, ui_to_model_messages
 from .runs.messages import AssistantMessage, ModelMessage, ToolMessage, UserMessage
 
 __all__ = [
@@ -328,7 +328,7 @@ class SummarizeOlder(HistoryStrategy):
                 "through": str(through["id"]),
                 "through_position": position,
                 "covers": (summary or {}).get("covers", 0) + len(older),
-                "model": _name(self._model(build.model)),
+                "model": model_name(self._model(build.model)),
                 "created_at": timezone.now().isoformat(),
             }
             await Conversation.objects.filter(pk=chat_id).aupdate(history_summary=summary)
@@ -343,9 +343,7 @@ class SummarizeOlder(HistoryStrategy):
         if value is None:
             return model
         if isinstance(value, str):
-            from .hooks import _model_for_spec
-
-            return _model_for_spec(value)
+            return shared_model(value)
         return value
 
     async def summarize(self, previous: str, older: list[UIMessage], build: Build) -> str:
@@ -368,12 +366,6 @@ class SummarizeOlder(HistoryStrategy):
                 elif isinstance(event, Usage):
                     build.usage.append(event)
         return "".join(parts).strip()
-
-
-def _name(model: ChatModel) -> str:
-    from .runs import model_name
-
-    return model_name(model)
 
 
 def load_strategy(value: Any, setting: str = "UISTREAM['HISTORY_STRATEGY']") -> HistoryStrategy | None:

@@ -8,7 +8,6 @@ uses; the store and the runner do the work.
 
 from __future__ import annotations
 
-import functools
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -18,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from .adapters import AgentAdapter, AgentModel, AgentTurn, adapter_for
 from .conf import perform_import
 from .conf import settings as uistream_settings
+from .executors import executor_class
 from .history import HistoryStrategy, LastMessages, load_strategy
 from .limits import RunUsageLimit, load_usage_limits
 from .models import Message, MessageQuerySet, Run
@@ -32,20 +32,12 @@ from .runs import (
     ToolCallRequest,
     ToolLoop,
     is_model_spec,
-    resolve_model,
+    shared_model,
     ui_to_model_messages,
 )
 from .store import ConversationStore, PreparedRun
 
 __all__ = ["ChatHooks", "ServerToolLoop"]
-
-
-@functools.cache
-def _model_for_spec(spec: str) -> ChatModel:
-    """The model a provider-qualified name names, made once per process:
-    the provider models hold no per-request state (each call opens its own
-    client), and their replay memory is per process anyway."""
-    return resolve_model(spec)
 
 
 class ServerToolLoop(ToolLoop):
@@ -127,7 +119,7 @@ class ChatHooks:
                 value = uistream_settings.import_setting("MODEL")
         if is_model_spec(value):
             try:
-                return _model_for_spec(value)
+                return shared_model(value)
             except ModelSpecError as exc:
                 raise ImproperlyConfigured(f"{key} = {value!r} cannot be used: {exc}") from exc
         if value is None:
@@ -151,7 +143,7 @@ class ChatHooks:
             values = uistream_settings.import_setting("TOOLS")
         tools: list[Tool] = [value if isinstance(value, Tool) else Tool(value) for value in values]
         if uistream_settings.MCP_SERVERS and (self.mcp_servers is None or self.mcp_servers):
-            from .mcp import mcp_tools
+            from .mcp import mcp_tools  # the mcp extra: imported only where MCP_SERVERS is used
 
             tools.extend(mcp_tools(self.mcp_servers))
         return tools
@@ -270,6 +262,4 @@ class ChatHooks:
     def get_runner(self) -> Runner:
         """The runner that starts this endpoint's runs: the executor
         ``UISTREAM["EXECUTOR"]`` names (in this process by default)."""
-        from .executors import executor_class
-
         return executor_class().for_hooks(self)

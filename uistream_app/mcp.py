@@ -38,6 +38,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
+from django.core.exceptions import ImproperlyConfigured
+
+from .conf import settings as uistream_settings
 from .portal import loop_in_thread
 from .runs import Tool, ToolError
 
@@ -184,9 +187,7 @@ def parse_servers(value: Any) -> list[MCPServerConfig]:
 
 
 def _require_sdk() -> None:
-    from django.core.exceptions import ImproperlyConfigured
-
-    try:
+    try:  # the mcp extra: this is where its absence is told
         import mcp  # noqa: F401
     except ImportError as exc:
         raise ImproperlyConfigured(f"UISTREAM['MCP_SERVERS'] needs the MCP SDK: {EXTRA_HINT} ({exc})") from exc
@@ -268,7 +269,7 @@ class _WatchedRead:
         return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> Any:
-        import anyio
+        import anyio  # the mcp extra's (it brings anyio)
 
         try:
             return await self._inner.receive()
@@ -283,7 +284,7 @@ class _WatchedRead:
         return self
 
     async def __anext__(self) -> Any:
-        import anyio
+        import anyio  # the mcp extra's (it brings anyio)
 
         try:
             return await self.receive()
@@ -302,7 +303,7 @@ async def _transport(config: MCPServerConfig, on_closed: Callable[[], None]) -> 
     """The SDK's transport for ``config``, its read stream watched."""
     async with contextlib.AsyncExitStack() as stack:
         if config.command is not None:
-            from mcp.client.stdio import StdioServerParameters, stdio_client
+            from mcp.client.stdio import StdioServerParameters, stdio_client  # the mcp extra
 
             params = StdioServerParameters(
                 command=config.command,
@@ -312,6 +313,7 @@ async def _transport(config: MCPServerConfig, on_closed: Callable[[], None]) -> 
             )
             read, write = await stack.enter_async_context(stdio_client(params))
         else:
+            # The mcp extra (and the httpx2 it brings).
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
@@ -369,7 +371,7 @@ class MCPServerConnection:
     async def _hold(self, session_box: list[_Session], ready: asyncio.Future[Any], stop: asyncio.Event) -> None:
         """The owner task: enters the SDK client, waits for ``stop``, leaves
         it (anyio wants both in one task)."""
-        from mcp import Client
+        from mcp import Client  # the mcp extra
 
         def closed() -> None:
             if session_box:
@@ -508,6 +510,7 @@ class MCPServerConnection:
     async def call_here(self, name: str, arguments: Mapping[str, Any]) -> Any:
         """Call the server's tool ``name`` (on the sessions' loop): its
         output, or ``ToolError`` with the server's error."""
+        # The mcp extra.
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED
 
@@ -635,10 +638,6 @@ def connection(config: MCPServerConfig) -> MCPServerConnection:
 def configured_servers(names: Sequence[str] | None = None) -> list[MCPServerConfig]:
     """The checked ``UISTREAM["MCP_SERVERS"]`` (those named in ``names``,
     when given)."""
-    from django.core.exceptions import ImproperlyConfigured
-
-    from .conf import settings as uistream_settings
-
     try:
         servers = parse_servers(uistream_settings.MCP_SERVERS)
     except MCPConfigError as exc:
@@ -674,8 +673,6 @@ def warm_up(**kwargs: Any) -> None:
     global _warmed
     if _warmed:
         return
-    from .conf import settings as uistream_settings
-
     if not uistream_settings.MCP_SERVERS:
         return
     _warmed = True

@@ -26,6 +26,7 @@ from typing import Any, Final
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -412,6 +413,14 @@ class StoredFile(models.Model):
     @property
     def url(self) -> str:
         """The owner-checked URL the stored part carries."""
-        from .files import file_url
+        return self.url_of(self.pk)
 
-        return file_url(self.pk)
+    @staticmethod
+    def url_of(file_id: uuid.UUID | str) -> str:
+        """The URL of the stored file ``file_id``, a row or not yet
+        (``files.file_url``): the app's ``files/<id>`` route (where the
+        project included the app: ``/api/files/<id>`` in the demo)."""
+        try:
+            return reverse("uistream:file", args=[str(file_id)])
+        except NoReverseMatch:
+            return f"/api/files/{file_id}"

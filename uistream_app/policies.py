@@ -17,6 +17,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
+from django.core.cache import cache
+from django.utils import timezone
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
@@ -25,6 +27,8 @@ from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 from .conf import import_from_string
 from .conf import settings as uistream_settings
 from .errors import BadRequest, Codes, NotAuthenticated, PermissionDenied, Throttled, from_status
+from .models import Run
+from .usage import in_period, period_bounds, spend_of
 
 __all__ = [
     "AllowAnonymousSessions",
@@ -159,7 +163,6 @@ class MaxActiveRunsThrottle(BaseThrottle):
         limit = uistream_settings.MAX_ACTIVE_RUNS_PER_OWNER
         if limit is None:
             return True
-        from .models import Run
 
         user = request.user
         if user is not None and user.is_authenticated:
@@ -210,15 +213,11 @@ class OwnerBudget(BaseThrottle):
 
     def now(self) -> Any:
         """The moment the request is checked at (its period's)."""
-        from django.utils import timezone
-
         return timezone.now()
 
     def owner_runs(self, request: Any) -> Any:
         """The runs of the request's owner (None: an anonymous visitor with
         no session yet, who has spent nothing)."""
-        from .models import Run
-
         user = request.user
         if user is not None and user.is_authenticated:
             return Run.objects.filter(conversation__owner=user), f"user-{user.pk}"
@@ -228,10 +227,6 @@ class OwnerBudget(BaseThrottle):
         return Run.objects.filter(conversation__owner=None, conversation__session_key=key), f"session-{key}"
 
     def allow_request(self, request: Any, view: Any) -> bool:
-        from django.core.cache import cache
-
-        from .usage import in_period, period_bounds, spend_of
-
         budget = self.get_budget(request, view)
         limits: dict[str, Any] = {name: budget[name] for name in ("tokens", "cost") if budget.get(name) is not None}
         if not limits:

@@ -6,6 +6,10 @@ a task of its own: ``execute_run`` encodes it, records every chunk
 the run ends (done, failed, stopped, cancelled because its client left) the
 log is closed with a terminal chunk, stored, and the slot released. The
 responses are subscribers of the broker; they never touch the run.
+
+``RunHandle`` and ``live_runs()`` live in ``run_registry`` (below this
+module, the sweeper and the shutdown, which all use them) and are
+re-exported here, where users have imported them from.
 """
 
 from __future__ import annotations
@@ -14,12 +18,10 @@ import asyncio
 import functools
 import logging
 import time
-import weakref
 from collections.abc import AsyncIterator, Coroutine
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from . import telemetry
+from . import shutdown, telemetry
 from .conf import settings as uistream_settings
 from .limits import RunUsageLimit, limit_usage
 from .live import BrokerError, RunChannel
@@ -29,6 +31,7 @@ from .protocol.ui.chunks import Chunk
 from .protocol.ui.encoder import UIMessageEncoder
 from .protocol.ui.stream import aencode_batches
 from .recording import CURRENT_RECORDER, RunRecorder
+from .run_registry import RunHandle, interruption_of, live_runs, track
 from .store import PreparedRun
 from .sweeper import INTERRUPTED_FINISH_REASON, ensure_renewer
 from .threads import in_lane
@@ -36,47 +39,6 @@ from .threads import in_lane
 __all__ = ["RunHandle", "Runner", "execute_run", "live_runs"]
 
 logger = logging.getLogger("uistream_app.runner")
-
-
-@dataclass(frozen=True, eq=False)
-class RunHandle:
-    """A started run: its row and its task (cancel the task to cancel the run)."""
-
-    run: Run
-    task: asyncio.Task[None]
-    #: Whether the run executes in another process (an executor's worker),
-    #: so its first chunk may be a while coming.
-    elsewhere: ClassVar[bool] = False
-
-    @property
-    def run_id(self) -> str:
-        return str(self.run.pk)
-
-    def cancel_unless_done(self) -> None:
-        if not self.task.done():
-            self.task.cancel()
-
-    def interrupt(self, error_text: str) -> None:
-        """End the run because this process is stopping (``shutdown``): it
-        closes with an ``error`` chunk carrying ``error_text`` and is stored
-        as ``interrupted``. Call it in the run's own event loop."""
-        if not self.task.done():
-            _INTERRUPTED[self.task] = error_text
-            self.task.cancel()
-
-
-#: The runs ``RunHandle.interrupt`` cancelled, with the text their clients get.
-_INTERRUPTED: weakref.WeakKeyDictionary[asyncio.Task[None], str] = weakref.WeakKeyDictionary()
-
-
-#: The runs executing in this process (every event loop), until their task
-#: ends: what a heartbeat renews and a shutdown settles.
-_LIVE: set[RunHandle] = set()
-
-
-def live_runs() -> frozenset[RunHandle]:
-    """The runs executing in this process right now."""
-    return frozenset(_LIVE)
 
 
 class Runner:
@@ -142,17 +104,10 @@ class Runner:
         )
         watcher = asyncio.create_task(_watch_stop(prepared.channel, task, stopped))
         handle = RunHandle(prepared.run, task)
-        _LIVE.add(handle)
-        from . import shutdown  # (imports this module)
-
+        track(handle)
         shutdown.install()
         ensure_renewer()  # this process now holds a lease to renew
-
-        def ended(_task: asyncio.Task[None]) -> None:
-            watcher.cancel()
-            _LIVE.discard(handle)
-
-        task.add_done_callback(ended)
+        task.add_done_callback(lambda _task: watcher.cancel())
         return handle
 
 
@@ -191,8 +146,7 @@ async def execute_run(
         if failure:
             status = "failed"
     except asyncio.CancelledError:
-        task = asyncio.current_task()
-        interrupted = _INTERRUPTED.get(task) if task is not None else None
+        interrupted = interruption_of(asyncio.current_task())
         if interrupted is not None:  # the process is stopping (RunHandle.interrupt)
             status = "interrupted"
             tail = encoder.error(interrupted)

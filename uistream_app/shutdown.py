@@ -17,7 +17,7 @@ handler in front of the server's own (both servers set theirs with
 ``signal.signal`` in the main thread, where their event loop runs). On
 SIGTERM it:
 
-1. lets the runs of this process (``runner.live_runs()``, whether or not a
+1. lets the runs of this process (``run_registry.live_runs()``, whether or not a
    client still reads them) go on for up to ``SHUTDOWN_GRACE_SECONDS``;
 2. interrupts those still running: each ends with an ``error`` chunk
    (``INTERRUPTED_TEXT``), its log stored, its run ``interrupted``; then
@@ -48,6 +48,9 @@ from types import FrameType
 from typing import Any
 
 from django.core.signals import request_finished, request_started
+
+from .conf import settings as uistream_settings
+from .run_registry import live_runs
 
 __all__ = ["DRAIN_SECONDS", "INTERRUPTED_TEXT", "install", "requests_in_flight", "stop_gracefully"]
 
@@ -137,8 +140,6 @@ async def stop_gracefully(grace_seconds: float, drain_seconds: float = DRAIN_SEC
     """Steps 1–3 of the module docstring: the runs of this process finish
     within ``grace_seconds`` or are interrupted, then the answers in flight
     get ``drain_seconds`` to go out."""
-    from .runner import live_runs
-
     deadline = time.monotonic() + max(0.0, grace_seconds)
     while (running := live_runs()) and (left := deadline - time.monotonic()) > 0:
         # Runs started meanwhile are waited for too: loop until none is left.
@@ -180,8 +181,6 @@ async def _no_request_in_flight(seconds: float) -> None:
 
 
 async def _drain_then_hand_over(previous: Any, signum: int) -> None:
-    from .conf import settings as uistream_settings
-
     try:
         await stop_gracefully(uistream_settings.SHUTDOWN_GRACE_SECONDS)
     except Exception:

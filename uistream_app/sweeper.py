@@ -2,7 +2,7 @@
 ``running`` (docs/operations.md, "Leases and the sweeper").
 
 The process that executes a run renews its lease: one renewer thread per
-process sets ``Run.heartbeat_at`` for all of ``runner.live_runs()`` in one
+process sets ``Run.heartbeat_at`` for all of ``run_registry.live_runs()`` in one
 UPDATE every ``HEARTBEAT_SECONDS``. A ``running`` run whose heartbeat is
 older than ``LEASE_SECONDS`` is an *orphan*, and ``settle`` ends it:
 
@@ -48,6 +48,7 @@ from .models import Conversation, Message, Run
 from .protocol.ui.chunks import Chunk
 from .protocol.ui.reader import UIMessageReader, UIMessageStreamError
 from .recording import iter_log, last_offset_ms, write_log
+from .run_registry import live_runs
 
 __all__ = [
     "INTERRUPTED_CODE",
@@ -190,8 +191,6 @@ async def settle(run_id: str, *, heartbeat_at: datetime | None = None) -> Settle
     orphan (any more): alive, settled already, or taken by another
     sweeper. ``heartbeat_at``: settle it if its heartbeat is still this
     one (a stop that saw it overdue), instead of older than the lease."""
-    from .runner import live_runs
-
     if any(handle.run_id == run_id for handle in live_runs()):
         return None  # it runs here: late renewals, not a dead process
     run = await sync_to_async(_claim)(run_id, heartbeat_at)
@@ -273,8 +272,6 @@ def ensure_renewer(**_signal: Any) -> None:
 
 
 def _renew_forever() -> None:
-    from .runner import live_runs
-
     next_sweep = 0.0
     while True:
         try:

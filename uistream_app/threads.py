@@ -34,6 +34,9 @@ from functools import partial
 from typing import Any, TypeVar
 
 from asgiref.sync import ThreadSensitiveContext
+from django.db import connections
+
+from .conf import settings as uistream_settings
 
 __all__ = ["Lane", "bounded_threads", "close_connections", "in_lane", "lanes", "pick_lane"]
 
@@ -134,8 +137,6 @@ def lanes() -> list[Lane]:
     """The process's lanes, made on first use (``UISTREAM["SYNC_THREADS"]``
     of them; a changed setting takes effect in a new process)."""
     if not _lanes:
-        from .conf import settings as uistream_settings
-
         with _lanes_lock:
             if not _lanes:
                 count = max(1, uistream_settings.SYNC_THREADS)
@@ -148,8 +149,6 @@ def close_connections(timeout: float = 10.0) -> None:
     thread, before the process lets go of a database (a test run dropping
     its test database). Otherwise a lane's connection lives as a request
     thread's would: Django closes it when a request on the lane ends."""
-    from django.db import connections
-
     for lane in list(_lanes):
         lane.submit(connections.close_all).result(timeout)
 

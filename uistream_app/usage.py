@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import BigIntegerField, Count, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
@@ -135,8 +136,6 @@ def owner_label(user: Any, session_key: str) -> str:
 def usage_report(start: datetime.datetime, end: datetime.datetime) -> list[dict[str, Any]]:
     """Every owner's spend in [start, end), most expensive first: what the
     admin's usage report shows."""
-    from django.contrib.auth import get_user_model
-
     owners: dict[tuple[Any, str], Spend] = {}
     rows = _totals(
         in_period(Run.objects.all(), start, end), ("conversation__owner", "conversation__session_key", "model")

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 import orjson
 from asgiref.sync import sync_to_async
 
+from ..protocol.agui.renderer import AGUIRenderer
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.render import UIStreamRenderer
 from ..recording import LogEntry, iter_log
@@ -105,8 +106,9 @@ for _version in (7, 6, 5):
 
 
 def _agui(run: Run) -> TranscriptRenderer:
+    # Upward (inspect/ reads what was stored; agui_views is a transport), though
+    # no cycle: stored_history_sync belongs below both, beside recording's read_log.
     from ..agui_views import stored_history_sync
-    from ..protocol.agui.renderer import AGUIRenderer
 
     # The thread is the conversation and the run is the run, as the AG-UI
     # view names them; timestamps are the time of rendering. With the thread

@@ -117,6 +117,7 @@ def get_broker() -> Broker:
     """The broker of the current ``UISTREAM["BROKER"]`` setting, one
     instance per distinct setting value (so the in-memory broker is shared
     by the whole process). ``ImproperlyConfigured`` for a bad setting."""
+    # The broker imports no Django (module docstring): only here, on use.
     from django.core.exceptions import ImproperlyConfigured
 
     from ..conf import settings
@@ -160,7 +161,7 @@ async def ping(config: Mapping[str, Any] | None = None) -> None:
     cached one.
     """
     if config is None:
-        from ..conf import settings
+        from ..conf import settings  # no Django in the broker until used (module docstring)
 
         config = settings.BROKER
     broker = broker_from_config(config)

@@ -44,7 +44,7 @@ from .messages import (
     UserMessage,
 )
 from .model import ChatModel, ModelEvent, model_name
-from .providers import MODEL_SCHEMES, ModelSpecError, is_model_spec, resolve_model
+from .providers import MODEL_SCHEMES, ModelSpecError, is_model_spec, resolve_model, shared_model
 from .scripted import ScriptedModel
 from .tools import ApprovalStatus, ClientTool, Tool, ToolArgumentsError, ToolContext, tool
 
@@ -88,6 +88,7 @@ __all__ = [
     "model_name",
     "model_to_ui_messages",
     "resolve_model",
+    "shared_model",
     "tool",
     "ui_to_model_messages",
 ]

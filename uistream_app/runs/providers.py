@@ -16,6 +16,10 @@ spec                                       model                           envir
                                                                            (optional: local servers need none)
 =========================================  ==============================  =====================================
 
+``shared_model(spec)`` is ``resolve_model(spec)`` made once per process and
+shared by whoever names the same spec (``ChatHooks.get_model``, a history
+strategy's ``summary_model``).
+
 ``is_model_spec(value)`` tells such a name from a dotted import path, so a
 setting can accept both. Keyword arguments of ``resolve_model`` go to the
 model's constructor (``max_retries``, ``thinking``, ``reasoning``…) and
@@ -28,13 +32,17 @@ at startup rather than at the first chat.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from .anthropic import AnthropicModel
 from .model import ChatModel
+from .openai import OpenAIChatModel
+from .openai_responses import OpenAIResponsesModel
 
-__all__ = ["MODEL_SCHEMES", "ModelSpecError", "is_model_spec", "resolve_model"]
+__all__ = ["MODEL_SCHEMES", "ModelSpecError", "is_model_spec", "resolve_model", "shared_model"]
 
 #: The provider prefixes ``resolve_model`` knows.
 MODEL_SCHEMES: Final = ("anthropic", "openai", "openai-chat", "openai-responses", "openai-compatible")
@@ -61,6 +69,14 @@ def is_model_spec(value: object) -> bool:
     if not isinstance(value, str) or ":" not in value:
         return False
     return value.split(":", 1)[0] in MODEL_SCHEMES
+
+
+@functools.cache
+def shared_model(spec: str) -> ChatModel:
+    """The model a provider-qualified name names, made once per process:
+    the provider models hold no per-request state (each call opens its own
+    client), and their replay memory is per process anyway."""
+    return resolve_model(spec)
 
 
 def resolve_model(spec: str, *, env: Mapping[str, str] | None = None, **options: Any) -> ChatModel:
@@ -97,15 +113,9 @@ def _build(scheme: str, model: str, kwargs: dict[str, Any], options: Mapping[str
     # Typed as making a ``ChatModel``: mypy checks each model keeps the port.
     factory: Callable[..., ChatModel]
     if scheme == "anthropic":
-        from .anthropic import AnthropicModel
-
         factory = AnthropicModel
     elif scheme == "openai-responses":
-        from .openai_responses import OpenAIResponsesModel
-
         factory = OpenAIResponsesModel
     else:
-        from .openai import OpenAIChatModel
-
         factory = OpenAIChatModel
     return factory(model, **{**kwargs, **options})

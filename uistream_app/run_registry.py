@@ -1,0 +1,75 @@
+"""The runs executing in this process: ``RunHandle`` and the set of them
+(``live_runs()``), kept from ``Runner.start`` until each run's task ends.
+
+A heartbeat renews their leases (``sweeper``), a SIGTERM settles them
+(``shutdown``) and the runner adds to them and reads how a cancelled one was
+meant to end. It holds no run logic of its own, so that all of those import
+it and not each other (docs/architecture.md, "Rooms": imports run one way,
+down). Invariant: a handle is in ``live_runs()`` from ``track(handle)`` until
+its task is done, in whichever event loop it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from .models import Run
+
+__all__ = ["RunHandle", "interruption_of", "live_runs", "track"]
+
+
+@dataclass(frozen=True, eq=False)
+class RunHandle:
+    """A started run: its row and its task (cancel the task to cancel the run)."""
+
+    run: Run
+    task: asyncio.Task[None]
+    #: Whether the run executes in another process (an executor's worker),
+    #: so its first chunk may be a while coming.
+    elsewhere: ClassVar[bool] = False
+
+    @property
+    def run_id(self) -> str:
+        return str(self.run.pk)
+
+    def cancel_unless_done(self) -> None:
+        if not self.task.done():
+            self.task.cancel()
+
+    def interrupt(self, error_text: str) -> None:
+        """End the run because this process is stopping (``shutdown``): it
+        closes with an ``error`` chunk carrying ``error_text`` and is stored
+        as ``interrupted``. Call it in the run's own event loop."""
+        if not self.task.done():
+            _INTERRUPTED[self.task] = error_text
+            self.task.cancel()
+
+
+#: The runs ``RunHandle.interrupt`` cancelled, with the text their clients get.
+_INTERRUPTED: weakref.WeakKeyDictionary[asyncio.Task[None], str] = weakref.WeakKeyDictionary()
+
+
+#: The runs executing in this process (every event loop), until their task
+#: ends: what a heartbeat renews and a shutdown settles.
+_LIVE: set[RunHandle] = set()
+
+
+def live_runs() -> frozenset[RunHandle]:
+    """The runs executing in this process right now."""
+    return frozenset(_LIVE)
+
+
+def track(handle: RunHandle) -> None:
+    """Count ``handle`` among ``live_runs()`` until its task ends."""
+    _LIVE.add(handle)
+    handle.task.add_done_callback(lambda _task: _LIVE.discard(handle))
+
+
+def interruption_of(task: asyncio.Task[None] | None) -> str | None:
+    """The error text ``RunHandle.interrupt`` cancelled ``task`` with, or
+    None when it was cancelled otherwise (or not at all)."""
+    return _INTERRUPTED.get(task) if task is not None else None
