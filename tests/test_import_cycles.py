@@ -1,6 +1,6 @@
 """No two modules of ``uistream_app`` import each other, even through a chain
-and even from inside a function (docs/architecture.md, "Rooms";
-/work/shared/STYLE.md: "Imports run one way, down").
+and even from inside a function (docs/architecture.md, "Rooms": imports run
+one way, down).
 
 The graph is read from the source with ``ast``, not from ``sys.modules``, so a
 function-level import counts as much as a module-level one: hiding a cycle in a

@@ -1,8 +1,8 @@
 """Recorded provider streams with the AI SDK provider packages' answers.
 
-The corpus lives beside the repository, in ``../shared/peer-cases`` (its
-README says which package versions produced each answer); it is never
-copied in. Each case holds a response body exactly as a provider (or the
+The corpus is not part of the repository; docs/protocols.md, "Recorded
+provider streams", says what it holds, where the tests look for it and what
+they do without it. Each case holds a response body exactly as a provider (or the
 AI SDK's own tests) sent it and what ``@ai-sdk/*``'s ``doStream`` and
 ai@7's ``streamText`` → ``processUIMessageStream`` made of it.
 
@@ -34,7 +34,7 @@ from .chat_server import ChatServer, Reply
 
 PEER_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "peer-cases"
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
-ABSENT = "../shared/peer-cases is absent: the recorded provider streams live beside the repository, not in it"
+ABSENT = f"{PEER_DIR} is absent: the recorded provider streams are not in the repository (docs/protocols.md)"
 
 
 @functools.cache
