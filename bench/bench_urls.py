@@ -58,6 +58,7 @@ from uistream_app.protocol.ui.render import UIStreamRenderer
 from uistream_app.recording import RunRecorder
 from uistream_app.runs import ScriptedModel
 from uistream_app.store import ConversationStore, new_message_id
+from uistream_app.turns import TurnSetup
 from uistream_app.views import SSE_HEADERS, ChatView
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,8 +158,8 @@ class NoLeaseCheckChatView(WorkloadChatView):
     """The workload view without the new turn's orphan check (the renewer
     thread is the process's: it runs for both)."""
 
-    def get_store(self, *, with_thread: bool = False) -> ConversationStore:
-        store = super().get_store(with_thread=with_thread)
+    def get_store(self, setup: TurnSetup, *, with_thread: bool = False) -> ConversationStore:
+        store = super().get_store(setup, with_thread=with_thread)
         return _NoLeaseCheckStore(
             client_tools=store.client_tools, choose_history=store.choose_history, with_thread=with_thread
         )

@@ -1,6 +1,8 @@
-"""CPU per request: Django's own floor against a whole chat (issue 18).
+"""CPU per request: Django's own floor against a whole chat (issue 18), and
+the same against another commit (issue 27).
 
     PYTHONPATH=.:bench .venv/bin/python bench/request_floor.py [--requests 200] [--rounds 3]
+    .venv/bin/python bench/request_floor.py --against REV [--requests 200] [--rounds 6]
 
 The demo project's ASGI application (``bounded_threads``, the demo's seven
 sync middleware, session and CSRF) with ``bench_settings``, called in this
@@ -15,22 +17,34 @@ process by one visitor, one request at a time, alternately per round:
 Printed: CPU milliseconds per request (``time.process_time``: every
 thread of this process, the lanes and the log writer included) per round,
 the hops to a thread per request of each, and the ratio chat ÷ floor.
+
+``--against REV``: the commit ``REV`` (``git archive``, into a temporary
+folder) and this checkout, each measured in a fresh process per round, in
+alternating order, with this file's measurement and each tree's own
+package, demo and bench settings. Printed per round: each tree's chat and
+floor CPU per request, and this tree ÷ ``REV`` for the chat (a new chat's
+whole turn: its set-up and 16 deltas) and for chat ÷ floor (the chat with
+the machine's drift divided out).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
+import json
+import os
+import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from asgi_client import Browser
-from stream_memory import _setup, chat_body
+HERE = Path(__file__).resolve().parent
 
 
 def _install_floor() -> None:
@@ -66,7 +80,10 @@ def _count_hops() -> Counter[str]:
     return hops
 
 
-async def main(args: argparse.Namespace, app: Any) -> None:
+async def main(args: argparse.Namespace, app: Any) -> dict[str, Any]:
+    from asgi_client import Browser
+    from stream_memory import chat_body
+
     browser = Browser(app)
     await browser.start()
     hops = _count_hops()
@@ -92,19 +109,99 @@ async def main(args: argparse.Namespace, app: Any) -> None:
                 await request()
             cpu[name].append(1000 * (time.process_time() - start) / args.requests)
             per_request[name] = hops["all"] / args.requests
-    print(f"{args.requests} requests a round, {args.rounds} rounds (Python {sys.version.split()[0]})")
-    for name, figures in cpu.items():
-        rounds = " ".join(f"{x:.2f}" for x in figures)
-        print(f"{name:6s} CPU ms per request: {rounds}; hops to a thread per request: {per_request[name]:.0f}")
-    ratios = [c / f for c, f in zip(cpu["chat"], cpu["floor"], strict=True)]
-    print("chat ÷ floor, per round: " + " ".join(f"{r:.2f}x" for r in ratios))
+    if not args.measure:
+        print(f"{args.requests} requests a round, {args.rounds} rounds (Python {sys.version.split()[0]})")
+        for name, figures in cpu.items():
+            rounds = " ".join(f"{x:.2f}" for x in figures)
+            print(f"{name:6s} CPU ms per request: {rounds}; hops to a thread per request: {per_request[name]:.0f}")
+        ratios = [c / f for c, f in zip(cpu["chat"], cpu["floor"], strict=True)]
+        print("chat ÷ floor, per round: " + " ".join(f"{r:.2f}x" for r in ratios))
+    return {"cpu": cpu, "hops": per_request}
+
+
+def _measure_in(tree: Path, requests: int) -> dict[str, Any]:
+    """One round in a fresh process that imports ``tree``'s package."""
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'bench'}"}
+    env.pop("UISTREAM_BENCH_DIR", None)
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--measure", str(tree), "--requests", str(requests)],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"the round in {tree} failed:\n{out.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.splitlines()[-1])
+    return result
+
+
+def against(rev: str, requests: int, rounds: int) -> None:
+    root = HERE.parent
+    with tempfile.TemporaryDirectory(prefix="uistream-floor-") as tmp:
+        old = Path(tmp) / "tree"
+        old.mkdir()
+        archive = subprocess.run(["git", "archive", rev], cwd=root, capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(old, filter="data")
+        sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=root, capture_output=True, text=True).stdout
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout
+        print(f"this tree (HEAD {head.strip()}, and its working changes) against {rev} ({sha.strip()}):")
+        print(f"{requests} requests a round, {rounds} rounds, a fresh process each (Python {sys.version.split()[0]})")
+        figures: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+        for i in range(rounds):
+            order = (("old", old), ("new", root)) if i % 2 == 0 else (("new", root), ("old", old))
+            for name, tree in order:
+                figures[name].append(_measure_in(tree, requests))
+        for name in ("old", "new"):
+            chat = [r["cpu"]["chat"][0] for r in figures[name]]
+            floor = [r["cpu"]["floor"][0] for r in figures[name]]
+            hops = figures[name][-1]["hops"]["chat"]
+            label = rev if name == "old" else "this tree"
+            print(
+                f"{label:>10s}: chat CPU ms per request {' '.join(f'{x:.2f}' for x in chat)}; "
+                f"floor {' '.join(f'{x:.2f}' for x in floor)}; hops per chat {hops:.0f}"
+            )
+        chat_ratio = [
+            n["cpu"]["chat"][0] / o["cpu"]["chat"][0] for n, o in zip(figures["new"], figures["old"], strict=True)
+        ]
+        rel = [
+            (n["cpu"]["chat"][0] / n["cpu"]["floor"][0]) / (o["cpu"]["chat"][0] / o["cpu"]["floor"][0])
+            for n, o in zip(figures["new"], figures["old"], strict=True)
+        ]
+        print("this tree ÷ " + rev + ", chat CPU, per round: " + " ".join(f"{r:.3f}x" for r in chat_ratio))
+        print(f"  median {statistics.median(chat_ratio):.3f}x")
+        print("this tree ÷ " + rev + ", (chat ÷ floor), per round: " + " ".join(f"{r:.3f}x" for r in rel))
+        print(f"  median {statistics.median(rel):.3f}x")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--against", metavar="REV", help="pair this tree with the commit REV, round by round")
+    parser.add_argument("--measure", metavar="TREE", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
+    if arguments.against:
+        against(arguments.against, arguments.requests, arguments.rounds or 6)
+        sys.exit(0)
+    if arguments.measure:
+        # A round of --against: the tree's package and bench, not this file's folder.
+        tree = Path(arguments.measure).resolve()
+        sys.path[:] = [str(tree), str(tree / "bench"), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
+        arguments.rounds = 1
+    else:
+        sys.path.insert(0, str(HERE))
+        arguments.rounds = arguments.rounds or 3
+    from stream_memory import _setup
+
     application = _setup(0)
+    import uistream_app
+
+    if arguments.measure:
+        assert Path(uistream_app.__file__).resolve().is_relative_to(tree), uistream_app.__file__
     _install_floor()
-    asyncio.run(main(arguments, application))
+    result = asyncio.run(main(arguments, application))
+    if arguments.measure:
+        print(json.dumps(result))

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from django.urls import path
 
 from demo_project.urls import urlpatterns as demo_urlpatterns
 from uistream_app.agui_views import AGUIView, stored_state
+from uistream_app.hooks import TurnContext
 from uistream_app.protocol import events as ev
 from uistream_app.protocol.agui.state import SharedState
 from uistream_app.runs import ChatModel, Tool, ToolMessage, UserMessage
@@ -44,7 +46,7 @@ class CartView(AGUIView):
     """Shared state ``{"cart": [...], "runs": N}`` kept per thread; the
     tool adds to it while the run goes on."""
 
-    def get_model(self) -> ChatModel:
+    def get_model(self, context: TurnContext) -> ChatModel:
         return ShopperModel()
 
     def get_state(self, run: PreparedRun) -> Any:
@@ -59,7 +61,10 @@ class CartView(AGUIView):
             state.update(cart=[*state.value["cart"], item])
             return item
 
-        self.tools = (Tool(add_to_cart, run_sync_in_thread=True),)
+        # A tool made for this run (it holds the run's state): the set-up's
+        # tools, for this run only.
+        assert run.setup is not None
+        run = replace(run, setup=replace(run.setup, tools=(Tool(add_to_cart, run_sync_in_thread=True),)))
         return super().get_source(history, run, model)
 
     def end_state(self, run: PreparedRun, state: SharedState) -> None:

@@ -81,7 +81,7 @@ def test_a_forged_approval_reaches_no_adapter(server: str) -> None:
 def test_an_agent_no_adapter_knows_is_a_configuration_error() -> None:
     view = ChatView(agent=object())
     with pytest.raises(ImproperlyConfigured, match="no adapter runs"):
-        view.get_adapter()
+        view.get_adapter(view.agent)
     assert adapter_for(object()) is None
 
 

@@ -209,7 +209,7 @@ def make_echo_model() -> EchoModel:
 
 
 class ChatViewWithGetModel(ChatView):
-    def get_model(self) -> Any:
+    def get_model(self, context: Any) -> Any:
         return EchoModel()
 
 

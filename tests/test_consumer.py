@@ -455,6 +455,30 @@ async def test_a_refused_send_is_an_error_frame_and_the_socket_stays_open() -> N
 
 @db
 @pytest.mark.asyncio
+async def test_a_lone_surrogate_in_a_send_is_refused_and_writes_nothing() -> None:
+    async with Socket(await asession_cookie()) as page:
+        # JSON.stringify writes a lone surrogate as an escape: well formed
+        # JSON, text that is not Unicode. A paired one is an emoji.
+        frame = json.dumps(send_frame("r1", "chat-s", "half \ud83d of a pair"))
+        assert "\\ud83d" in frame
+        await page.send(frame)
+        assert await page.until("r1") == [
+            {
+                "type": "error",
+                "requestId": "r1",
+                "code": "invalid_json",
+                "errorText": "the request holds text that is not valid Unicode (a lone surrogate)",
+            }
+        ]
+        await page.send(json.dumps(send_frame("r2", "chat-s", "a whole \ud83d\ude80 pair")))
+        assert (await page.until("r2"))[-1]["type"] == "end"
+        await runs_finished()
+    stored = [m.parts async for m in Message.objects.filter(conversation_id="chat-s", role="user")]
+    assert stored == [[{"type": "text", "text": "a whole \U0001f680 pair"}]]
+
+
+@db
+@pytest.mark.asyncio
 @pytest.mark.parametrize(
     "frame",
     [b"\x00binary", "not json", "NaN", '{"type": "send"', *(json.dumps(f) for f in BAD_FRAMES[:6])],

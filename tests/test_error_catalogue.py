@@ -227,14 +227,14 @@ def test_from_status_builds_the_class_of_the_status(status: int, cls: type[BadRe
 class _ArchivedChatView(ChatView):
     """A project's hook refusing with one of the classes and a code of its own."""
 
-    def get_model(self) -> Any:
+    def get_model(self, context: Any) -> Any:
         raise Conflict("this chat is archived", code="archived", field="id")
 
 
 class _PlanChatView(ChatView):
     """A project's hook refusing as the first release had it."""
 
-    def get_model(self) -> Any:
+    def get_model(self, context: Any) -> Any:
         raise BadRequest("upgrade your plan", code="plan_exceeded", status=402, headers={"X-Plan": "free"})
 
 

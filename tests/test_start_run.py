@@ -14,6 +14,7 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 
 from uistream_app.chat_request import BadRequest, ChatRequest, chat_turn
+from uistream_app.hooks import TurnContext
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.owners import Owner
 from uistream_app.testing import ScriptedModel, text
@@ -37,12 +38,12 @@ def submit(chat_id: str, message_id: str, text: str) -> ChatRequest:
 
 
 async def start(chat: ChatRequest, owner: Owner) -> Any:
-    """What the chat view does with a parsed request: the store prepares
-    the run, the runner starts it."""
-    view = ChatView()
-    model = ScriptedModel(text("Hello there.", words=True), delay=0.01)
-    prepared = await view.get_store().prepare(chat_turn(chat), owner, version=7, model_name="scripted")
-    return await view.get_runner().start(prepared, view.get_source(prepared.history, prepared, model))
+    """What the chat view does with a parsed request: the turn starts
+    (``ChatHooks.start_turn``: the store prepares the run, the runner
+    starts it)."""
+    view = ChatView(model=ScriptedModel(text("Hello there.", words=True), delay=0.01))
+    context = TurnContext(owner, chat.chat_id, "http")
+    return await view.start_turn(chat_turn(chat), context, version=7)
 
 
 async def test_two_first_messages_racing_for_one_chat_store_one_turn() -> None:
@@ -112,11 +113,11 @@ async def test_a_run_interrupted_then_stopped_ends_only_once_its_outcome_is_stor
             writing.set()
             time.sleep(0.3)
 
-    view = ChatView()
-    model = ScriptedModel(text(" ".join(["word"] * 500), words=True), delay=0.01)
+    view = ChatView(model=ScriptedModel(text(" ".join(["word"] * 500), words=True), delay=0.01))
     chat = submit("interrupted-1", "u-1", "a long answer")
-    prepared = await view.get_store().prepare(chat_turn(chat), Owner.of_session("s" * 32), version=7, model_name="s")
-    handle = await view.get_runner().start(prepared, view.get_source(prepared.history, prepared, model))
+    owner = Owner.of_session("s" * 32)
+    handle = await view.start_turn(chat_turn(chat), TurnContext(owner, chat.chat_id, "http"), version=7)
+    prepared = handle.prepared
     # The answer has begun (stored: the database has no event to wait on).
     while not await Run.objects.filter(pk=prepared.run.pk, first_chunk_at__isnull=False).aexists():  # noqa: ASYNC110
         await asyncio.sleep(0.01)

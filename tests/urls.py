@@ -10,6 +10,7 @@ from django.urls import path
 
 from demo_project.demo_model import send_email
 from demo_project.urls import urlpatterns as demo_urlpatterns
+from tests.context_views import PerUserAGUIView, PerUserChatView, WorkerRefusingChatView
 from uistream_app.adapters import AgentAdapter, AgentTurn
 from uistream_app.protocol import events as ev
 from uistream_app.runs import ClientTool, ModelMessage, Tool, ToolMessage
@@ -84,4 +85,7 @@ urlpatterns = [
     path("test-locked-email/chat", LockedEmailChatView.as_view()),
     path("test-client-tools/chat", ClientToolChatView.as_view()),
     path("test-agent/chat", ScriptedAgentChatView.as_view()),
+    path("test-per-user/chat", PerUserChatView.as_view()),
+    path("test-per-user/agui", PerUserAGUIView.as_view()),
+    path("test-per-user/refusing", WorkerRefusingChatView.as_view()),
 ]

@@ -4,7 +4,8 @@
 pipeline, store and runner: the run is stored, logged, stoppable and owned
 like a chat run, and only the request's shape and the renderer differ.
 Interrupts (approvals) and their resume: docs/architecture.md, "AG-UI
-human in the loop". ``render_stored_run`` serves any stored run as the
+human in the loop". ``render_stored_run`` (``recording.agui_history``, with the
+other stored-run readers, re-exported here) serves any stored run as the
 AG-UI stream a client would have read.
 """
 
@@ -22,21 +23,20 @@ from .adapters import AgentAdapter, AgentModel, adapter_for
 from .chat_request import valid_id
 from .conf import settings as uistream_settings
 from .errors import BadRequest, Codes, Conflict, NotAcceptable, from_status
-from .hooks import ChatHooks
-from .models import Conversation, Message, Run
+from .hooks import ChatHooks, TurnContext
+from .models import Conversation, Message
 from .pipeline import RequestContext, StreamView, check_json_request
 from .protocol.agui.handles import Agent
 from .protocol.agui.input import AGUIInput, AGUIInputError, parse_run_agent_input
-from .protocol.agui.messages import MessageConversionError, fold_messages, ui_messages_to_agui, ui_user_message
+from .protocol.agui.messages import MessageConversionError, ui_messages_to_agui, ui_user_message
 from .protocol.agui.renderer import AGUIRenderer
 from .protocol.agui.resume import ApprovalAnswer, ToolResultMessage, read_approval_answers, read_tool_results
 from .protocol.agui.source import agent_source
-from .protocol.agui.state import SharedState, fold_state, shared_state_source
+from .protocol.agui.state import SharedState, shared_state_source
 from .protocol.events import Event
 from .protocol.ui.parts import SETTLED_TOOL_STATES, is_tool_part, tool_parts
-from .protocol.ui.replay import replay_message
-from .recording import load_log, read_log
-from .runs import ChatModel, model_name
+from .recording.agui_history import render_stored_run, stored_history, stored_history_sync, stored_state
+from .runs import ChatModel
 from .store import AnswerReader, PreparedRun, ToolAnswer, Turn, pending_approvals
 
 __all__ = [
@@ -98,28 +98,25 @@ class AGUIView(ChatHooks, StreamView):
     #: agent of a framework an adapter runs (as on ``ChatView``).
     agent: Agent | Any = None
 
-    def get_adapter(self) -> AgentAdapter | None:
-        """A framework agent's adapter; None for the tool loop and for a
-        hand-written agent."""
-        agent = self.get_agent()
-        return adapter_for(agent) if agent is not None else None
+    def get_adapter(self, agent: Any) -> AgentAdapter | None:
+        """A framework agent's adapter; None for a hand-written agent."""
+        return adapter_for(agent)
 
-    def get_run_model(self) -> ChatModel:
-        agent = self.get_agent()
-        if agent is not None and self.get_adapter() is None:
+    def get_agent_model(self, agent: Any, adapter: AgentAdapter | None) -> ChatModel:
+        if adapter is None:
             return AgentModel(agent_name(agent))
-        return super().get_run_model()
+        return super().get_agent_model(agent, adapter)
 
     def get_source(self, history: list[dict[str, Any]], run: PreparedRun, model: ChatModel) -> AsyncIterator[Event]:
         """The run's events: a hand-written agent's (through
         ``agent_source``), else the adapter's or the tool loop's."""
-        agent = self.get_agent()
+        setup = run.setup
         source: AsyncIterator[Event]
-        if agent is None or self.get_adapter() is not None:
+        if setup is None or setup.agent is None or setup.adapter is not None:
             source = super().get_source(history, run, model)
         else:
             source = agent_source(
-                agent,
+                setup.agent,
                 run.extra["agui"],
                 message_id=run.message_id,
                 history=list(history),
@@ -184,22 +181,26 @@ class AGUIView(ChatHooks, StreamView):
             continues=run.continues,
         )
 
-    def parse(self, body: bytes, max_bytes: int) -> tuple[AGUIInput, Turn]:
-        """The checked input and the turn it asks for: the new user message,
-        under the thread's id; or, for the tool loop, the continuation of
-        the interrupted message (``resume``, or a last message that is a
-        tool result). Raises ``BadRequest``."""
+    def parse(self, body: bytes, max_bytes: int) -> AGUIInput:
+        """The checked input; raises ``BadRequest``."""
         try:
             agui = parse_run_agent_input(body, max_bytes=max_bytes)
         except AGUIInputError as exc:
             raise _as_bad_request(exc) from None
         if not valid_id(agui.thread_id):
             raise BadRequest("threadId must be 1-128 characters of letters, digits, '_' or '-'", field="threadId")
+        return agui
+
+    def get_turn(self, agui: AGUIInput, *, tool_loop: bool) -> Turn:
+        """The turn ``agui`` asks for: the new user message, under the
+        thread's id; or, for the tool loop (``tool_loop``: not a
+        hand-written agent, which reads the answers itself), the
+        continuation of the interrupted message (``resume``, or a last
+        message that is a tool result). Raises ``BadRequest``."""
         last = agui.last_message
         where = f"messages[{len(agui.messages) - 1}]"
         # The store checks the answers for the tool loop and an adapter's
         # runs; a hand-written agent reads them itself.
-        tool_loop = self.get_agent() is None or self.get_adapter() is not None
         continues = bool(agui.resume) or (last is not None and last["role"] == "tool")
         if continues and tool_loop:
             if last is not None and last["role"] == "user":
@@ -212,7 +213,7 @@ class AGUIView(ChatHooks, StreamView):
             except AGUIInputError as exc:
                 raise _as_bad_request(exc) from None
             reader = interrupt_answers(tuple(answers), tuple(results))
-            return agui, Turn(agui.thread_id, "continue", answers=reader, extra={"agui": agui})
+            return Turn(agui.thread_id, "continue", answers=reader, extra={"agui": agui})
         if last is None:
             raise BadRequest("messages needs the new user message", field="messages")
         if last["role"] != "user":
@@ -229,23 +230,31 @@ class AGUIView(ChatHooks, StreamView):
             user = ui_user_message(last, where)
         except MessageConversionError as exc:
             raise BadRequest(str(exc), field=exc.field) from None
-        turn = Turn(agui.thread_id, "submit", message=user, refuse_while_pending=tool_loop, extra={"agui": agui})
-        return agui, turn
+        return Turn(agui.thread_id, "submit", message=user, refuse_while_pending=tool_loop, extra={"agui": agui})
 
     async def post(self, request: HttpRequest, context: RequestContext) -> HttpResponseBase:
         max_bytes = check_json_request(request)
         if not _accepts_sse(request):
             raise NotAcceptable("this endpoint answers in text/event-stream")
-        agui, turn = self.parse(request.body, max_bytes)
-        model = self.get_run_model()
+        agui = self.parse(request.body, max_bytes)
+        turn_context = TurnContext(context.owner, agui.thread_id, "agui", forwarded_extra(agui), request=request)
+        setup = self.setup_turn(turn_context)
+        turn = self.get_turn(agui, tool_loop=setup.agent is None or setup.adapter is not None)
         claim = context.ensure_owner if turn.kind == "submit" else None
-        store = self.get_store(with_thread=True)
-        prepared = await store.prepare(
-            turn, context.owner, version=CANONICAL_SDK_VERSION, model_name=model_name(model), claim_owner=claim
+        handle = await self.start_turn(
+            turn, turn_context, version=CANONICAL_SDK_VERSION, claim_owner=claim, with_thread=True, setup=setup
         )
-        source = self.get_source(prepared.history, prepared, model)
-        handle = await self.get_runner().start(prepared, source, metadata=self.get_message_metadata(prepared))
-        return self.stream_run(handle, self.get_renderer(agui, prepared), AGUI_SSE_HEADERS)
+        assert handle.prepared is not None
+        return self.stream_run(handle, self.get_renderer(agui, handle.prepared), AGUI_SSE_HEADERS)
+
+
+def forwarded_extra(agui: AGUIInput) -> dict[str, Any]:
+    """``TurnContext.extra`` of an AG-UI run: its ``forwardedProps`` (an
+    object; any other JSON value under the key ``"forwardedProps"``)."""
+    props = agui.forwarded_props
+    if props is None:
+        return {}
+    return props if isinstance(props, dict) else {"forwardedProps": props}
 
 
 def interrupt_answers(
@@ -332,86 +341,3 @@ def _result_answers(tool_results: tuple[ToolResultMessage, ...], target: Message
             ToolAnswer(result.tool_call_id, "result", output=output, is_error=is_error, record={"via": "agui"})
         )
     return answers
-
-
-async def render_stored_run(run: Run, *, thread_id: str | None = None, run_id: str | None = None) -> bytes:
-    """A stored run as the AG-UI stream a client would have read: its
-    canonical log rendered (or, for a message with no log, its parts
-    replayed), so any conversation can be served in either dialect.
-    ``thread_id`` defaults to the conversation's id, ``run_id`` to the
-    run's. The renderer gets the thread as it stood when the run started
-    (``stored_history``), so a continuation starts with its
-    ``MESSAGES_SNAPSHOT`` and a run that ended in an interrupt ends with
-    one, as they did live (renderer rules 13 and 14); when that thread is
-    not known, neither snapshot is sent. The shared state goes first: the
-    log's own state events as they were sent, or the stored ``Run.state``
-    when the log carries none (rule 16)."""
-    chunks = await load_log(run)
-    if not chunks and run.message_id is not None:
-        message = await Message.objects.aget(pk=run.message_id)
-        chunks = replay_message(message.as_ui_message())
-    history = await stored_history(run)
-    # The log's own state events say the state first, as they did live; a
-    # stored state the log does not carry goes out first instead (rule 16).
-    carried = run.state is not None and fold_state(chunks)[0]
-    state: dict[str, Any] = {"state": run.state} if run.state is not None and not carried else {}
-    renderer = AGUIRenderer(
-        thread_id or run.conversation_id,
-        run_id or str(run.pk),
-        history=history,
-        continues=history is not None and run.trigger == "continue",
-        **state,
-    )
-    return renderer.render_many(chunks) + renderer.done()
-
-
-def stored_state(chat_id: str) -> Any:
-    """The AG-UI shared state the thread's latest run that has one left
-    (``Run.state``), or None. Sync (a worker thread, as ``get_state``)."""
-    run = (
-        Run.objects.filter(conversation_id=chat_id, state__isnull=False)
-        .order_by("-started_at", "-pk")
-        .only("state")
-        .first()
-    )
-    return run.state if run is not None else None
-
-
-def stored_history_sync(run: Run) -> list[dict[str, Any]] | None:
-    """The thread as a client held it when ``run`` started, as AG-UI
-    messages; None when it is not known.
-
-    The messages before the run's message are stored as they were: a
-    conversation only changes at its end, and an edit or a regeneration
-    deletes the run's message too. The run's own message, when the run
-    continues it, is not: its row holds its latest state. It is rebuilt as
-    the client built it, by rendering the message's earlier runs' logs in
-    order and folding their events (``fold_messages``) onto the messages
-    before it. Not known: a run whose message is gone, and a continuation
-    of which an earlier run has no log (a message stored before logs)."""
-    if run.message_id is None:
-        return None
-    message = Message.objects.filter(pk=run.message_id).first()
-    if message is None:
-        return None
-    before = Message.objects.filter(conversation_id=message.conversation_id, position__lt=message.position)
-    history = ui_messages_to_agui([m.as_ui_message() for m in before.order_by("position")])
-    if run.trigger != "continue":
-        return history
-    earlier = Run.objects.filter(message_id=message.pk, started_at__lt=run.started_at).order_by("started_at", "pk")
-    runs = list(earlier)
-    if not runs:
-        return None
-    for previous in runs:
-        chunks = [entry.chunk for entry in read_log(previous)]
-        if not chunks:
-            return None
-        renderer = AGUIRenderer("", "", history=history, continues=previous.trigger == "continue", clock=lambda: 0)
-        events = [e for chunk in chunks for e in renderer.events(chunk)] + renderer.close_events()
-        history = fold_messages(events, history)
-    return history
-
-
-async def stored_history(run: Run) -> list[dict[str, Any]] | None:
-    """``stored_history_sync`` from async code (one thread hop)."""
-    return await sync_to_async(stored_history_sync)(run)

@@ -19,7 +19,15 @@ from .protocol.jsonbody import MAX_DEPTH, JSONBodyError, depth_ok, load_json_obj
 from .protocol.ui.parts import is_tool_part, tool_parts
 from .store import AnswerReader, ToolAnswer, Turn
 
-__all__ = ["MAX_DEPTH", "BadRequest", "ChatRequest", "chat_turn", "parse_chat_request", "valid_id"]
+__all__ = [
+    "MAX_DEPTH",
+    "BadRequest",
+    "ChatRequest",
+    "chat_turn",
+    "check_chat_request",
+    "parse_chat_request",
+    "valid_id",
+]
 
 MAX_MESSAGES: Final = 10_000
 ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
@@ -125,6 +133,12 @@ def parse_chat_request(body: bytes, *, max_bytes: int, require_id: bool = True) 
         data = load_json_object(body, max_bytes=max_bytes, expected="useChat's JSON body", max_depth=None)
     except JSONBodyError as exc:
         raise from_status(exc.message, code=exc.code, status=exc.status) from None
+    return check_chat_request(data, require_id=require_id)
+
+
+def check_chat_request(data: dict[str, Any], *, require_id: bool = True) -> ChatRequest:
+    """``parse_chat_request`` of a body already decoded (a WebSocket
+    frame's): rules 2-6."""
     chat_id = "" if not require_id and "id" not in data else _check_id(data.get("id"), "id")
     trigger = data.get("trigger", "submit-message")
     if trigger not in TRIGGERS:

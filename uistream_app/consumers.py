@@ -25,16 +25,15 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-import orjson
 from asgiref.sync import sync_to_async
 from channels.consumer import get_handler_name  # type: ignore[import-untyped]
 from channels.db import aclose_old_connections  # type: ignore[import-untyped]
 from channels.generic.websocket import AsyncJsonWebsocketConsumer  # type: ignore[import-untyped]
 
-from .chat_request import ChatRequest, chat_turn, parse_chat_request, valid_id
+from .chat_request import ChatRequest, chat_turn, check_chat_request, valid_id
 from .conf import settings as uistream_settings
 from .errors import NOT_FOUND_TEXT, BadRequest, Codes, NotAuthenticated, not_found
-from .hooks import ChatHooks
+from .hooks import ChatHooks, TurnContext
 from .live import BrokerError, get_broker
 from .models import Conversation
 from .owners import Owner
@@ -53,7 +52,6 @@ from .protocol.ws import (
     check_frame,
     decode_json_text,
 )
-from .runs import model_name
 
 __all__ = [
     "CLOSE_MESSAGE_TOO_BIG",
@@ -84,6 +82,24 @@ class _Request:
     #: Forwarding frames: cancelling the task now loses nothing.
     streaming: bool = False
     aborted: bool = False
+    #: The frame held a lone surrogate escape (text that is not Unicode).
+    unpaired_surrogates: bool = False
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """Whether a decoded frame holds a surrogate code point (which only an
+    unpaired escape such as ``"\\ud800"`` decodes to)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
 
 
 def _verified_session_key(session: Any) -> str | None:
@@ -152,32 +168,28 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
         key = await sync_to_async(_verified_session_key)(session) if session is not None else None
         return Owner.of_session(key)
 
-    async def check_policies(self, *, throttle: bool) -> None:
+    async def check_policies(self, *, throttle: bool) -> SocketRequest:
         """The permission classes (and, for a send, the throttle classes) of
-        the HTTP endpoints, on this socket's user, session and address."""
+        the HTTP endpoints, on this socket's user, session and address;
+        returns the request they judged (a send's ``TurnContext.request``)."""
+        request = SocketRequest(self.scope, self.owner.user)
         permissions = self.get_permission_classes()
         throttles = self.get_throttle_classes() if throttle else []
-        if not permissions and not throttles:
-            return
-        request = SocketRequest(self.scope, self.owner.user)
-        await sync_to_async(check_policies)(request, self, permissions, throttles)
+        if permissions or throttles:
+            await sync_to_async(check_policies)(request, self, permissions, throttles)
+        return request
 
     def get_chat_request(self, frame: SendFrame) -> ChatRequest:
         """The ``ChatRequest`` of a send frame: the frame's ``id``,
         ``messages``, ``trigger`` and ``messageId``, with its ``body``
         object as the extra keys (as useChat's ``body`` option is on
-        HTTP), through the same strict parsing as HTTP. Override to read
+        HTTP), through the same strict checks as HTTP. Override to read
         the frame's ``headers`` or ``metadata``. Raises ``BadRequest``."""
         data: dict[str, Any] = dict(frame["body"])
         data.update(id=frame["id"], messages=frame["messages"], trigger=frame["trigger"])
         if "messageId" in frame:
             data["messageId"] = frame["messageId"]
-        try:
-            body = orjson.dumps(data)
-        except orjson.JSONEncodeError:
-            raise BadRequest("the request holds text that is not valid Unicode (a lone surrogate)") from None
-        # The frame was within max_frame_bytes, and this is part of it.
-        return parse_chat_request(body, max_bytes=max(len(body), self.get_max_frame_bytes()))
+        return check_chat_request(data)
 
     def get_max_frame_bytes(self) -> int:
         """The largest frame accepted (rule 1), in UTF-8 bytes."""
@@ -234,7 +246,13 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
                 )
             )
             return
-        request = _Request(request_id, frame["type"], frame["id"])
+        # JSON text reaches a lone surrogate only through an escape (the
+        # socket's text is Unicode); only then is the frame looked at again.
+        text = text_data or ""
+        unpaired = frame["type"] == "send" and ("\\ud" in text or "\\uD" in text)
+        request = _Request(
+            request_id, frame["type"], frame["id"], unpaired_surrogates=unpaired and _has_lone_surrogate(frame)
+        )
         self._requests[request_id] = request
         if frame["type"] == "send":
             work = self.serve_send(request, frame, renderer)
@@ -298,9 +316,13 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
         """Rules 2, 3 and 5 for one send."""
         await aclose_old_connections()
         try:
-            await self.check_policies(throttle=True)
+            socket_request = await self.check_policies(throttle=True)
+            if request.unpaired_surrogates:
+                # The HTTP endpoints' answer to the same body (orjson refuses it).
+                raise BadRequest(
+                    "the request holds text that is not valid Unicode (a lone surrogate)", code=Codes.INVALID_JSON
+                )
             chat = self.get_chat_request(frame)
-            model = self.get_run_model()
             turn = chat_turn(chat)
             if not self.owner.is_known:
                 raise NotAuthenticated(
@@ -308,9 +330,8 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
                     "open the page over HTTP first (its first chat message makes one)",
                     code=Codes.NO_SESSION,
                 )
-            prepared = await self.get_store().prepare(turn, self.owner, version=7, model_name=model_name(model))
-            source = self.get_source(prepared.history, prepared, model)
-            handle = await self.get_runner().start(prepared, source, metadata=self.get_message_metadata(prepared))
+            context = TurnContext(self.owner, chat.chat_id, "websocket", chat.extra, request=socket_request)
+            handle = await self.start_turn(turn, context, version=7)
         except BadRequest as exc:
             await self.send(text_data=renderer.error(self.get_error_text(exc), exc.code))
             return

@@ -12,8 +12,11 @@ loop. Web processes only relay the broker's stream, so resume, stop and
 
 The task carries what the worker cannot read from the database: the hooks
 class's dotted path, the run id, the turn (its kind and JSON extra), the
-checked approvals and client results, the owner (user id or session key)
-and the start chunk's metadata. Celery is an optional extra
+checked approvals and client results, the owner (user id or session key),
+the turn's context (its transport and extra keys) and the start chunk's
+metadata. The worker starts the turn through the same
+``ChatHooks.start_turn`` as the web process, with an ``AdoptedRun``: its
+hooks get the same ``TurnContext`` (``on_worker`` set, no request). Celery is an optional extra
 (``django-uistream[celery]``), imported only by ``CeleryRunner``.
 
 A run executes at most once: the worker adopts its channel atomically
@@ -44,6 +47,7 @@ from .protocol.events import Event
 from .runner import RunHandle, Runner
 from .runs import ClientToolResult, ToolApproval
 from .store import PreparedRun, Turn
+from .turns import AdoptedRun, RunNotActive, TurnContext, failing_source
 
 __all__ = [
     "CeleryRunner",
@@ -116,6 +120,7 @@ def run_payload(hooks_class: type[Any], prepared: PreparedRun, metadata: Any) ->
     in the database, the rest is here. ``Turn.extra`` values that are not
     JSON (AG-UI's parsed input) stay behind."""
     owner = prepared.owner
+    context = prepared.setup.context.as_payload() if prepared.setup is not None else None
     extra: dict[str, Any] = {}
     for key, value in prepared.extra.items():
         try:
@@ -134,6 +139,7 @@ def run_payload(hooks_class: type[Any], prepared: PreparedRun, metadata: Any) ->
         "client_results": {call: [r.output, r.is_error] for call, r in prepared.client_results.items()},
         "user_id": owner.user.pk if owner.user is not None else None,
         "session_key": owner.session_key,
+        "context": context,
         "metadata": metadata,
         # The request's trace, continued by the run's span on the worker.
         "trace": telemetry.carrier(),
@@ -149,6 +155,8 @@ class CeleryRunner(Runner):
 
     queue: str | None = None
     time_limit: float = 900.0
+    #: The worker builds the run's source (``execute_in_worker``).
+    executes_here: ClassVar[bool] = False
 
     def __init__(self, hooks_class: type[Any]) -> None:
         self.hooks_class = hooks_class
@@ -169,10 +177,7 @@ class CeleryRunner(Runner):
             # The run is prepared (its rows, the chat's slot): end it as
             # failed, in-band and stored, rather than leave it running.
             logger.exception("run %s cannot be handed to a worker", prepared.run.pk)
-            return await Runner().start(prepared, _failing(exc))
-        aclose = getattr(source, "aclose", None)
-        if aclose is not None:
-            await aclose()  # the worker builds its own
+            return await Runner().start(prepared, failing_source(exc))
         payload = run_payload(self.hooks_class, prepared, metadata)
         await channel.hand_off()
         options: dict[str, Any] = {
@@ -195,8 +200,9 @@ class CeleryRunner(Runner):
             # Nothing will run it: the run fails here, in-band and stored,
             # and the chat is free again.
             logger.exception("run %s could not be enqueued", payload["run_id"])
-            return await Runner().start(prepared, _failing(RuntimeError("the run could not be handed to a worker")))
-        return WorkerRunHandle(prepared.run, task, conversation_id=prepared.chat_id)
+            failure = RuntimeError("the run could not be handed to a worker")
+            return await Runner().start(prepared, failing_source(failure))
+        return WorkerRunHandle(prepared.run, task, prepared, conversation_id=prepared.chat_id)
 
 
 #: Seconds between the executor's own time limit and Celery's hard one.
@@ -230,25 +236,25 @@ async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None
     try:
         hooks = import_string(payload["hooks"])()
         owner = await _owner(payload)
+        context = _context(payload, owner)
         turn = Turn(chat_id, payload["kind"], extra=payload["extra"])
-        approvals = {call: ToolApproval(*value) for call, value in payload["approvals"].items()}
-        results = {call: ClientToolResult(*value) for call, value in payload["client_results"].items()}
-        store = hooks.get_store(with_thread=payload["with_thread"])
-        prepared = await store.load(run_id, owner, turn, approvals=approvals, client_results=results, channel=channel)
+        adopted = AdoptedRun(
+            run_id,
+            channel,
+            approvals={call: ToolApproval(*value) for call, value in payload["approvals"].items()},
+            client_results={call: ClientToolResult(*value) for call, value in payload["client_results"].items()},
+            metadata=payload["metadata"],
+        )
+        with telemetry.continued(payload.get("trace")):
+            handle = await hooks.start_turn(
+                turn, context, version=7, with_thread=payload["with_thread"], adopted=adopted
+            )
+    except RunNotActive:
+        await channel.close()
+        return "not-active"
     except BaseException:
         await asyncio.shield(channel.close())
         raise
-    if prepared is None:
-        await channel.close()
-        return "not-active"
-    try:
-        model = hooks.get_run_model()
-        source = hooks.get_source(prepared.history, prepared, model)
-    except Exception as exc:  # a hook's failure is the run's: stored, and sent as its error
-        logger.exception("run %s could not start in the worker", run_id)
-        source = _failing(exc)
-    with telemetry.continued(payload.get("trace")):
-        handle = await Runner.for_hooks(hooks).start(prepared, source, metadata=payload["metadata"])
     try:
         async with asyncio.timeout(time_limit):
             await asyncio.wait([handle.task])
@@ -259,16 +265,21 @@ async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None
     return "executed"
 
 
-async def _failing(exc: Exception) -> AsyncIterator[Event]:
-    """A source that fails at once (with ``exc``), as a run's failure."""
-    nothing: tuple[Event, ...] = ()
-    for event in nothing:
-        yield event
-    raise exc
-
-
 async def _owner(payload: dict[str, Any]) -> Owner:
     user_id = payload["user_id"]
     if user_id is None:
         return Owner.of_session(payload["session_key"])
     return Owner.of_user(await get_user_model()._default_manager.aget(pk=user_id))
+
+
+def _context(payload: dict[str, Any], owner: Owner) -> TurnContext:
+    """The turn's context as the web process built it, on the worker."""
+    saved = payload.get("context") or {}
+    return TurnContext(
+        owner=owner,
+        chat_id=payload["chat_id"],
+        transport=saved.get("transport", "http"),
+        extra=saved.get("extra") or {},
+        request=None,
+        on_worker=True,
+    )

@@ -1,15 +1,21 @@
 """``ChatHooks``: what a project overrides to shape a chat's runs, shared by
-``ChatView``, ``AGUIView`` and ``ChatConsumer``.
+``ChatView``, ``AGUIView`` and ``ChatConsumer``, and the one way a turn
+starts (``start_turn``).
 
 Class attributes default from ``UISTREAM``; each ``get_*`` hook is one
-override point (DRF's generics are the model). The hooks say *what* a run
+override point (DRF's generics are the model). Every hook that decides
+something about a run takes the turn's ``TurnContext`` (who asks, in which
+chat, over which transport, with what extra keys), on HTTP, the
+WebSocket, AG-UI and a Celery worker alike. The hooks say *what* a run
 uses; the store and the runner do the work.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from dataclasses import replace
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -19,10 +25,11 @@ from .conf import perform_import
 from .conf import settings as uistream_settings
 from .executors import executor_class
 from .history import HistoryStrategy, LastMessages, load_strategy
-from .limits import RunUsageLimit, load_usage_limits
+from .limits import RunUsageLimit, limit_usage, load_usage_limits
 from .models import Message, MessageQuerySet, Run
+from .owners import Owner
 from .protocol.events import Event
-from .runner import Runner
+from .runner import RunHandle, Runner
 from .runs import (
     ChatModel,
     ModelSpecError,
@@ -32,12 +39,23 @@ from .runs import (
     ToolCallRequest,
     ToolLoop,
     is_model_spec,
+    model_name,
     shared_model,
     ui_to_model_messages,
 )
-from .store import ConversationStore, PreparedRun
+from .store import ConversationStore, PreparedRun, Turn
+from .turns import (
+    AdoptedRun,
+    RunNotActive,
+    TurnContext,
+    TurnSetup,
+    adapt_legacy_hooks,
+    context_hook,
+    failing_source,
+    no_source,
+)
 
-__all__ = ["ChatHooks", "ServerToolLoop"]
+__all__ = ["AdoptedRun", "ChatHooks", "RunNotActive", "ServerToolLoop", "TurnContext", "TurnSetup"]
 
 
 class ServerToolLoop(ToolLoop):
@@ -46,6 +64,11 @@ class ServerToolLoop(ToolLoop):
 
     def approval_id(self, call: ToolCallRequest) -> str:
         return "apv_" + secrets.token_urlsafe(18)
+
+
+#: The set-up of the turn whose history the store is choosing, for the
+#: default ``get_history`` (whose signature has no context).
+_CHOOSING: ContextVar[TurnSetup] = ContextVar("uistream_choosing_history")
 
 
 class ChatHooks:
@@ -74,37 +97,122 @@ class ChatHooks:
     #: (``adapters``; docs/adapters.md).
     agent: Any = None
 
-    def get_agent(self) -> Any:
-        """The agent this request runs, or None for the tool loop over
-        ``get_model()`` and ``get_tools()``. Called once per request;
-        override to choose per user or per conversation."""
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        adapt_legacy_hooks(cls)
+
+    # -- the turn --------------------------------------------------------------------
+
+    async def start_turn(
+        self,
+        turn: Turn,
+        context: TurnContext,
+        *,
+        version: int,
+        claim_owner: Callable[[], Awaitable[Owner]] | None = None,
+        with_thread: bool = False,
+        adopted: AdoptedRun | None = None,
+        setup: TurnSetup | None = None,
+    ) -> RunHandle:
+        """Start ``turn`` for ``context.owner``: the one path every
+        transport and executor takes (docs/architecture.md, "A turn").
+
+        The hooks are asked once (``setup_turn``); the store applies the
+        turn (``ConversationStore.prepare``: 404, 409 and the other
+        refusals, with nothing written); the source is built
+        (``get_source``) and the executor (``get_runner``) starts it. The
+        returned handle's ``prepared`` is the ``PreparedRun``.
+
+        ``adopted``: a worker's turn, prepared by a web process: the run is
+        rebuilt from its rows (``ConversationStore.load``; ``RunNotActive``
+        when it ended meanwhile) and executes here. There a hook's failure
+        is the run's, stored and sent; in the web process it is raised
+        before anything is written. ``setup``: the turn's, when the
+        transport needed it first (AG-UI reads the input by it)."""
+        failure: Exception | None = None
+        if setup is None and adopted is None:
+            setup = self.setup_turn(context)
+        elif setup is None:
+            try:
+                setup = self.setup_turn(context)
+            except Exception as exc:  # noqa: BLE001 - stored as the run's failure below
+                failure = exc
+        store = self.get_store(setup, with_thread=with_thread) if setup is not None else ConversationStore()
+        runner: Runner
+        if adopted is None:
+            assert setup is not None
+            prepared = await store.prepare(
+                turn, context.owner, version=version, model_name=model_name(setup.model), claim_owner=claim_owner
+            )
+            runner, metadata = self.get_runner(), None
+        else:
+            loaded = await store.load(
+                adopted.run_id,
+                context.owner,
+                turn,
+                approvals=adopted.approvals,
+                client_results=adopted.client_results,
+                channel=adopted.channel,
+            )
+            if loaded is None:
+                raise RunNotActive(adopted.run_id)
+            prepared, runner, metadata = loaded, Runner(), adopted.metadata
+        prepared = replace(prepared, setup=setup)
+        try:
+            if adopted is None:
+                metadata = self.get_message_metadata(prepared)
+            if failure is not None:
+                source = failing_source(failure)
+            elif runner.executes_here:
+                assert setup is not None
+                source = self.get_source(prepared.history, prepared, setup.model)
+                if setup.usage_limits:
+                    source = limit_usage(source, setup.usage_limits)
+            else:
+                source = no_source()  # its worker builds it
+        except Exception as exc:  # noqa: BLE001 - the run is prepared: its failure is stored and sent
+            source = failing_source(exc)
+        return await runner.start(prepared, source, metadata=metadata)
+
+    def setup_turn(self, context: TurnContext) -> TurnSetup:
+        """Ask this endpoint's hooks, once, what ``context``'s turn uses."""
+        agent = self.get_agent(context)
+        adapter = self.get_adapter(agent) if agent is not None else None
+        tools: tuple[Tool, ...] = ()
+        approval = None
+        if agent is None:
+            model = self.get_model(context)
+            tools = tuple(self.get_tools(context))
+            approval = self.get_tool_approval(context)
+        else:
+            model = self.get_agent_model(agent, adapter)
+        return TurnSetup(
+            context=context,
+            model=model,
+            agent=agent,
+            adapter=adapter,
+            tools=tools,
+            tool_approval=approval,
+            system_prompt=self.get_system_prompt(context),
+            max_steps=self.get_max_steps(context),
+            usage_limits=tuple(self.get_usage_limits(context)),
+            history_strategy=self.get_history_strategy(context),
+        )
+
+    # -- the hooks that decide (each takes the turn's context) ----------------------------
+
+    @context_hook
+    def get_agent(self, context: TurnContext) -> Any:
+        """The agent this turn runs, or None for the tool loop over
+        ``get_model`` and ``get_tools``. Override to choose per user or per
+        conversation."""
         # Through the class, so a plain function is not bound as a method.
         return self.__dict__.get("agent", type(self).agent)
 
-    def get_adapter(self) -> AgentAdapter | None:
-        """The adapter that runs ``get_agent()`` (None without an agent)."""
-        agent = self.get_agent()
-        if agent is None:
-            return None
-        adapter = adapter_for(agent)
-        if adapter is None:
-            raise ImproperlyConfigured(
-                f"'{type(self).__name__}.agent' is {agent!r}, which no adapter runs: a pydantic-ai Agent, "
-                "a compiled LangGraph graph, an OpenAI Agents SDK Agent, or an AgentAdapter"
-            )
-        return adapter
-
-    def get_run_model(self) -> ChatModel:
-        """What the run records as its model: the agent (through a stand-in
-        that never streams), else ``get_model()``."""
-        adapter = self.get_adapter()
-        if adapter is not None:
-            return AgentModel(adapter.name)
-        return self.get_model()
-
-    def get_model(self) -> ChatModel:
-        """The chat model of this request's run. Called once per request;
-        override to pick a model per user or per conversation.
+    @context_hook
+    def get_model(self, context: TurnContext) -> ChatModel:
+        """The chat model of this turn's run. Override to pick a model per
+        user (``context.owner.user``) or per conversation.
 
         ``model`` (else ``UISTREAM["MODEL"]``) is a model, a class or
         factory (or its dotted path), or a provider-qualified name such as
@@ -125,7 +233,7 @@ class ChatHooks:
         if value is None:
             raise ImproperlyConfigured(
                 f"'{type(self).__name__}' should either include a `model` attribute, "
-                "set UISTREAM['MODEL'], or override the `get_model()` method."
+                "set UISTREAM['MODEL'], or override the `get_model(context)` method."
             )
         if isinstance(value, type) or (callable(value) and not isinstance(value, ChatModel)):
             value = value()
@@ -133,10 +241,12 @@ class ChatHooks:
             return value
         raise ImproperlyConfigured(f"'{type(self).__name__}': the model {value!r} has no stream() method.")
 
-    def get_tools(self) -> list[Tool]:
+    @context_hook
+    def get_tools(self, context: TurnContext) -> list[Tool]:
         """The tools the model may call (``Tool`` objects, functions, or
         dotted paths to either), and those of the MCP servers
-        (``mcp_servers``, default every one of ``UISTREAM["MCP_SERVERS"]``)."""
+        (``mcp_servers``, default every one of ``UISTREAM["MCP_SERVERS"]``).
+        Override to give each user (``context.owner.user``) their own."""
         if self.tools is not None:
             values = perform_import(list(self.tools), f"'{type(self).__name__}.tools'")
         else:
@@ -148,8 +258,9 @@ class ChatHooks:
             tools.extend(mcp_tools(self.mcp_servers))
         return tools
 
-    def get_tool_approval(self) -> ToolApprovalPolicy | None:
-        """The approval policy of this request's run: it decides tool calls
+    @context_hook
+    def get_tool_approval(self, context: TurnContext) -> ToolApprovalPolicy | None:
+        """The approval policy of this turn's run: it decides tool calls
         before the tools' own ``needs_approval`` (docs/operations.md,
         "Approval policies")."""
         # Read through the class so a plain function is not bound as a method.
@@ -158,19 +269,24 @@ class ChatHooks:
             return uistream_settings.import_setting("TOOL_APPROVAL")  # type: ignore[no-any-return]
         return perform_import(value, f"'{type(self).__name__}.tool_approval'")  # type: ignore[no-any-return]
 
-    def get_system_prompt(self) -> str | None:
+    @context_hook
+    def get_system_prompt(self, context: TurnContext) -> str | None:
+        """The system prompt sent first (None: none)."""
         return self.system_prompt
 
-    def get_max_steps(self) -> int:
+    @context_hook
+    def get_max_steps(self, context: TurnContext) -> int:
+        """The model calls one run may make (tool steps included)."""
         return int(self.max_steps if self.max_steps is not None else uistream_settings.MAX_STEPS)
 
-    def get_usage_limits(self) -> list[RunUsageLimit]:
-        """The limits every run of this endpoint is held to (the runner
-        enforces them: ``limits.limit_usage``)."""
+    @context_hook
+    def get_usage_limits(self, context: TurnContext) -> list[RunUsageLimit]:
+        """The limits this turn's run is held to (``limits.limit_usage``)."""
         value = self.usage_limits if self.usage_limits is not None else uistream_settings.USAGE_LIMITS
         return load_usage_limits(value or ())
 
-    def get_history_strategy(self) -> HistoryStrategy:
+    @context_hook
+    def get_history_strategy(self, context: TurnContext) -> HistoryStrategy:
         """The strategy that chooses what a turn sends (docs/operations.md,
         "History strategies")."""
         own = load_strategy(self.history_strategy, f"'{type(self).__name__}.history_strategy'")
@@ -182,39 +298,63 @@ class ChatHooks:
             limit = uistream_settings.HISTORY_MAX_MESSAGES
         return LastMessages(limit)
 
+    # -- what follows from them ----------------------------------------------------------
+
+    def get_adapter(self, agent: Any) -> AgentAdapter | None:
+        """The adapter that runs ``agent`` (``ImproperlyConfigured`` for an
+        agent no adapter runs)."""
+        adapter = adapter_for(agent)
+        if adapter is None:
+            raise ImproperlyConfigured(
+                f"'{type(self).__name__}.agent' is {agent!r}, which no adapter runs: a pydantic-ai Agent, "
+                "a compiled LangGraph graph, an OpenAI Agents SDK Agent, or an AgentAdapter"
+            )
+        return adapter
+
+    def get_agent_model(self, agent: Any, adapter: AgentAdapter | None) -> ChatModel:
+        """What an agent's run records as its model: a stand-in that never
+        streams, named after the adapter."""
+        assert adapter is not None
+        return AgentModel(adapter.name)
+
     def get_history(self, messages: MessageQuerySet) -> list[Message]:
         """The stored messages the model answers from, oldest first, chosen
         from the conversation's (``messages``, ordered by position; called in
-        the store's transaction): the strategy's ``select``. Default: the
-        last ``history_max_messages``, starting at a user message. The last
-        one must be the user message being answered (or, continuing, the
+        the store's transaction): the turn's strategy's ``select``
+        (``get_history_strategy``). Default: the last
+        ``history_max_messages``, starting at a user message. The last one
+        must be the user message being answered (or, continuing, the
         assistant message continued)."""
-        return self.get_history_strategy().select(messages)
+        setup = _CHOOSING.get(None)
+        if setup is None:
+            raise RuntimeError("get_history() is called by the store while a turn starts (ChatHooks.start_turn)")
+        return setup.history_strategy.select(messages)
 
     def get_source(self, history: list[dict[str, Any]], run: PreparedRun, model: ChatModel) -> AsyncIterator[Event]:
         """The run's event source. ``history`` is the stored conversation the
         model answers (UIMessages, oldest first); ``run`` the prepared run
-        (its ``approvals``, ``client_results``, ``extra``, ``owner``…). The
+        (its ``approvals``, ``client_results``, ``extra``, ``owner``, and
+        ``setup``: what the hooks chose, ``setup.context`` among it). The
         default runs a ``ToolLoop`` over the model and tools; return any
         async iterator of source events to run something else. With an
         agent, its adapter's events (``get_agent_turn``)."""
-        adapter = self.get_adapter()
-        if adapter is not None:
-            return adapter.run(self.get_agent_turn(history, run))
+        setup = _setup_of(run)
+        if setup.adapter is not None:
+            return setup.adapter.run(self.get_agent_turn(history, run))
         loop = ServerToolLoop(
             model,
-            self.get_tools(),
-            max_steps=self.get_max_steps(),
+            list(setup.tools),
+            max_steps=setup.max_steps,
             error_text=uistream_settings.ERROR_TEXT,
-            tool_approval=self.get_tool_approval(),
+            tool_approval=setup.tool_approval,
         )
         # The strategy builds what is sent (and records it on the run), then runs the loop.
-        return self.get_history_strategy().source(history, run, model, self.get_system_prompt(), loop)
+        return setup.history_strategy.source(history, run, model, setup.system_prompt, loop)
 
     def get_agent_turn(self, history: list[dict[str, Any]], run: PreparedRun) -> AgentTurn:
         """What the agent's adapter gets for ``run``."""
+        prompt = _setup_of(run).system_prompt
         messages = ui_to_model_messages(history)
-        prompt = self.get_system_prompt()
         if prompt:
             messages.insert(0, SystemMessage(prompt))
         run_id = run.run.pk
@@ -242,24 +382,37 @@ class ChatHooks:
         """Metadata for the assistant message's ``start`` chunk (None: none)."""
         return None
 
-    def get_store(self, *, with_thread: bool = False) -> ConversationStore:
-        """The store that turns this endpoint's requests into runs."""
-        adapter = self.get_adapter()
+    def get_store(self, setup: TurnSetup, *, with_thread: bool = False) -> ConversationStore:
+        """The store that applies ``setup``'s turn to the conversation."""
         editable: dict[str, Any] = {}
-        if adapter is not None:
-            client_tools = adapter.client_tools
+        if setup.adapter is not None:
+            client_tools = setup.adapter.client_tools
         else:
-            tools = self.get_tools()
-            client_tools = frozenset(t.name for t in tools if t.client_side)
-            editable = {t.name: t.parameters for t in tools if t.editable_arguments}
+            client_tools = frozenset(t.name for t in setup.tools if t.client_side)
+            editable = {t.name: t.parameters for t in setup.tools if t.editable_arguments}
+        choose: Callable[[MessageQuerySet], list[Message]]
+        if type(self).get_history is ChatHooks.get_history:
+            choose = setup.history_strategy.select
+        else:
+
+            def choose(messages: MessageQuerySet) -> list[Message]:
+                token = _CHOOSING.set(setup)
+                try:
+                    return self.get_history(messages)
+                finally:
+                    _CHOOSING.reset(token)
+
         return ConversationStore(
-            client_tools=client_tools,
-            choose_history=self.get_history,
-            with_thread=with_thread,
-            editable_tools=editable,
+            client_tools=client_tools, choose_history=choose, with_thread=with_thread, editable_tools=editable
         )
 
     def get_runner(self) -> Runner:
         """The runner that starts this endpoint's runs: the executor
         ``UISTREAM["EXECUTOR"]`` names (in this process by default)."""
         return executor_class().for_hooks(self)
+
+
+def _setup_of(run: PreparedRun) -> TurnSetup:
+    if run.setup is None:
+        raise RuntimeError("this run was not started by ChatHooks.start_turn: it has no setup")
+    return run.setup

@@ -18,16 +18,19 @@ from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from .models import Run
+    from .store import PreparedRun
 
 __all__ = ["RunHandle", "interruption_of", "live_runs", "track"]
 
 
 @dataclass(frozen=True, eq=False)
 class RunHandle:
-    """A started run: its row and its task (cancel the task to cancel the run)."""
+    """A started run: its row and its task (cancel the task to cancel the
+    run), and the ``PreparedRun`` it was started from."""
 
     run: Run
     task: asyncio.Task[None]
+    prepared: PreparedRun | None = None
     #: Whether the run executes in another process (an executor's worker),
     #: so its first chunk may be a while coming.
     elsewhere: ClassVar[bool] = False

@@ -19,11 +19,10 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Coroutine
-from typing import Any
+from typing import Any, ClassVar
 
 from . import shutdown, telemetry
 from .conf import settings as uistream_settings
-from .limits import RunUsageLimit, limit_usage
 from .live import BrokerError, RunChannel
 from .models import Run
 from .protocol.events import Event
@@ -46,20 +45,17 @@ class Runner:
     (other processes, workers) plug in by overriding ``for_hooks`` and
     ``start`` (``UISTREAM["EXECUTOR"]``, ``executors.py``)."""
 
-    #: The endpoint's ``RunUsageLimit``s (``ChatHooks.get_usage_limits``),
-    #: enforced on every source this runner starts (``limits.limit_usage``).
-    usage_limits: tuple[RunUsageLimit, ...] = ()
+    #: Whether the runs this runner starts execute in this process, from
+    #: the source ``start`` is given; an executor whose workers build their
+    #: own (``CeleryRunner``) is given an empty one.
+    executes_here: ClassVar[bool] = True
 
     @classmethod
     def for_hooks(cls, hooks: Any) -> Runner:
         """The runner of one endpoint (``ChatHooks.get_runner``). An
         executor that rebuilds runs in another process keeps ``hooks`` to
         name their class there."""
-        runner = cls()
-        get_limits = getattr(hooks, "get_usage_limits", None)
-        if get_limits is not None:
-            runner.usage_limits = tuple(get_limits())
-        return runner
+        return cls()
 
     async def start(self, prepared: PreparedRun, source: AsyncIterator[Event], *, metadata: Any = None) -> RunHandle:
         clock = RunClock()
@@ -72,8 +68,6 @@ class Runner:
             encoder.message_metadata = start_metadata(prepared.run, metadata)
             encoder.finish_metadata = functools.partial(_finish_metadata, prepared.run, encoder, clock)
         recorder = RunRecorder(prepared.run, prepared.message, inline=prepared.log_inline)
-        if self.usage_limits:
-            source = limit_usage(source, self.usage_limits)
         stopped = asyncio.Event()
         # The run's span (a child of the request's), current in its task.
         context, prepared.run.trace_id = telemetry.start_run(
@@ -103,7 +97,7 @@ class Runner:
             context=context,
         )
         watcher = asyncio.create_task(_watch_stop(prepared.channel, task, stopped))
-        handle = RunHandle(prepared.run, task)
+        handle = RunHandle(prepared.run, task, prepared)
         track(handle)
         shutdown.install()
         ensure_renewer()  # this process now holds a lease to renew

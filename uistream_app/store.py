@@ -16,7 +16,7 @@ import secrets
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
@@ -33,6 +33,9 @@ from .recording import log_writes_inline
 from .runs import ClientToolResult, ToolApproval
 from .runs.tools import validate_json
 from .sweeper import orphan_ids, settle_chat_orphans
+
+if TYPE_CHECKING:
+    from .turns import TurnSetup
 
 __all__ = [
     "AnswerReader",
@@ -136,6 +139,9 @@ class PreparedRun:
     #: A continuation's: what the run that asked for the pending calls saved
     #: (``Run.agent_state``: an agent framework's own state); else None.
     resume_state: Any = None
+    #: What the endpoint's hooks chose for the turn (``turns.TurnSetup``,
+    #: its ``context`` among it), set by ``ChatHooks.start_turn``.
+    setup: TurnSetup | None = None
 
     @property
     def chat_id(self) -> str:

@@ -23,7 +23,7 @@ from .api.views import new_chat_id
 from .chat_request import ChatRequest, chat_turn, parse_chat_request, valid_id
 from .conf import settings as uistream_settings
 from .errors import BadRequest, Gone, not_found
-from .hooks import ChatHooks
+from .hooks import ChatHooks, TurnContext
 from .live import get_broker
 from .models import Conversation, Message, Run
 from .owners import Owner
@@ -43,7 +43,6 @@ from .protocol.ui.render import UIStreamRenderer, downgrade
 from .protocol.ui.replay import replay_message
 from .recording import load_log
 from .runner import execute_run, live_runs
-from .runs import model_name
 from .sweeper import stop_dead_run
 
 __all__ = [
@@ -88,7 +87,6 @@ class ChatView(ChatHooks, StreamView):
         max_bytes = check_json_request(request, also_text=True)
         chat = parse_chat_request(request.body, max_bytes=max_bytes, require_id=False)
         version = self.get_sdk_version()
-        model = self.get_run_model()
         if not chat.chat_id:
             chat = ChatRequest(
                 await self.get_chat_id(chat, context.owner), chat.messages, chat.trigger, chat.message_id, chat.extra
@@ -96,11 +94,8 @@ class ChatView(ChatHooks, StreamView):
         turn = chat_turn(chat)
         # Only a new message may give an anonymous visitor a session.
         claim = context.ensure_owner if turn.kind == "submit" and turn.edit_of is None else None
-        prepared = await self.get_store().prepare(
-            turn, context.owner, version=version, model_name=model_name(model), claim_owner=claim
-        )
-        source = self.get_source(prepared.history, prepared, model)
-        handle = await self.get_runner().start(prepared, source, metadata=self.get_message_metadata(prepared))
+        turn_context = TurnContext(context.owner, chat.chat_id, "http", chat.extra, request=request)
+        handle = await self.start_turn(turn, turn_context, version=version, claim_owner=claim)
         return self.stream_run(handle, UIStreamRenderer(version), {**SSE_HEADERS, CHAT_ID_HEADER: chat.chat_id})
 
     async def get_chat_id(self, chat: ChatRequest, owner: Owner) -> str:

@@ -31,6 +31,7 @@ from ..protocol.agui.renderer import AGUIRenderer
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.render import UIStreamRenderer
 from ..recording import LogEntry, iter_log
+from ..recording.agui_history import stored_history_sync
 
 if TYPE_CHECKING:
     from ..models import Run
@@ -106,10 +107,6 @@ for _version in (7, 6, 5):
 
 
 def _agui(run: Run) -> TranscriptRenderer:
-    # Upward (inspect/ reads what was stored; agui_views is a transport), though
-    # no cycle: stored_history_sync belongs below both, beside recording's read_log.
-    from ..agui_views import stored_history_sync
-
     # The thread is the conversation and the run is the run, as the AG-UI
     # view names them; timestamps are the time of rendering. With the thread
     # as it stood when the run started, the snapshots the client got (a
