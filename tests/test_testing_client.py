@@ -315,7 +315,8 @@ def get_weather(city: str) -> dict:
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
 async def test_the_weather_is_looked_up(settings, django_user_model):
-    """README.md, "Testing your chat view", word for word."""
+    """README.md's example ("Testing your chat view"), word for word; its
+    ``get_weather`` is the README's tool, defined above."""
     model = ScriptedModel([call("get_weather", {"city": "Paris"})], "It is 18 °C in Paris.")
     settings.UISTREAM = {**settings.UISTREAM, "MODEL": model, "TOOLS": [get_weather]}
 
