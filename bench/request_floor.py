@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from asgi_client import Browser
-from stream_memory import _setup, chat_body
+from stream_memory import _setup, new_chat
 
 
 def _install_floor() -> None:
@@ -76,7 +76,7 @@ async def main(args: argparse.Namespace, app: Any) -> None:
         assert answer.status == 200, answer.status
 
     async def chat() -> None:
-        answer = await browser.post("/api/chat", chat_body("count to 1"))
+        answer = await browser.post("/api/chat", new_chat("count to 1"))
         assert answer.status == 200, answer.status
 
     for _ in range(10):  # warm-up: the session, the lanes, the writer
