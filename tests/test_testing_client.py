@@ -29,6 +29,7 @@ from uistream_app.testing import (
     ChatClient,
     ScriptedModel,
     SocketChatClient,
+    SocketClosed,
     call,
     chat_body,
     run_input,
@@ -175,6 +176,18 @@ async def test_a_call_waits_for_a_person_then_runs_as_answered(answer: str, stat
 
 
 @async_db
+async def test_an_approval_may_edit_the_arguments():
+    chat = ChatClient()
+    await chat.send(EMAIL)
+    edited = {"to": "bo@example.com", "body": "the build is red"}
+    answered = await chat.approve(edited_input=edited)
+    assert answered.body["messages"][-1]["parts"][-1]["input"] == edited
+    (email,) = answered.tool_parts("send_email")
+    assert email["state"] == "output-available"
+    assert email["output"]["to"] == "bo@example.com"
+
+
+@async_db
 async def test_nothing_pending_is_a_lookup_error_before_anything_is_sent():
     chat = ChatClient()
     await chat.send("count to 1")
@@ -236,6 +249,19 @@ async def test_the_socket_gives_the_message_http_gives():
         next_turn = await socket.send("count to 2")
     assert next_turn.text == "1 2"
     assert len(next_turn.body["messages"]) == 3
+
+
+@async_db
+async def test_a_socket_the_server_closes_is_an_assertion_error():
+    async with SocketChatClient() as socket:
+        with pytest.raises(SocketClosed) as closed:
+            await socket.send_body({"id": socket.chat_id, "messages": [{"id": 7}]})
+        assert closed.value.code == 1008  # rule 1: not a UI message
+        assert socket.communicator is None
+    no_visitors = override_settings(UISTREAM={**settings.UISTREAM, "ALLOW_ANONYMOUS": False})
+    with no_visitors, pytest.raises(SocketClosed, match="at the handshake"):
+        await SocketChatClient().connect()
+    assert await Conversation.objects.acount() == 0
 
 
 @async_db

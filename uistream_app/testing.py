@@ -484,13 +484,14 @@ class _Chat(_Session):
         *,
         chat_id: str | None = None,
         reason: str | None = None,
-        input: Any = None,
+        edited_input: Any = None,
     ) -> TurnResult:
         """Approve a pending call (by its approval id; None: every pending
         one) and send the continuation, as ``addToolApprovalResponse`` and
-        ``sendAutomaticallyWhen`` do. ``input``: the arguments as the
-        person edited them (for a tool that allows edits)."""
-        return await self._answer(chat_id, approval_id, approved=True, reason=reason, edited=input)
+        ``sendAutomaticallyWhen`` do. ``edited_input``: the arguments as
+        the person edited them, sent as the part's ``input`` (for a tool
+        that allows edits)."""
+        return await self._answer(chat_id, approval_id, approved=True, reason=reason, edited=edited_input)
 
     async def deny(
         self, approval_id: str | None = None, *, chat_id: str | None = None, reason: str | None = None
@@ -658,11 +659,11 @@ class SocketChatClient(_Chat):
         headers = [(b"origin", TEST_ORIGIN.encode()), (b"cookie", cookies.encode())]
         application = self.application or AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         communicator = WebsocketCommunicator(application, self.path, headers=headers)
+        self.communicator = communicator
         connected, code = await communicator.connect(timeout=self.timeout)
         if not connected:
-            await communicator.wait(timeout=self.timeout)
+            await self.disconnect()  # the consumer ends on the page's going away
             raise SocketClosed(code, "at the handshake")
-        self.communicator = communicator
 
     async def disconnect(self) -> None:
         """Close the socket (the page goes away); its runs follow
@@ -709,7 +710,7 @@ class SocketChatClient(_Chat):
             while True:
                 output = await self.communicator.receive_output(timeout=self.timeout)
                 if output["type"] == "websocket.close":
-                    self.communicator = None
+                    await self.disconnect()  # the consumer ends on the disconnect that follows a close
                     raise SocketClosed(output.get("code"), f"after the send of {request_id}")
                 reply = json.loads(output["text"])
                 if reply.get("requestId") != request_id:
@@ -777,10 +778,10 @@ class AGUIClient(_Session):
         **extra: Any,
     ) -> AGUIRunResult:
         """Run the agent on the thread: with a new user message (a text,
-        or an AG-UI message), or with none (a ``resume``, or the ``tool``
-        message of a client-side tool passed in ``messages=``). ``extra``:
-        more ``RunAgentInput`` keys (``tools``, ``context``,
-        ``forwardedProps``…)."""
+        or an AG-UI message), or with none (a ``resume``; or, for a
+        client-side tool, ``messages=[*agent.messages(), tool_message]``).
+        ``extra``: more ``RunAgentInput`` keys (``tools``, ``context``,
+        ``forwardedProps``, ``messages``…), in place of the client's."""
         thread_id = thread_id or self.thread_id
         messages = self.messages(thread_id)
         if message is not None:
