@@ -35,7 +35,9 @@ the assistant message with its part answered:
   POSTed to ``AGUIView``; approvals are answered with ``resume``.
 
 A turn returns once its run is stored: its log, its message and how it
-ended are in the database, and the chat is free for the next turn. The
+ended are in the database, and the chat is free for the next turn (a
+run's stream ends only after its outcome is stored; a run of this
+process's is also waited for until its task has ended). The
 result holds the chunks the client read (each SSE ``data:`` event, or each
 ``chunk`` frame) and the assistant ``UIMessage`` they build (read by
 ``UIMessageReader``, the twin of the SDK's ``processUIMessageStream``),
@@ -66,10 +68,9 @@ socket client makes one first when its client has none, as the page that
 opened the socket would have. Inside Django's ``TestCase`` (every test in
 a transaction that is rolled back) keep ``UISTREAM["LOG_WRITER"]`` at its
 default, ``"auto"``, so that a run's log is written inside the test's
-transaction (docs/operations.md lists the setting). The clients drive the
-endpoints only through what they answer on the wire, and a run's
-executor must be the in-process one for a turn to end with its task
-(``EXECUTOR = "inprocess"``, the default).
+transaction (docs/operations.md, "The log writer"). The clients drive the
+endpoints only through what they answer on the wire (the body, the
+frames, the run id header), never through their hooks.
 
 Bodies: ``user_message``, ``chat_body`` and ``run_input`` build the
 requests as the real clients do, for tests that send their own.
