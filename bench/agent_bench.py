@@ -82,6 +82,7 @@ from uistream_app.protocol.ui.encoder import UIMessageEncoder  # noqa: E402
 from uistream_app.protocol.ui.render import UIStreamRenderer  # noqa: E402
 from uistream_app.protocol.ui.stream import aencode_events  # noqa: E402
 from uistream_app.runs import UserMessage  # noqa: E402
+from uistream_app.testing import chat_body, user_message  # noqa: E402
 from uistream_app.views import ChatView  # noqa: E402
 
 WORKLOAD: dict[str, Any] = json.loads(WORKLOAD_PATH.read_text())
@@ -104,14 +105,6 @@ fastapi_app = FastAPI()
 @fastapi_app.post("/api/chat")
 async def pydantic_ai_chat(request: Request) -> Response:
     return await VercelAIAdapter.dispatch_request(request, agent=AGENT, sdk_version=7)
-
-
-def chat_body(chat_id: str) -> dict[str, Any]:
-    return {
-        "id": chat_id,
-        "trigger": "submit-message",
-        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": PROMPT}]}],
-    }
 
 
 @sync_to_async
@@ -147,10 +140,10 @@ async def http_part(reps: int, warmup: int) -> None:
     counter = iter(range(10**6))
 
     async def ours() -> Answer:
-        return await browser.post("/agent-bench/chat", chat_body(f"bench-{next(counter)}"))
+        return await browser.post("/agent-bench/chat", chat_body(f"bench-{next(counter)}", PROMPT))
 
     async def theirs() -> Answer:
-        body = json.dumps(chat_body("chat_perf")).encode()
+        body = json.dumps(chat_body("chat_perf", PROMPT)).encode()
         return await call(theirs_app, "POST", "/api/chat", body, {"content-type": "application/json"})
 
     for _ in range(warmup):
@@ -187,7 +180,7 @@ async def http_part(reps: int, warmup: int) -> None:
 async def adapter_run() -> int:
     adapter = PydanticAIAdapter(AGENT)
     turn = AgentTurn(
-        history=[{"id": "u1", "role": "user", "parts": [{"type": "text", "text": PROMPT}]}],
+        history=[user_message(PROMPT)],
         messages=[UserMessage(PROMPT)],
         chat_id="c",
         run_id="r",

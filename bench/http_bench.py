@@ -73,6 +73,8 @@ from typing import Any
 
 from bench_common import HOST, cpu_seconds, free_port, lag_monitor, pct, rss_kib
 
+from uistream_app.testing import chat_body, user_message
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 PY = sys.executable
@@ -374,19 +376,19 @@ class Client:
         return response
 
     @staticmethod
-    def chat_body(text: str, chat_id: str | None = None) -> bytes:
-        message = {"id": "u-" + uuid.uuid4().hex[:16], "role": "user", "parts": [{"type": "text", "text": text}]}
-        body = {"id": chat_id or "chat-" + uuid.uuid4().hex[:12], "trigger": "submit-message", "messages": [message]}
-        return json.dumps(body).encode()
+    def chat_bytes(text: str, chat_id: str | None = None) -> bytes:
+        """useChat's body for ``text`` in a new chat (or ``chat_id``), as bytes."""
+        message = user_message(text, id="u-" + uuid.uuid4().hex[:16])
+        return json.dumps(chat_body(chat_id or "chat-" + uuid.uuid4().hex[:12], [message])).encode()
 
     def chat_headers(self) -> dict[str, str]:
         return {"Content-Type": "application/json", "X-CSRFToken": self.token}
 
     def chat_request(self, target: str, text: str, chat_id: str | None = None) -> bytes:
-        return encode_request("POST", target, self.chat_body(text, chat_id), self.headers(self.chat_headers()))
+        return encode_request("POST", target, self.chat_bytes(text, chat_id), self.headers(self.chat_headers()))
 
     def chat(self, target: str, text: str) -> Response:
-        response = self.send("POST", target, self.chat_body(text), self.chat_headers())
+        response = self.send("POST", target, self.chat_bytes(text), self.chat_headers())
         if response.status != 200:
             raise RuntimeError(f"POST {target}: {response.status} {response.body[:500]!r}")
         return response

@@ -82,7 +82,11 @@ def _count_hops() -> Counter[str]:
 
 async def main(args: argparse.Namespace, app: Any) -> dict[str, Any]:
     from asgi_client import Browser
-    from stream_memory import chat_body
+
+    try:
+        from stream_memory import new_chat
+    except ImportError:  # a tree from before uistream_app.testing's body helpers (--against)
+        from stream_memory import chat_body as new_chat
 
     browser = Browser(app)
     await browser.start()
@@ -93,7 +97,7 @@ async def main(args: argparse.Namespace, app: Any) -> dict[str, Any]:
         assert answer.status == 200, answer.status
 
     async def chat() -> None:
-        answer = await browser.post("/api/chat", chat_body("count to 1"))
+        answer = await browser.post("/api/chat", new_chat("count to 1"))
         assert answer.status == 200, answer.status
 
     for _ in range(10):  # warm-up: the session, the lanes, the writer

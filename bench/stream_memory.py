@@ -39,6 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from asgi_client import Browser
 
+from uistream_app.testing import chat_body, user_message
+
 
 def _setup(delay_ms: int) -> Any:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench_settings")
@@ -53,12 +55,9 @@ def _setup(delay_ms: int) -> Any:
     return application
 
 
-def chat_body(text: str) -> dict[str, Any]:
-    return {
-        "id": str(uuid.uuid4()),
-        "trigger": "submit-message",
-        "messages": [{"id": str(uuid.uuid4()), "role": "user", "parts": [{"type": "text", "text": text}]}],
-    }
+def new_chat(text: str) -> dict[str, Any]:
+    """useChat's body for ``text`` in a new chat."""
+    return chat_body(str(uuid.uuid4()), [user_message(text, id=str(uuid.uuid4()))])
 
 
 def by_file(diff: list[tracemalloc.StatisticDiff], streams: int, top: int, scale: float = 1.0) -> list[str]:
@@ -78,7 +77,7 @@ def by_file(diff: list[tracemalloc.StatisticDiff], streams: int, top: int, scale
 async def main(args: argparse.Namespace, app: Any) -> None:
     browser = Browser(app)
     await browser.start()
-    warm = await browser.post("/api/chat", chat_body("count to 3"))  # the session, the lanes, the writer
+    warm = await browser.post("/api/chat", new_chat("count to 3"))  # the session, the lanes, the writer
     assert warm.status == 200, warm.status
 
     progress = [0] * args.streams
@@ -98,7 +97,7 @@ async def main(args: argparse.Namespace, app: Any) -> None:
     tracemalloc.start(args.frames)
     base = tracemalloc.take_snapshot()
     chats = [
-        asyncio.create_task(browser.post("/api/chat", chat_body(f"count to {args.count}"), on_body=reader(i)))
+        asyncio.create_task(browser.post("/api/chat", new_chat(f"count to {args.count}"), on_body=reader(i)))
         for i in range(args.streams)
     ]
     await reached[quarter].wait()

@@ -20,8 +20,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import AsyncClient, override_settings
 
+from uistream_app import testing
 from uistream_app.errors import NOT_FOUND_TEXT
 from uistream_app.models import Conversation, Message, Run
+from uistream_app.protocol.agui.messages import agui_user_message
 
 from .test_consumer import DEMO, Socket, runs_finished, send_frame, user_cookie
 
@@ -36,11 +38,11 @@ def fast_demo_model(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def chat_body(chat_id: str, message_id: str = "u1", text: str = "count to 2") -> dict[str, Any]:
-    return {"id": chat_id, "messages": [{"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}]}
+    return testing.chat_body(chat_id, [testing.user_message(text, id=message_id)])
 
 
 def agui_body(thread: str, message_id: str = "u1", text: str = "count to 2") -> dict[str, Any]:
-    return {"threadId": thread, "runId": "r1", "messages": [{"id": message_id, "role": "user", "content": text}]}
+    return testing.run_input(thread, [agui_user_message(testing.user_message(text, id=message_id))])
 
 
 @dataclass

@@ -11,18 +11,14 @@ from django.contrib.auth import get_user_model
 from django.test import AsyncClient, override_settings
 
 from uistream_app.models import Conversation, Message, Run
+from uistream_app.testing import chat_body, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def user_message(text: str = "hi", message_id: str = "u1") -> dict[str, Any]:
-    return {"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}
-
-
 def body(**changes: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {"id": "chat-1", "trigger": "submit-message", "messages": [user_message()]}
-    data.update(changes)
-    return data
+    """useChat's body for "hi" in ``chat-1``, with ``changes``."""
+    return {**chat_body("chat-1", "hi"), **changes}
 
 
 def raw(data: Any) -> bytes:
@@ -56,7 +52,7 @@ CASES: list[tuple[str, str, str | None, bytes, int, str, str | None]] = [
     ("id too long", "post", JSON, raw(body(id="a" * 129)), 400, "invalid", "id"),
     ("empty id", "post", JSON, raw(body(id="")), 400, "invalid", "id"),
     ("missing messages", "post", JSON, raw({"id": "chat-1"}), 400, "invalid", "messages"),
-    ("messages not a list", "post", JSON, raw(body(messages={"0": user_message()})), 400, "invalid", "messages"),
+    ("messages not a list", "post", JSON, raw(body(messages={"0": user_message("hi")})), 400, "invalid", "messages"),
     ("message not an object", "post", JSON, raw(body(messages=["hi"])), 400, "invalid", "messages[0]"),
     (
         "message without id",
@@ -71,7 +67,7 @@ CASES: list[tuple[str, str, str | None, bytes, int, str, str | None]] = [
         "message id with slash",
         "post",
         JSON,
-        raw(body(messages=[user_message(message_id="a/b")])),
+        raw(body(messages=[user_message("hi", id="a/b")])),
         400,
         "invalid",
         "messages[0].id",
@@ -80,7 +76,7 @@ CASES: list[tuple[str, str, str | None, bytes, int, str, str | None]] = [
         "unknown role",
         "post",
         JSON,
-        raw(body(messages=[{**user_message(), "role": "robot"}])),
+        raw(body(messages=[{**user_message("hi"), "role": "robot"}])),
         400,
         "invalid",
         "messages[0].role",
@@ -89,7 +85,7 @@ CASES: list[tuple[str, str, str | None, bytes, int, str, str | None]] = [
         "client system message",
         "post",
         JSON,
-        raw(body(messages=[{**user_message(), "role": "system"}, user_message(message_id="u2")])),
+        raw(body(messages=[{**user_message("hi"), "role": "system"}, user_message("hi", id="u2")])),
         400,
         "forbidden_role",
         "messages[0].role",
@@ -98,7 +94,7 @@ CASES: list[tuple[str, str, str | None, bytes, int, str, str | None]] = [
         "parts not a list",
         "post",
         JSON,
-        raw(body(messages=[{**user_message(), "parts": "hi"}])),
+        raw(body(messages=[{**user_message("hi"), "parts": "hi"}])),
         400,
         "invalid",
         "messages[0].parts",
@@ -107,7 +103,7 @@ CASES: list[tuple[str, str, str | None, bytes, int, str, str | None]] = [
         "part without type",
         "post",
         JSON,
-        raw(body(messages=[{**user_message(), "parts": [{"text": "hi"}]}])),
+        raw(body(messages=[{**user_message("hi"), "parts": [{"text": "hi"}]}])),
         400,
         "invalid",
         "messages[0].parts[0].type",
@@ -116,7 +112,7 @@ CASES: list[tuple[str, str, str | None, bytes, int, str, str | None]] = [
         "text part without text",
         "post",
         JSON,
-        raw(body(messages=[{**user_message(), "parts": [{"type": "text", "text": 3}]}])),
+        raw(body(messages=[{**user_message("hi"), "parts": [{"type": "text", "text": 3}]}])),
         400,
         "invalid",
         "messages[0].parts[0].text",
@@ -125,7 +121,7 @@ CASES: list[tuple[str, str, str | None, bytes, int, str, str | None]] = [
         "tool part from the user",
         "post",
         JSON,
-        raw(body(messages=[{**user_message(), "parts": [{"type": "tool-send_email", "toolCallId": "c1"}]}])),
+        raw(body(messages=[{**user_message("hi"), "parts": [{"type": "tool-send_email", "toolCallId": "c1"}]}])),
         400,
         "invalid",
         "messages[0].parts[0].type",
@@ -134,7 +130,7 @@ CASES: list[tuple[str, str, str | None, bytes, int, str, str | None]] = [
         "metadata not an object",
         "post",
         JSON,
-        raw(body(messages=[{**user_message(), "metadata": [1]}])),
+        raw(body(messages=[{**user_message("hi"), "metadata": [1]}])),
         400,
         "invalid",
         "messages[0].metadata",
@@ -156,7 +152,7 @@ CASES: list[tuple[str, str, str | None, bytes, int, str, str | None]] = [
         "continuing a message that does not exist",
         "post",
         JSON,
-        raw(body(messages=[user_message(), {"id": "a1", "role": "assistant", "parts": []}])),
+        raw(body(messages=[user_message("hi"), {"id": "a1", "role": "assistant", "parts": []}])),
         404,
         "not_found",
         None,

@@ -23,6 +23,7 @@ from uistream_app.models import Message, Run
 from uistream_app.protocol.sse import KEEPALIVE_FRAME, SSEParser
 from uistream_app.protocol.ui.reader import UIMessageReader
 from uistream_app.recording import read_log
+from uistream_app.testing import chat_body, user_message
 
 from .conftest import JS_DIR
 from .server import serve_demo
@@ -43,12 +44,7 @@ class Browser:
         self.token = self.client.get("/api/csrf").json()["csrfToken"]
 
     def chat_body(self, chat_id: str, text: str, message_id: str = "u1", **extra: Any) -> dict[str, Any]:
-        return {
-            "id": chat_id,
-            "trigger": "submit-message",
-            "messages": [{"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}],
-            **extra,
-        }
+        return chat_body(chat_id, [user_message(text, id=message_id)], **extra)
 
     def post(self, path: str, body: Any = None, **kw: Any) -> httpx.Response:
         return self.client.post(path, json=body, headers={"X-CSRFToken": self.token}, **kw)

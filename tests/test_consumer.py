@@ -37,7 +37,7 @@ from uistream_app.protocol.ui.reader import UIMessageReader
 from uistream_app.protocol.ws import ChatFrameRenderer, FrameError, check_frame
 from uistream_app.recording import read_log
 from uistream_app.routing import websocket_urlpatterns
-from uistream_app.testing import ScriptedModel
+from uistream_app.testing import ScriptedModel, user_message
 
 from .conftest import JS_DIR
 from .live.conftest import redis_config  # noqa: F401  (fixture)
@@ -131,17 +131,13 @@ class Socket:
         await self.communicator.disconnect(timeout=10)
 
 
-def user_message(message_id: str, text: str) -> dict[str, Any]:
-    return {"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}
-
-
 def send_frame(request_id: str, chat_id: str, text: str = "hello", message_id: str = "u1", **extra: Any) -> dict:
     return {
         "type": "send",
         "requestId": request_id,
         "id": chat_id,
         "trigger": "submit-message",
-        "messages": [user_message(message_id, text)],
+        "messages": [user_message(text, id=message_id)],
         "headers": {},
         "body": {},
         **extra,
@@ -233,7 +229,7 @@ TRANSPORT_SEND = {  # as WebSocketChatTransport writes it: undefined keys left o
     "requestId": "Xy12",
     "id": "chat-1",
     "trigger": "submit-message",
-    "messages": [user_message("u1", "hi")],
+    "messages": [user_message("hi", id="u1")],
     "headers": {},
     "body": {},
 }

@@ -25,6 +25,7 @@ from django.test import AsyncClient, TestCase, override_settings
 from uistream_app.models import ChunkBatch, Message, Run
 from uistream_app.protocol.sse import SSEParser
 from uistream_app.recording import WRITER_EXECUTOR, log_writes_inline, read_log
+from uistream_app.testing import chat_body, user_message
 
 from .db import worker_queries
 
@@ -32,18 +33,9 @@ from .db import worker_queries
 WRITER = "auto"
 
 
-def chat_body(chat_id: str, text: str) -> str:
-    return json.dumps(
-        {
-            "id": chat_id,
-            "trigger": "submit-message",
-            "messages": [{"id": f"{chat_id}-u1", "role": "user", "parts": [{"type": "text", "text": text}]}],
-        }
-    )
-
-
 async def post_chat(client: AsyncClient, chat_id: str, text: str) -> list[dict[str, Any]]:
-    response = await client.post("/api/chat", chat_body(chat_id, text), content_type="application/json")
+    body = json.dumps(chat_body(chat_id, [user_message(text, id=f"{chat_id}-u1")]))
+    response = await client.post("/api/chat", body, content_type="application/json")
     assert response.status_code == 200
     raw = b"".join([part async for part in response.streaming_content])
     return [json.loads(e.data) for e in SSEParser().feed(raw) if e.data != "[DONE]"]

@@ -36,6 +36,7 @@ from uistream_app.adapters.pydantic_ai import PydanticAIAdapter, model_history
 from uistream_app.models import Message, Run
 from uistream_app.protocol import events as ev
 from uistream_app.runs import ToolApproval, ui_to_model_messages
+from uistream_app.testing import user_message
 from uistream_app.views import ChatView
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -351,10 +352,6 @@ def turn(history: list[dict[str, Any]], **kw: Any) -> AgentTurn:
     return AgentTurn(
         history=history, messages=ui_to_model_messages(history), chat_id="c", run_id="r", message_id="m", **kw
     )
-
-
-def user_message(text: str) -> dict[str, Any]:
-    return {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}
 
 
 async def collect(adapter: PydanticAIAdapter, agent_turn: AgentTurn) -> list[ev.Event]:
