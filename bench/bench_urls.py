@@ -17,7 +17,7 @@
   (one thread hop, one transaction, the ``UPDATE`` of the run) and stores
   the message and the run at the end. ``POST bench/demo-nodb``: the demo's
   ``ChatView`` whose recorder makes no database call once the run row
-  exists. To get there, ``uistream_app.runner.RunRecorder`` is replaced by a
+  exists. To get there, ``uistream_app.lifecycle.runner.RunRecorder`` is replaced by a
   subclass that behaves exactly as the original unless the request came
   through one of these two views.
 * ``GET bench/ping``: the runner's readiness probe.
@@ -50,15 +50,15 @@ from django.views.decorators.csrf import csrf_exempt
 from loop_plugin import model_steps, recorded_tools
 from uistream_plugin import source_events
 
-from uistream_app import runner as runner_module
+from uistream_app.lifecycle import runner as runner_module
+from uistream_app.lifecycle.store import ConversationStore, new_message_id
+from uistream_app.lifecycle.turns import TurnSetup
 from uistream_app.models import Run
 from uistream_app.protocol.sse import DONE_FRAME
 from uistream_app.protocol.ui.encoder import UIMessageEncoder
 from uistream_app.protocol.ui.render import UIStreamRenderer
 from uistream_app.recording import RunRecorder
 from uistream_app.runs import ScriptedModel
-from uistream_app.store import ConversationStore, new_message_id
-from uistream_app.turns import TurnSetup
 from uistream_app.views import SSE_HEADERS, ChatView
 
 ROOT = Path(__file__).resolve().parent.parent

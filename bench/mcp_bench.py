@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     django.setup()
-    from uistream_app import mcp
+    from uistream_app.lifecycle import mcp
 
     server = Path(__file__).resolve().parent.parent / "demo_project" / "mcp_server.py"
     (config,) = mcp.parse_servers({"demo": {"command": sys.executable, "args": [str(server)]}})

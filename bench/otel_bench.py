@@ -56,7 +56,7 @@ import django
 django.setup()
 from django.core.management import call_command
 call_command("migrate", verbosity=0)
-from uistream_app import telemetry
+from uistream_app.runs import telemetry
 exporter = None
 if mode == "on":
     from opentelemetry import trace

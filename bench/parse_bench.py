@@ -66,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     django.setup()
-    from uistream_app.chat_request import parse_chat_request
+    from uistream_app.transport.chat_request import parse_chat_request
 
     body = json.dumps({"id": "chat", "trigger": "submit-message", "messages": history(args.turns)}).encode()
     parse = median_seconds(lambda: parse_chat_request(body, max_bytes=len(body)), args.runs)

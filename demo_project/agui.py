@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from uistream_app.agui_views import AGUIView, stored_state
+from uistream_app.lifecycle.store import PreparedRun
 from uistream_app.protocol.agui.state import SharedState
-from uistream_app.store import PreparedRun
+from uistream_app.transport.agui_views import AGUIView, stored_state
 
 
 class DemoAGUIView(AGUIView):

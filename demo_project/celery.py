@@ -5,7 +5,7 @@
 
 Configured from the ``CELERY_*`` Django settings (demo_project/settings.py),
 with the options the executor is meant to run with
-(``uistream_app.executors.celery_options``).
+(``uistream_app.lifecycle.executors.celery_options``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ app.autodiscover_tasks()
 
 
 def _executor_options(sender: Celery, **kwargs: object) -> None:
-    from uistream_app.executors import celery_options
+    from uistream_app.lifecycle.executors import celery_options
 
     options = celery_options()
     # The project's own transport options (a key prefix) go on top.

@@ -125,7 +125,7 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-# Where default_storage keeps the files users attach (uistream_app.files);
+# Where default_storage keeps the files users attach (uistream_app.lifecycle.attachments);
 # a project may configure any storage backend in STORAGES["default"].
 MEDIA_ROOT = os.environ.get("UISTREAM_MEDIA_ROOT") or str(BASE_DIR / "media")
 # The built chat page (frontend/ → demo_project/static/demo/, by scripts/setup;

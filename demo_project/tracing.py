@@ -5,7 +5,7 @@ HTTP/protobuf, as service ``uistream-demo`` (``OTEL_SERVICE_NAME`` wins);
 unset, nothing is configured and tracing costs next to nothing.
 
 The exporter reads the standard variables itself (endpoint, headers,
-timeout). The runs' spans are ``uistream_app.telemetry``'s
+timeout). The runs' spans are ``uistream_app.runs.telemetry``'s
 (docs/operations.md, "Tracing"); a project adds the Django or ASGI
 instrumentation for the request spans they nest under.
 """

@@ -11,13 +11,13 @@ from typing import Any
 from django.urls import path
 
 from demo_project.urls import urlpatterns as demo_urlpatterns
-from uistream_app.agui_views import AGUIView, stored_state
 from uistream_app.hooks import TurnContext
+from uistream_app.lifecycle.store import PreparedRun
 from uistream_app.protocol import events as ev
 from uistream_app.protocol.agui.state import SharedState
 from uistream_app.runs import ChatModel, Tool, ToolMessage, UserMessage
 from uistream_app.runs.messages import ModelMessage
-from uistream_app.store import PreparedRun
+from uistream_app.transport.agui_views import AGUIView, stored_state
 
 
 class ShopperModel:

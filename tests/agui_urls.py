@@ -14,10 +14,10 @@ from django.urls import path
 
 from demo_project.demo_model import send_email
 from demo_project.urls import urlpatterns as demo_urlpatterns
-from uistream_app.agui_views import AGUIView
 from uistream_app.protocol import events as ev
 from uistream_app.protocol.agui.handles import RunContext
 from uistream_app.runs import AssistantMessage, ClientTool, ModelMessage, ToolMessage, UserMessage
+from uistream_app.views import AGUIView
 
 from .agui_fixtures import failing_agent, weather_research_agent
 from .urls import LocateModel

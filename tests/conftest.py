@@ -46,7 +46,7 @@ def _no_sweeper_in_the_test_process() -> None:
     (any value but None tells ``ensure_renewer`` one runs)."""
     import threading
 
-    from uistream_app import sweeper
+    from uistream_app.lifecycle import leases as sweeper
 
     sweeper._renewer = threading.current_thread()
 
@@ -54,11 +54,11 @@ def _no_sweeper_in_the_test_process() -> None:
 @pytest.fixture(autouse=True, scope="session")
 def _lanes_let_go_of_the_test_database(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
     """The requests and runs of the in-thread test servers leave a
-    connection open on each lane of this process (``uistream_app.threads``);
+    connection open on each lane of this process (``uistream_app.lifecycle.threads``);
     they are closed before the test database is dropped (PostgreSQL refuses
     to drop a database while connections to it are open)."""
     yield
-    from uistream_app.threads import close_connections
+    from uistream_app.lifecycle.threads import close_connections
 
     with django_db_blocker.unblock():
         close_connections()

@@ -12,12 +12,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from uistream_app.agui_views import AGUIView
 from uistream_app.consumers import ChatConsumer
 from uistream_app.hooks import TurnContext
 from uistream_app.protocol import events as ev
 from uistream_app.runs import ChatModel, ModelMessage, SystemMessage, Tool
-from uistream_app.views import ChatView
+from uistream_app.views import AGUIView, ChatView
 
 
 def get_weather(city: str) -> dict[str, Any]:

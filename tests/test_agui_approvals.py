@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from uistream_app.agui_views import render_stored_run
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol.agui.messages import agui_user_message, fold_messages, ui_messages_to_agui
 from uistream_app.protocol.agui.verifier import verify_sse
 from uistream_app.protocol.ui.reader import UIMessageReader
+from uistream_app.transport.agui_views import render_stored_run
 
 from .protocol.agui_oracles import assert_accepted
 from .test_admin import download_url

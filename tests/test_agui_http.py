@@ -23,13 +23,13 @@ from django.contrib.auth import get_user_model
 from django.test import AsyncClient, Client, override_settings
 from django.urls import reverse
 
-from uistream_app.agui_views import render_stored_run, stored_history
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol.agui.messages import agui_user_message, fold_messages, ui_messages_to_agui
 from uistream_app.protocol.agui.verifier import verify_sse
 from uistream_app.protocol.sse import SSEParser
 from uistream_app.protocol.ui.reader import UIMessageReader
 from uistream_app.recording import read_log
+from uistream_app.transport.agui_views import render_stored_run, stored_history
 
 from .protocol.agui_oracles import VALIDATE_EXCEPTIONS, agui_client, assert_accepted
 from .server import serve_demo, serve_wsgi_demo

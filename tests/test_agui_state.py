@@ -19,11 +19,11 @@ from django.test import override_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uistream_app.agui_views import render_stored_run
 from uistream_app.models import Run
 from uistream_app.protocol.agui.patch import apply_patch
 from uistream_app.protocol.agui.state import SharedState, diff
 from uistream_app.protocol.agui.verifier import verify_sse
+from uistream_app.transport.agui_views import render_stored_run
 
 from .protocol.agui_oracles import agui_client, assert_accepted
 from .server import serve_demo

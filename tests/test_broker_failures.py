@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from uistream_app.live import BrokerUnavailable, RunLost
-from uistream_app.pipeline import StreamRenderer, render_subscription
 from uistream_app.protocol.agui.renderer import AGUIRenderer
 from uistream_app.protocol.ui.render import UIStreamRenderer
+from uistream_app.transport.pipeline import StreamRenderer, render_subscription
 
 ERROR_TEXT = "An error occurred."
 SENT = [

@@ -16,9 +16,9 @@ from django.core.cache import cache
 from django.test import override_settings
 from django.utils import timezone
 
+from uistream_app.lifecycle.spend import period_bounds
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.policies import OwnerBudget
-from uistream_app.usage import period_bounds
 
 from .test_bad_input_everywhere import agui_body, assert_error, chat_body, page_of
 from .test_consumer import DEMO, Socket, runs_finished, send_frame

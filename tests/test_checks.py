@@ -12,11 +12,10 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 from django.urls import include, path
 
-from uistream_app.agui_views import AGUIView
 from uistream_app.checks import check_middleware, check_policies, check_routed_chat_models, check_settings
 from uistream_app.conf import NUMERIC_SETTINGS, settings
 from uistream_app.protocol import events as ev
-from uistream_app.views import ChatView
+from uistream_app.views import AGUIView, ChatView
 
 
 def ids(messages: list) -> list[str]:
@@ -160,7 +159,7 @@ def test_import_setting_names_the_key() -> None:
 def test_a_dotted_path_that_cannot_be_imported_names_its_key(
     uistream: dict[str, Any], view: dict[str, Any], read: str, message: str
 ) -> None:
-    from uistream_app.executors import executor_class
+    from uistream_app.lifecycle.executors import executor_class
 
     chat_view = ChatView(**view)
     with override_settings(UISTREAM=uistream), pytest.raises(ImproperlyConfigured) as info:
@@ -248,7 +247,9 @@ class ViewsWithTheirOwnModelProject:
 def test_a_routed_bare_chat_view_without_model_fails_the_check_command() -> None:
     with (
         override_settings(ROOT_URLCONF=BareChatViewProject, UISTREAM={}),
-        pytest.raises(SystemCheckError, match=r"uistream_app\.E008.*/api/chat \(uistream_app\.views\.ChatView\)"),
+        pytest.raises(
+            SystemCheckError, match=r"uistream_app\.E008.*/api/chat \(uistream_app\.transport\.chat_views\.ChatView\)"
+        ),
     ):
         call_command("check")
 
@@ -274,7 +275,7 @@ def test_model_unset_is_an_error_only_for_views_that_would_read_it() -> None:
     with override_settings(ROOT_URLCONF=BareAGUIViewProject, UISTREAM={}):
         (message,) = check_routed_chat_models()
     assert message.id == "uistream_app.E008"
-    assert "/agui (uistream_app.agui_views.AGUIView)" in message.msg
+    assert "/agui (uistream_app.transport.agui_views.AGUIView)" in message.msg
     assert "UISTREAM['MODEL']" in message.hint
     with override_settings(ROOT_URLCONF=ViewsWithTheirOwnModelProject, UISTREAM={}):
         assert check_routed_chat_models() == []
@@ -288,8 +289,8 @@ def test_the_app_urls_need_model_and_the_demo_sets_it() -> None:
     assert check_routed_chat_models() == []
     with override_settings(UISTREAM={}):
         (message,) = check_routed_chat_models()
-    assert "/api/chat (uistream_app.views.ChatView)" in message.msg
-    assert "/api/agui (uistream_app.agui_views.AGUIView)" in message.msg
+    assert "/api/chat (uistream_app.transport.chat_views.ChatView)" in message.msg
+    assert "/api/agui (uistream_app.transport.agui_views.AGUIView)" in message.msg
 
 
 @pytest.mark.parametrize("model", [EchoModel, EchoModel(), make_echo_model, "tests.test_checks.make_echo_model"])

@@ -101,7 +101,7 @@ def _module_name(file: str) -> str:
 
 def imported_refusals(file: str, tree: ast.Module) -> dict[str, type[BadRequest]]:
     """The local names under which ``file`` imports a class of ``uistream_app.errors``
-    (not ``runs.errors``, not DRF's)."""
+    (not ``runs.failures``, not DRF's)."""
     package = _module_name(file).split(".")
     if not file.endswith("__init__.py"):
         package = package[:-1]

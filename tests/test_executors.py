@@ -12,8 +12,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from uistream_app.checks import check_executor
-from uistream_app.executors import CeleryRunner, executor_class
-from uistream_app.runner import Runner
+from uistream_app.lifecycle.executors import CeleryRunner, executor_class
+from uistream_app.lifecycle.runner import Runner
 from uistream_app.views import ChatView
 
 from .live.conftest import redis_config  # noqa: F401  (fixture)
@@ -52,7 +52,7 @@ def test_a_dotted_path_names_a_runner_class() -> None:
 
 
 def test_celery_options_hold_a_task_for_one_lease() -> None:
-    from uistream_app.executors import celery_options
+    from uistream_app.lifecycle.executors import celery_options
 
     with override_settings(UISTREAM={}):
         assert celery_options()["broker_transport_options"] == {"visibility_timeout": 20.0}
@@ -88,8 +88,8 @@ import django
 django.setup()
 from django.test import override_settings
 from django.core.exceptions import ImproperlyConfigured
-import uistream_app.views, uistream_app.executors
-from uistream_app.executors import _task
+import uistream_app.transport.chat_views, uistream_app.lifecycle.executors
+from uistream_app.lifecycle.executors import _task
 from uistream_app.checks import check_executor
 with override_settings(UISTREAM={"EXECUTOR": "celery", "BROKER": {"BACKEND": "redis"}}):
     print([(m.id, m.hint) for m in check_executor()])

@@ -29,13 +29,13 @@ from django.core.checks import run_checks
 from django.test import override_settings
 
 from demo_project.demo_model import DemoModel
-from uistream_app import mcp
 from uistream_app.hooks import ChatHooks
+from uistream_app.lifecycle import mcp
+from uistream_app.lifecycle.shutdown import stop_gracefully
 from uistream_app.models import Run
 from uistream_app.protocol.events import Event, TextDelta, ToolApprovalRequest, ToolCall, ToolResult
 from uistream_app.runs import ToolLoop, UserMessage
 from uistream_app.runs.scripted import ScriptedModel, call
-from uistream_app.shutdown import stop_gracefully
 
 from .server import serve_demo
 from .test_chat_http import Browser, wait_for
@@ -394,7 +394,7 @@ django.setup()
 from django.core.checks import run_checks
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
-import uistream_app.urls, uistream_app.hooks, uistream_app.mcp
+import uistream_app.urls, uistream_app.hooks, uistream_app.lifecycle.mcp
 from uistream_app.hooks import ChatHooks
 with override_settings(UISTREAM={'MCP_SERVERS': {'demo': {'command': sys.executable}}}):
     print([e.hint for e in run_checks(tags=['compatibility']) if e.id == 'uistream_app.E021'])

@@ -24,7 +24,7 @@ import pytest
 from django.db import connection
 
 from uistream_app.models import ChunkBatch, Conversation, Message, Run
-from uistream_app.recording.reader import read_log
+from uistream_app.recording.log_reader import read_log
 
 from .conftest import JS_DIR
 from .redis_process import RedisProcess, redis_process

@@ -1,5 +1,5 @@
 """SIGTERM to a real daphne or uvicorn process with open streams
-(``uistream_app.shutdown``): every client gets a terminal ``error`` chunk
+(``uistream_app.lifecycle.shutdown``): every client gets a terminal ``error`` chunk
 and the end of its stream, every run is settled (none left ``running``),
 the stored messages are what the clients got, and a new server on the same
 database carries on the same chats. Runs that can finish within
@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from uistream_app.lifecycle.shutdown import INTERRUPTED_TEXT
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol.ui.reader import UIMessageReader
-from uistream_app.shutdown import INTERRUPTED_TEXT
 
 from .conftest import JS_DIR
 from .server import ServerProcess, demo_server, shared_database_url

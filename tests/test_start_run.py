@@ -13,11 +13,11 @@ import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from uistream_app.chat_request import BadRequest, ChatRequest, chat_turn
 from uistream_app.hooks import TurnContext
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.owners import Owner
 from uistream_app.testing import ScriptedModel, text
+from uistream_app.transport.chat_request import BadRequest, ChatRequest, chat_turn
 from uistream_app.views import ChatView
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
@@ -87,7 +87,7 @@ async def test_a_refused_request_frees_the_slot_for_the_next_one() -> None:
 
 
 async def test_a_run_is_live_in_its_process_until_its_task_ends() -> None:
-    from uistream_app.runner import live_runs
+    from uistream_app.lifecycle.runner import live_runs
 
     handle = await start(submit("live-1", "u-1", "hello"), Owner.of_session("s" * 32))
     assert handle in live_runs()

@@ -21,10 +21,10 @@ from django.db import connections
 from django.utils import timezone
 
 from uistream_app.conf import settings as uistream_settings
+from uistream_app.lifecycle.leases import settle, sweep
 from uistream_app.live import MemoryBroker, get_broker
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.recording import read_log, write_log
-from uistream_app.sweeper import settle, sweep
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,4 +1,4 @@
-"""The process's sync threads (``uistream_app.threads``): open streams on a
+"""The process's sync threads (``uistream_app.lifecycle.threads``): open streams on a
 real daphne or uvicorn process share a few threads instead of holding one
 each; a lane runs one call at a time, on one thread, the oldest request's
 first; runs started by a request keep their place after it ended."""
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 
+from uistream_app.lifecycle.threads import Lane, bounded_threads, close_connections, in_lane, lanes, pick_lane
 from uistream_app.models import Run
-from uistream_app.threads import Lane, bounded_threads, close_connections, in_lane, lanes, pick_lane
 
 from .server import demo_server
 from .test_chat_http import Browser, SSEStream, text_of, wait_for
@@ -87,7 +87,7 @@ def test_a_lane_runs_its_calls_on_one_thread_the_first_arrived_request_first() -
             blocker = loop.run_in_executor(lane, call, "blocker")  # holds the thread meanwhile
 
             async def request(name: str, arrival: int) -> str:
-                from uistream_app import threads as module
+                from uistream_app.lifecycle import threads as module
 
                 module._ARRIVAL.set(arrival)
                 return await loop.run_in_executor(lane, call, name)

@@ -355,7 +355,7 @@ def test_nothing_is_recorded_without_a_tracer_provider() -> None:
     code = """
 import asyncio, django
 django.setup()
-from uistream_app import telemetry
+from uistream_app.runs import telemetry
 context, trace_id = telemetry.start_run(run_id="r", conversation_id="c", model="m", owner_kind="user")
 assert telemetry.ENABLED and context is None and trace_id == "", (context, trace_id)
 print("ok")
@@ -377,7 +377,7 @@ def test_the_core_runs_without_opentelemetry() -> None:
     code = """
 import asyncio, sys
 sys.modules["opentelemetry"] = None
-from uistream_app import telemetry
+from uistream_app.runs import telemetry
 assert telemetry.ENABLED is False
 from uistream_app.runs import ToolLoop, UserMessage
 from demo_project.demo_model import DEMO_TOOLS, DemoModel
@@ -520,7 +520,7 @@ def test_the_demo_sends_its_runs_to_an_otlp_collector() -> None:
 import asyncio, django
 django.setup()
 from opentelemetry import trace
-from uistream_app import telemetry
+from uistream_app.runs import telemetry
 from uistream_app.runs import ToolLoop, UserMessage
 from demo_project.demo_model import DEMO_TOOLS, DemoModel
 context, trace_id = telemetry.start_run(run_id="r1", conversation_id="c1", model="uistream-demo", owner_kind="user")

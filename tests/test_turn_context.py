@@ -180,7 +180,7 @@ async def test_every_hook_of_one_turn_gets_the_same_context_once() -> None:
 
     _Recording.seen = []
     view = _Recording(model=ScriptedModel("Hello."))
-    from uistream_app.chat_request import ChatRequest, chat_turn
+    from uistream_app.transport.chat_request import ChatRequest, chat_turn
 
     message = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
     chat = ChatRequest("ctx-once", [message], extra={"plan": "team"})
@@ -233,8 +233,8 @@ class _FailingSource(ChatView):
 
 @pytest.mark.asyncio
 async def test_a_source_that_cannot_be_built_fails_the_prepared_run() -> None:
-    from uistream_app.chat_request import ChatRequest, chat_turn
     from uistream_app.runs.scripted import ScriptedModel
+    from uistream_app.transport.chat_request import ChatRequest, chat_turn
 
     message = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
     chat = ChatRequest("no-source", [message])

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from uistream_app.limits import RunUsageLimit
+from uistream_app.lifecycle.limits import RunUsageLimit
 from uistream_app.models import Run
 
 from .server import serve_demo

@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from uistream_app.lifecycle.spend import period_bounds
 from uistream_app.models import Conversation, Run
-from uistream_app.usage import period_bounds
 
 from .test_admin import admin_client, body, inspector_url, make_full_run, staff  # noqa: F401
 

@@ -8,7 +8,7 @@
   1,000-message chat opens as fast as a short one).
 * Runs: status, finish reason, model, timing, chunk count, error code;
   filters by status and model. A run's page is the transcript inspector
-  (``admin_views.RunInspector``): the message as the user saw it, the
+  (``inspect.inspector.RunInspector``): the message as the user saw it, the
   chunk table a page at a time, the arrival timeline, the wire in each
   dialect with downloads, and the verdict.
 
@@ -37,8 +37,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
-from . import admin_views
-from .inspect.parts import part_views, pretty_json
+from .inspect import inspector as admin_views
+from .inspect.part_views import part_views, pretty_json
 from .inspect.timeline import format_ms
 from .models import Conversation, Message, Run, StoredFile
 

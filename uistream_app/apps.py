@@ -17,9 +17,11 @@ class UIStreamConfig(AppConfig):
         # Imported once the app registry is ready: they import the models.
         from . import (
             checks,  # noqa: F401  (registers the system checks)
+        )
+        from .lifecycle import (
             shutdown,  # noqa: F401  (counts the requests a graceful stop waits for)
         )
-        from .sweeper import ensure_renewer
+        from .lifecycle.leases import ensure_renewer
 
         # A serving process renews its runs' leases and sweeps orphans
         # from its first request on (not in manage.py commands).
@@ -30,7 +32,7 @@ class UIStreamConfig(AppConfig):
 
 
 def _warm_up_mcp(**kwargs: object) -> None:
-    if uistream_settings.MCP_SERVERS:  # mcp.py is imported only where it is used
-        from .mcp import warm_up
+    if uistream_settings.MCP_SERVERS:  # lifecycle/mcp.py is imported only where it is used
+        from .lifecycle.mcp import warm_up
 
         warm_up()

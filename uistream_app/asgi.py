@@ -1,122 +1,23 @@
-"""ASGI wrappers a project puts around its application (``asgi.py``).
+"""The ASGI wrappers a project puts around its application (its
+``asgi.py``; the demo's does)::
 
-``bounded_threads(app)`` runs every HTTP request's sync work (middleware,
-sessions, the ORM) on a few shared threads instead of a thread per request
-that lives as long as its stream (``uistream_app.threads``).
+    from uistream_app.asgi import bounded_threads, limit_request_bodies
 
-``limit_request_bodies(app)`` refuses an HTTP request body larger than
-``UISTREAM["MAX_REQUEST_BYTES"]`` with the pipeline's own 413 JSON answer
-(``{"error": {"code": "too_large", …}}``) as soon as it passes the limit,
-and stops reading it: Django's ASGI handler spools a whole body before a
-view runs, so a view's check comes only after every byte has arrived, and
-a chunked body (no ``Content-Length``) meets Django's own
-``DATA_UPLOAD_MAX_MEMORY_SIZE`` first, answered with an HTML 400.
+    application = bounded_threads(limit_request_bodies(get_asgi_application()))
 
-The bytes a server reads before the guard sees them depend on the server:
-uvicorn hands the body over as it arrives and stops reading the socket
-while the application does not ask for more, so little more than the limit
-is read; daphne reads the whole body before the application starts (see
-docs/operations.md, "Body limits", for what to put in front of it).
+``bounded_threads`` (``lifecycle/threads.py``) runs every HTTP request's
+sync work on the lanes the runs share (docs/operations.md, "Threads");
+``limit_request_bodies`` (``transport/body_limits.py``) refuses a body over
+``MAX_REQUEST_BYTES`` as soon as it passes it (docs/operations.md, "Body
+limits").
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from .lifecycle.threads import bounded_threads
+from .transport.body_limits import limit_request_bodies
 
-from .conf import settings as uistream_settings
-from .errors import PayloadTooLarge
-from .threads import bounded_threads
-
-__all__ = ["bounded_threads", "limit_request_bodies", "too_large"]
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-def too_large(max_bytes: int) -> PayloadTooLarge:
-    """The one refusal of a body over ``max_bytes`` (the views raise it too)."""
-    return PayloadTooLarge(f"the request body is larger than {max_bytes} bytes")
-
-
-def _declared_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", ()):
-        if name.lower() == b"content-length":
-            text = value.decode("latin-1").strip()
-            return int(text) if text.isdigit() else None
-    return None
-
-
-async def _refuse(send: Send, max_bytes: int) -> None:
-    body = json.dumps(too_large(max_bytes).as_dict()).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                # The rest of the body is never read: the connection can't
-                # carry another request.
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-def limit_request_bodies(app: ASGIApp, *, max_bytes: int | None = None) -> ASGIApp:
-    """``app`` with HTTP request bodies limited to ``max_bytes`` (None:
-    ``UISTREAM["MAX_REQUEST_BYTES"]``, read at each request).
-
-    A declared ``Content-Length`` over the limit is refused before the
-    application runs. Otherwise the body is counted as the application
-    reads it; the message that passes the limit is answered with the 413
-    (unless a response has started) and the application sees the client
-    disconnect, so it stops reading. WebSocket and lifespan scopes pass
-    through untouched (the consumer limits its own frames).
-    """
-
-    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-        limit = uistream_settings.MAX_REQUEST_BYTES if max_bytes is None else max_bytes
-        declared = _declared_length(scope)
-        if declared is not None and declared > limit:
-            await _refuse(send, limit)
-            return
-
-        received = 0
-        refused = False
-        response_started = False
-
-        async def limited_receive() -> Message:
-            nonlocal received, refused
-            if refused:
-                return {"type": "http.disconnect"}
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > limit:
-                    refused = True
-                    if not response_started:
-                        await _refuse(send, limit)
-                    return {"type": "http.disconnect"}
-            return message
-
-        async def guarded_send(message: Message) -> None:
-            nonlocal response_started
-            if refused and not response_started:
-                return  # the 413 went out in its place
-            if message["type"] == "http.response.start":
-                response_started = True
-            await send(message)
-
-        await app(scope, limited_receive, guarded_send)
-
-    return guarded
+__all__ = [
+    "bounded_threads",
+    "limit_request_bodies",
+]

@@ -51,7 +51,7 @@ from .conf import (
     import_from_string,
     request_bytes_for,
 )
-from .limits import load_usage_limits
+from .lifecycle.limits import load_usage_limits
 from .live import BrokerConfigError, BrokerError, broker_from_config, ping
 from .runs.model import ChatModel
 from .runs.providers import ModelSpecError, is_model_spec, resolve_model
@@ -253,9 +253,9 @@ def _needs_model_setting(view: Any) -> bool:
     ``get_model`` of its own, and no ``agent``."""
     # When the check runs, not at app loading (ready() imports this module):
     # the views bring the whole request stack, and a project's hooks.
-    from .agui_views import AGUIView
     from .hooks import ChatHooks
-    from .views import ChatView
+    from .transport.agui_views import AGUIView
+    from .transport.chat_views import ChatView
 
     cls = getattr(view, "view_class", None)
     if not isinstance(cls, type) or not issubclass(cls, (ChatView, AGUIView)):
@@ -382,13 +382,15 @@ def check_broker(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 def check_executor(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E020: an executor that can't be used; runs on workers relay through
     the broker, so the "celery" executor needs Redis (and Celery)."""
-    from .executors import CeleryRunner, executor_class  # at check time: it brings the runner and store
+    from .lifecycle.executors import CeleryRunner, executor_class  # at check time: it brings the runner and store
 
     user = getattr(django_settings, "UISTREAM", {})
     if not isinstance(user, dict):
         return []
     value = user.get("EXECUTOR", DEFAULTS["EXECUTOR"])
-    hint = 'Use "inprocess" (the default), "celery" or the dotted path of a uistream_app.runner.Runner subclass.'
+    hint = (
+        'Use "inprocess" (the default), "celery" or the dotted path of a uistream_app.lifecycle.runner.Runner subclass.'
+    )
     try:
         cls = executor_class()
     except ImproperlyConfigured as exc:
@@ -421,10 +423,14 @@ def check_executor(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 @register(Tags.compatibility)
 def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """E021: ``MCP_SERVERS`` must parse (``mcp.parse_servers`` names the
+    """E021: ``MCP_SERVERS`` must parse (``lifecycle.mcp.parse_servers`` names the
     entry and key), its stdio commands must exist, and the SDK must be
     installed; otherwise the first request would find out."""
-    from .mcp import EXTRA_HINT, MCPConfigError, parse_servers  # mcp.py is imported only where MCP_SERVERS is used
+    from .lifecycle.mcp import (  # lifecycle/mcp.py is imported only where MCP_SERVERS is used
+        EXTRA_HINT,
+        MCPConfigError,
+        parse_servers,
+    )
 
     user = getattr(django_settings, "UISTREAM", {})
     if not isinstance(user, dict) or user.get("MCP_SERVERS") in (None, {}):

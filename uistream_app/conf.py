@@ -56,7 +56,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     # The largest file a user may attach (its decoded bytes): 413 beyond.
     "MAX_FILE_BYTES": 10 * 1024 * 1024,
     # The media types a user may attach ("type/*" matches a whole major
-    # type): 415 for any other (uistream_app.files).
+    # type): 415 for any other (uistream_app.lifecycle.attachments).
     "ALLOWED_MEDIA_TYPES": ["image/*", "application/pdf", "text/plain"],
     "BROKER": {"BACKEND": "memory"},
     "FLUSH_EVERY_MS": 250,
@@ -75,7 +75,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     # The threads that requests (in an app wrapped by
     # uistream_app.asgi.bounded_threads) and runs share for their sync work
     # (ORM, sessions), instead of one per request for as long as its
-    # stream (uistream_app.threads; docs/operations.md, "Threads").
+    # stream (uistream_app.lifecycle.threads; docs/operations.md, "Threads").
     "SYNC_THREADS": 4,
     # The policies of the stream endpoints (classes or dotted paths, in
     # Django REST framework's shapes; a view's own attributes win).
@@ -94,7 +94,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     # Whether anyone may read the OpenAPI schema (schema/); False: staff only.
     "SCHEMA_PUBLIC": False,
     # On SIGTERM, how long the runs of this process may go on to finish
-    # before they are interrupted (uistream_app.shutdown).
+    # before they are interrupted (uistream_app.lifecycle.shutdown).
     "SHUTDOWN_GRACE_SECONDS": 5,
     # Where runs execute: "inprocess" (the web process that took the
     # request), "celery" (a Celery worker; needs the Redis broker), or the
@@ -102,7 +102,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     "EXECUTOR": "inprocess",
     # What one run may spend: RunUsageLimit objects or dicts of their
     # fields (input_tokens, output_tokens, total_tokens, tool_calls,
-    # wall_seconds); a view's usage_limits win (uistream_app.limits).
+    # wall_seconds); a view's usage_limits win (uistream_app.lifecycle.limits).
     "USAGE_LIMITS": [],
     # What an owner may spend per period (DailyBudget, MonthlyBudget in
     # THROTTLE_CLASSES): {"day": {"tokens": N, "cost": X}, "month": {...}}.
@@ -132,8 +132,8 @@ LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")
 ON_DISCONNECT_CHOICES: Final = ("cancel", "finish")
 #: ``EXECUTOR`` aliases.
 EXECUTORS: Final = {
-    "inprocess": "uistream_app.runner.Runner",
-    "celery": "uistream_app.executors.CeleryRunner",
+    "inprocess": "uistream_app.lifecycle.runner.Runner",
+    "celery": "uistream_app.lifecycle.executors.CeleryRunner",
 }
 SDK_VERSIONS: Final = (5, 6, 7)
 #: How many files of the largest size (``MAX_FILE_BYTES``) the derived
@@ -295,7 +295,7 @@ class UIStreamSettings:
 
     @property
     def MCP_SERVERS(self) -> Mapping[str, Any]:
-        """Checked by ``mcp.parse_servers`` (check E021)."""
+        """Checked by ``lifecycle.mcp.parse_servers`` (check E021)."""
         value: Mapping[str, Any] = self._get("MCP_SERVERS")
         return value
 
@@ -343,7 +343,7 @@ class UIStreamSettings:
 
     @property
     def USAGE_LIMITS(self) -> Sequence[object]:
-        """``RunUsageLimit`` objects or dicts of their fields (``limits.load_usage_limits``)."""
+        """``RunUsageLimit`` objects or dicts of their fields (``lifecycle.limits.load_usage_limits``)."""
         value: Sequence[object] = self._get("USAGE_LIMITS") or ()
         return value
 

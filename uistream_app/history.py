@@ -38,7 +38,7 @@ from typing import Any
 from django.utils import timezone
 
 from .conf import import_from_string
-from .files import attach_files
+from .lifecycle.attachments import attach_files
 from .models import Conversation, Message, MessageQuerySet, Run
 from .protocol.events import Event, TextDelta, Usage
 from .recording import CURRENT_RECORDER

@@ -23,13 +23,24 @@ from django.core.exceptions import ImproperlyConfigured
 from .adapters import AgentAdapter, AgentModel, AgentTurn, adapter_for
 from .conf import perform_import
 from .conf import settings as uistream_settings
-from .executors import executor_class
 from .history import HistoryStrategy, LastMessages, load_strategy
-from .limits import RunUsageLimit, limit_usage, load_usage_limits
+from .lifecycle.executors import executor_class
+from .lifecycle.limits import RunUsageLimit, limit_usage, load_usage_limits
+from .lifecycle.runner import RunHandle, Runner
+from .lifecycle.store import ConversationStore, PreparedRun, Turn
+from .lifecycle.turns import (
+    AdoptedRun,
+    RunNotActive,
+    TurnContext,
+    TurnSetup,
+    adapt_legacy_hooks,
+    context_hook,
+    failing_source,
+    no_source,
+)
 from .models import Message, MessageQuerySet, Run
 from .owners import Owner
 from .protocol.events import Event
-from .runner import RunHandle, Runner
 from .runs import (
     ChatModel,
     ModelSpecError,
@@ -42,17 +53,6 @@ from .runs import (
     model_name,
     shared_model,
     ui_to_model_messages,
-)
-from .store import ConversationStore, PreparedRun, Turn
-from .turns import (
-    AdoptedRun,
-    RunNotActive,
-    TurnContext,
-    TurnSetup,
-    adapt_legacy_hooks,
-    context_hook,
-    failing_source,
-    no_source,
 )
 
 __all__ = ["AdoptedRun", "ChatHooks", "RunNotActive", "ServerToolLoop", "TurnContext", "TurnSetup"]
@@ -253,7 +253,7 @@ class ChatHooks:
             values = uistream_settings.import_setting("TOOLS")
         tools: list[Tool] = [value if isinstance(value, Tool) else Tool(value) for value in values]
         if uistream_settings.MCP_SERVERS and (self.mcp_servers is None or self.mcp_servers):
-            from .mcp import mcp_tools  # the mcp extra: imported only where MCP_SERVERS is used
+            from .lifecycle.mcp import mcp_tools  # the mcp extra: imported only where MCP_SERVERS is used
 
             tools.extend(mcp_tools(self.mcp_servers))
         return tools
@@ -281,7 +281,7 @@ class ChatHooks:
 
     @context_hook
     def get_usage_limits(self, context: TurnContext) -> list[RunUsageLimit]:
-        """The limits this turn's run is held to (``limits.limit_usage``)."""
+        """The limits this turn's run is held to (``lifecycle.limits.limit_usage``)."""
         value = self.usage_limits if self.usage_limits is not None else uistream_settings.USAGE_LIMITS
         return load_usage_limits(value or ())
 

@@ -379,7 +379,7 @@ class ChunkBatch(models.Model):
 class StoredFile(models.Model):
     """A file a user sent with a message: its bytes live in Django's default
     storage (``file``), never in ``Message.parts``, whose part points at
-    ``/api/files/<id>`` instead (``uistream_app.files``). Deleting the row,
+    ``/api/files/<id>`` instead (``uistream_app.lifecycle.attachments``). Deleting the row,
     however it happens (a conversation's cascade, the API, the admin),
     deletes the stored bytes once the transaction commits."""
 
@@ -418,7 +418,7 @@ class StoredFile(models.Model):
     @staticmethod
     def url_of(file_id: uuid.UUID | str) -> str:
         """The URL of the stored file ``file_id``, a row or not yet
-        (``files.file_url``): the app's ``files/<id>`` route (where the
+        (``lifecycle.attachments.file_url``): the app's ``files/<id>`` route (where the
         project included the app: ``/api/files/<id>`` in the demo)."""
         try:
             return reverse("uistream:file", args=[str(file_id)])

@@ -27,8 +27,8 @@ from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 from .conf import import_from_string
 from .conf import settings as uistream_settings
 from .errors import BadRequest, Codes, NotAuthenticated, PermissionDenied, Throttled, from_status
+from .lifecycle.spend import in_period, period_bounds, spend_of
 from .models import Run
-from .usage import in_period, period_bounds, spend_of
 
 __all__ = [
     "AllowAnonymousSessions",

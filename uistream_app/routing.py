@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from .consumers import ChatConsumer
+from .transport.chat_consumer import ChatConsumer
 
 __all__ = ["websocket_urlpatterns"]
 

@@ -1,4 +1,4 @@
-"""The Celery task of the ``"celery"`` executor (``executors.py``).
+"""The Celery task of the ``"celery"`` executor (``lifecycle/executors.py``).
 
 Imported by a worker's ``app.autodiscover_tasks()`` and, lazily, by
 ``CeleryRunner``; nothing else imports Celery. The task is sync, as Celery
@@ -19,12 +19,12 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 
 from asgiref.sync import async_to_sync
 
-from .executors import TASK_NAME, execute_in_worker
+from .lifecycle.executors import TASK_NAME, execute_in_worker
 
 __all__ = ["execute_run_task"]
 
 
 @shared_task(name=TASK_NAME, acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]
 def execute_run_task(payload: dict[str, Any], time_limit: float | None = None) -> str:
-    """Execute one handed-off run (``executors.execute_in_worker``)."""
+    """Execute one handed-off run (``lifecycle.executors.execute_in_worker``)."""
     return async_to_sync(execute_in_worker)(payload, time_limit=time_limit)

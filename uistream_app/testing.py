@@ -419,7 +419,7 @@ async def _settle(run_id: str | None) -> None:
         return
     # Function-level: the runner imports the models, and this module is
     # imported before Django's apps are loaded (a settings module, a conftest).
-    from .runner import live_runs
+    from .lifecycle.runner import live_runs
 
     loop = asyncio.get_running_loop()
     tasks = [h.task for h in live_runs() if h.run_id == run_id and h.task.get_loop() is loop]

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from . import agui_views, file_views, views
 from .api import urls as api_urls
 from .api.usage import UsageView
 from .api.views import SchemaView
+from .transport import agui_views, file_views
+from .transport import chat_views as views
 
 app_name = "uistream"
 

@@ -8,7 +8,7 @@ from django.urls import path
 
 from demo_project.agents.openai_agents_agent import demo_agent
 from demo_project.urls import urlpatterns as demo_urlpatterns
-from uistream_app.agui_views import AGUIView
+from uistream_app.views import AGUIView
 
 urlpatterns = [
     *demo_urlpatterns,

@@ -31,13 +31,13 @@ from uistream_app.adapters.langgraph import (
     resume_values,
     to_langchain_messages,
 )
-from uistream_app.agui_views import AGUIView
 from uistream_app.models import Run
 from uistream_app.protocol import events as ev
 from uistream_app.protocol.agui.messages import agui_user_message, ui_messages_to_agui
 from uistream_app.recording import read_log
 from uistream_app.runs import ToolApproval
-from uistream_app.runs.history import ui_to_model_messages
+from uistream_app.runs.ui_messages import ui_to_model_messages
+from uistream_app.views import AGUIView
 
 from ..protocol.agui_oracles import assert_accepted
 from ..server import demo_server, serve_demo, shared_database_url

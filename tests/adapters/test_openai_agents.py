@@ -25,12 +25,12 @@ from demo_project.agents import openai_agents_agent as demo
 from demo_project.agents import script
 from uistream_app.adapters import AgentTurn, adapter_for
 from uistream_app.adapters.openai_agents import OpenAIAgentsAdapter, input_items
-from uistream_app.agui_views import render_stored_run
 from uistream_app.models import Run
 from uistream_app.protocol import events as ev
 from uistream_app.protocol.agui.messages import fold_messages, ui_messages_to_agui
 from uistream_app.protocol.agui.verifier import verify_sse
 from uistream_app.runs import AssistantMessage, ReasoningPart, ToolApproval, ToolCallRequest, ToolMessage, UserMessage
+from uistream_app.transport.agui_views import render_stored_run
 
 from ..live.conftest import redis_config  # noqa: F401  (fixture)
 from ..protocol.agui_oracles import agui_client, assert_accepted

@@ -30,13 +30,13 @@ from tests.test_agui_http import run_client as run_agui_client
 from tests.test_chat_http import Browser, read_chunks, run_finished, text_of, wait_for
 from tests.test_chat_real_client import run_client
 from tests.urls import urlpatterns as test_urlpatterns
-from uistream_app import agui_views
 from uistream_app.adapters import AgentTurn, MissingExtra, adapter_for
 from uistream_app.adapters.pydantic_ai import PydanticAIAdapter, model_history
 from uistream_app.models import Message, Run
 from uistream_app.protocol import events as ev
 from uistream_app.runs import ToolApproval, ui_to_model_messages
 from uistream_app.testing import user_message
+from uistream_app.transport import agui_views
 from uistream_app.views import ChatView
 
 pytestmark = pytest.mark.django_db(transaction=True)

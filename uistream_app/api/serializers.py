@@ -10,9 +10,9 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from ..chat_request import ID_RE
 from ..inspect.formats import transcript_formats
 from ..models import Conversation, Message, Run
+from ..transport.chat_request import ID_RE
 
 __all__ = ["ConversationSerializer", "RunSerializer", "UIMessageSerializer"]
 

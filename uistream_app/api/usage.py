@@ -13,8 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ..conf import settings as uistream_settings
+from ..lifecycle.spend import PERIODS, in_period, period_bounds, spend_of
 from ..models import Run
-from ..usage import PERIODS, in_period, period_bounds, spend_of
 from .permissions import ChatOwner, OwnedMixin
 
 __all__ = ["UsageView"]

@@ -8,7 +8,6 @@ effects), ``pagination_class`` and ``filter_backends`` (class attributes).
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -32,9 +31,10 @@ from rest_framework.serializers import BaseSerializer
 
 from ..errors import Codes
 from ..inspect.formats import astream_transcript, download_name, get_format, stream_transcript, transcript_formats
+from ..lifecycle.leases import settle_chat_orphans
+from ..lifecycle.store import new_chat_id
 from ..live import get_broker
 from ..models import Conversation, Message, Run
-from ..sweeper import settle_chat_orphans
 from .filters import RunFilter, UpdatedRangeFilter
 from .permissions import ChatOwner, OwnedMixin, SchemaAccess
 from .serializers import ConversationSerializer, RunSerializer, UIMessageSerializer
@@ -73,10 +73,6 @@ class MessagePagination(PageNumberPagination):
 
 class RunPagination(ConversationPagination):
     pass
-
-
-def new_chat_id() -> str:
-    return secrets.token_urlsafe(16)
 
 
 class ConversationListView(OwnedMixin, generics.ListCreateAPIView[Conversation]):

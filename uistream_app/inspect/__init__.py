@@ -9,7 +9,7 @@ length is never in memory at once:
   registry: name → renderer factory, file extension, content type) and the
   canonical log as JSON lines; streaming writers for both.
 * ``timeline``: chunk arrival folded into a fixed-size picture (an SVG).
-* ``parts``: a ``UIMessage``'s parts prepared for a template.
+* ``part_views``: a ``UIMessage``'s parts prepared for a template.
 * ``analysis``: the one pass over a run's log that feeds all of the above
   and makes the run's verdict: the verifiers of ``protocol.ui.verify`` (the
   ai@7 chunk schema, the reader, i.e. the SDK's own ordering errors, the

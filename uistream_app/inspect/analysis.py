@@ -21,7 +21,7 @@ A run that continues an assistant message (``trigger`` "continue": a
 person answered an approval, the browser a client-side tool) is read onto
 the message as it stood before it: the earlier runs' logs read in order,
 each continuing the last, with each continuation's ``decisions`` applied
-first as ``store.apply_answers`` applied them. That is the message
+first as ``lifecycle.store.apply_answers`` applied them. That is the message
 the browser held, so the reader checks the run as the browser read it,
 and the page shows the whole message.
 """
@@ -70,7 +70,7 @@ class RunReport:
 
 def apply_decisions(message: dict[str, Any], decisions: Any) -> dict[str, Any]:
     """``message`` with a continuation's approval decisions applied to its
-    pending tool parts (the parts ``store.apply_answers`` makes, which the
+    pending tool parts (the parts ``lifecycle.store.apply_answers`` makes, which the
     store saves before the continuation runs, edited arguments included;
     client tool results arrive as chunks)."""
     answers = {

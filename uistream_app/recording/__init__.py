@@ -1,17 +1,17 @@
 """The chunk log: every chunk a run's client was sent, stored in batches
 behind the stream, and the assistant message built from it.
 
-``RunRecorder`` (recorder.py) records one run; ``LogWriter`` (store.py)
+``RunRecorder`` (recorder.py) records one run; ``LogWriter`` (log_writer.py)
 writes every recorder's batches; ``iter_log``, ``read_log`` and
-``load_log`` (reader.py) read a stored log back. How they fit and the rules
+``load_log`` (log_reader.py) read a stored log back. How they fit and the rules
 they keep: docs/recording.md, "The chunk log".
 """
 
 from __future__ import annotations
 
-from .reader import LogEntry, iter_log, last_offset_ms, load_log, read_log
+from .log_reader import LogEntry, iter_log, last_offset_ms, load_log, read_log
+from .log_writer import MAX_ROW_CHUNKS, WRITER_EXECUTOR, LogWriter, log_writes_inline, write_log
 from .recorder import CURRENT_RECORDER, FINAL_STATUSES, FLUSH_AT, RunRecorder
-from .store import MAX_ROW_CHUNKS, WRITER_EXECUTOR, LogWriter, log_writes_inline, write_log
 
 __all__ = [
     "CURRENT_RECORDER",

@@ -5,7 +5,7 @@
 
 Read by the AG-UI endpoint (``agui_views``: ``AGUIView.get_state``'s
 ``stored_state``), the inspector (``inspect.formats``) and the tests; they
-read the chunk log (``reader``) and render it with
+read the chunk log (``log_reader``) and render it with
 ``protocol.agui.renderer``, as the endpoint did live.
 """
 
@@ -20,7 +20,7 @@ from ..protocol.agui.messages import fold_messages, ui_messages_to_agui
 from ..protocol.agui.renderer import AGUIRenderer
 from ..protocol.agui.state import fold_state
 from ..protocol.ui.replay import replay_message
-from .reader import load_log, read_log
+from .log_reader import load_log, read_log
 
 __all__ = ["render_stored_run", "stored_history", "stored_history_sync", "stored_state"]
 

@@ -24,7 +24,7 @@ from ..protocol.agui.renderer import CARRIER_TYPE
 from ..protocol.agui.state import fold_chunk
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
-from .store import LogWriter, _Final, _Job, _outcome
+from .log_writer import LogWriter, _Final, _Job, _outcome
 
 __all__ = ["CURRENT_RECORDER", "FINAL_STATUSES", "FLUSH_AT", "RunRecorder"]
 

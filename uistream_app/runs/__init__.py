@@ -13,13 +13,13 @@ program. The pieces:
   ``OpenAIResponsesModel``, the Responses API (``openai_responses``);
 * ``anthropic``: ``AnthropicModel``, the Anthropic Messages API;
 * ``providers``: ``resolve_model("anthropic:claude-…")``, a model by name;
-* ``history``: stored UI messages ⇄ model messages;
-* ``errors``: the typed failures.
+* ``ui_messages``: stored UI messages ⇄ model messages;
+* ``failures``: the typed failures.
 """
 
 from __future__ import annotations
 
-from .errors import (
+from .failures import (
     ModelConnectionError,
     ModelError,
     ModelHTTPError,
@@ -29,7 +29,6 @@ from .errors import (
     ToolError,
     UnsupportedFileError,
 )
-from .history import approvals_from_ui, model_to_ui_messages, ui_to_model_messages
 from .loop import DEFAULT_MAX_STEPS, MASKED_TOOL_ERROR, ClientToolResult, ToolApproval, ToolApprovalPolicy, ToolLoop
 from .messages import (
     AssistantMessage,
@@ -47,6 +46,7 @@ from .model import ChatModel, ModelEvent, model_name
 from .providers import MODEL_SCHEMES, ModelSpecError, is_model_spec, resolve_model, shared_model
 from .scripted import ScriptedModel
 from .tools import ApprovalStatus, ClientTool, Tool, ToolArgumentsError, ToolContext, tool
+from .ui_messages import approvals_from_ui, model_to_ui_messages, ui_to_model_messages
 
 __all__ = [
     "DEFAULT_MAX_STEPS",

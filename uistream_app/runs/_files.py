@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 
-from .errors import UnsupportedFileError
+from .failures import UnsupportedFileError
 from .messages import FilePart
 
 __all__ = ["b64", "data_url", "file_bytes", "is_image", "is_pdf"]

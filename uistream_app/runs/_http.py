@@ -8,7 +8,7 @@ open 2xx response, retrying 429, 5xx (Anthropic's 529 "overloaded"
 included) and failed connects with backoff or the server's
 ``Retry-After``, but only before the first byte of a successful response;
 ``sse_events`` yields the response's events with transport failures typed
-(``runs.errors``). A subclass sets ``path`` and ``default_base_url`` and writes
+(``failures``). A subclass sets ``path`` and ``default_base_url`` and writes
 ``api_body`` and ``_events`` (the provider's events → the model
 port's), and ``_headers`` where the API does not take a bearer token.
 
@@ -41,7 +41,7 @@ from typing import Any, TypedDict
 import httpx
 
 from ..protocol.sse import SSEEvent, SSEParser
-from .errors import ModelConnectionError, ModelError, ModelHTTPError, ModelResponseError, ModelTimeoutError
+from .failures import ModelConnectionError, ModelError, ModelHTTPError, ModelResponseError, ModelTimeoutError
 from .messages import ModelMessage, ModelOptions, ToolSpec
 from .model import ModelEvent
 

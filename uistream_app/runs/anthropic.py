@@ -84,7 +84,7 @@ from ..protocol.events import (
 from ._files import b64, file_bytes, is_image, is_pdf
 from ._http import HTTPModelBase, HTTPOptions, json_object, sse_events
 from ._memory import ReplayMemory
-from .errors import ModelResponseError, UnsupportedFileError
+from .failures import ModelResponseError, UnsupportedFileError
 from .messages import (
     AssistantMessage,
     ModelMessage,

@@ -32,10 +32,10 @@ from ..protocol.events import (
     ToolResult,
     Usage,
 )
-from ..telemetry import tool_failed, trace_model_call, trace_tool_call
-from .errors import ToolError
+from .failures import ToolError
 from .messages import AssistantMessage, ModelMessage, ModelOptions, ReasoningPart, ToolCallRequest, ToolMessage
 from .model import ChatModel
+from .telemetry import tool_failed, trace_model_call, trace_tool_call
 from .tools import ApprovalStatus, Tool, ToolArgumentsError, ToolContext, approval_status, tool_output_text
 
 __all__ = [

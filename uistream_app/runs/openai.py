@@ -21,7 +21,7 @@ events (``runs.model``):
   ``tool-calls``, ``content_filter`` → ``content-filter``, unknown →
   ``other``) → the last event, ``Finish``.
 
-Errors are typed (``runs.errors``): a non-2xx answer is ``ModelHTTPError``
+Errors are typed (``failures``): a non-2xx answer is ``ModelHTTPError``
 (retried for 429 and 5xx, honouring ``Retry-After``, only before the first
 byte of a successful response: once streaming has begun nothing is
 retried); a connection that cannot be made is retried likewise and then
@@ -62,7 +62,7 @@ from ..protocol.events import (
 )
 from ._files import data_url, is_image, is_pdf
 from ._http import HTTPModelBase, HTTPOptions, int_field, json_object, sse_events
-from .errors import ModelConnectionError, ModelResponseError, UnsupportedFileError
+from .failures import ModelConnectionError, ModelResponseError, UnsupportedFileError
 from .messages import AssistantMessage, ModelMessage, SystemMessage, ToolSpec, UserMessage
 from .model import ModelEvent
 from .openai_responses import OpenAIResponsesModel

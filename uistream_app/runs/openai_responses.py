@@ -86,7 +86,7 @@ from ..protocol.events import (
 from ._files import data_url, is_image, is_pdf
 from ._http import HTTPModelBase, HTTPOptions, int_field, json_object, sse_events
 from ._memory import ReplayMemory
-from .errors import ModelResponseError, UnsupportedFileError
+from .failures import ModelResponseError, UnsupportedFileError
 from .messages import (
     AssistantMessage,
     ModelMessage,

@@ -24,7 +24,7 @@ from ..protocol.events import (
     ToolCallStart,
     Usage,
 )
-from .errors import ScriptExhaustedError
+from .failures import ScriptExhaustedError
 from .messages import ModelMessage, ModelOptions, ToolSpec
 from .model import ModelEvent
 

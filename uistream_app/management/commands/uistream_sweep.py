@@ -15,7 +15,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand
 
-from ...sweeper import sweep
+from ...lifecycle.leases import sweep
 
 
 class Command(BaseCommand):

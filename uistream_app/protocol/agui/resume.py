@@ -2,7 +2,7 @@
 of client-side tools, read from a checked ``RunAgentInput``.
 
 This module only reads those answers; whether they answer anything pending
-is the server's business (``store.apply_answers`` checks them
+is the server's business (``lifecycle.store.apply_answers`` checks them
 against the stored conversation). No I/O. Its rules are the AG-UI resume
 rules of docs/protocols.md ("rule N" in this module means AG-UI resume rule
 N there).

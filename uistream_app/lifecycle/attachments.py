@@ -37,10 +37,10 @@ from django.db import transaction
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
-from .conf import settings as uistream_settings
-from .errors import BadRequest, Codes, PayloadTooLarge, UnsupportedMediaType
-from .models import Conversation, Message, StoredFile
-from .runs.messages import FilePart, ModelMessage, UserMessage
+from ..conf import settings as uistream_settings
+from ..errors import BadRequest, Codes, PayloadTooLarge, UnsupportedMediaType
+from ..models import Conversation, Message, StoredFile
+from ..runs.messages import FilePart, ModelMessage, UserMessage
 
 __all__ = [
     "DecodedFile",

@@ -22,7 +22,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .protocol.events import Event, ToolCall, Usage
+from ..protocol.events import Event, ToolCall, Usage
 
 __all__ = ["RunUsageLimit", "UsageLimitExceeded", "limit_usage", "load_usage_limits"]
 

@@ -2,7 +2,7 @@
 ``running`` (docs/operations.md, "Leases and the sweeper").
 
 The process that executes a run renews its lease: one renewer thread per
-process sets ``Run.heartbeat_at`` for all of ``run_registry.live_runs()`` in one
+process sets ``Run.heartbeat_at`` for all of ``registry.live_runs()`` in one
 UPDATE every ``HEARTBEAT_SECONDS``. A ``running`` run whose heartbeat is
 older than ``LEASE_SECONDS`` is an *orphan*, and ``settle`` ends it:
 
@@ -42,13 +42,13 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from .conf import settings as uistream_settings
-from .live import get_broker
-from .models import Conversation, Message, Run
-from .protocol.ui.chunks import Chunk
-from .protocol.ui.reader import UIMessageReader, UIMessageStreamError
-from .recording import iter_log, last_offset_ms, write_log
-from .run_registry import live_runs
+from ..conf import settings as uistream_settings
+from ..live import get_broker
+from ..models import Conversation, Message, Run
+from ..protocol.ui.chunks import Chunk
+from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
+from ..recording import iter_log, last_offset_ms, write_log
+from .registry import live_runs
 
 __all__ = [
     "INTERRUPTED_CODE",

@@ -7,7 +7,7 @@ the run ends (done, failed, stopped, cancelled because its client left) the
 log is closed with a terminal chunk, stored, and the slot released. The
 responses are subscribers of the broker; they never touch the run.
 
-``RunHandle`` and ``live_runs()`` live in ``run_registry`` (below this
+``RunHandle`` and ``live_runs()`` live in ``registry`` (below this
 module, the sweeper and the shutdown, which all use them) and are
 re-exported here, where users have imported them from.
 """
@@ -21,18 +21,19 @@ import time
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, ClassVar
 
-from . import shutdown, telemetry
-from .conf import settings as uistream_settings
-from .live import BrokerError, RunChannel
-from .models import Run
-from .protocol.events import Event
-from .protocol.ui.chunks import Chunk
-from .protocol.ui.encoder import UIMessageEncoder
-from .protocol.ui.stream import aencode_batches
-from .recording import CURRENT_RECORDER, RunRecorder
-from .run_registry import RunHandle, interruption_of, live_runs, track
+from ..conf import settings as uistream_settings
+from ..live import BrokerError, RunChannel
+from ..models import Run
+from ..protocol.events import Event
+from ..protocol.ui.chunks import Chunk
+from ..protocol.ui.encoder import UIMessageEncoder
+from ..protocol.ui.stream import aencode_batches
+from ..recording import CURRENT_RECORDER, RunRecorder
+from ..runs import telemetry
+from . import shutdown
+from .leases import INTERRUPTED_FINISH_REASON, ensure_renewer
+from .registry import RunHandle, interruption_of, live_runs, track
 from .store import PreparedRun
-from .sweeper import INTERRUPTED_FINISH_REASON, ensure_renewer
 from .threads import in_lane
 
 __all__ = ["RunHandle", "Runner", "execute_run", "live_runs"]

@@ -34,21 +34,14 @@ from django.utils import timezone
 from django.utils.http import content_disposition_header
 from django.utils.translation import gettext as _
 
-from .conf import settings as uistream_settings
-from .inspect.analysis import analyze_run
-from .inspect.formats import (
-    DIALECTS,
-    astream_transcript,
-    download_name,
-    get_format,
-    stream_transcript,
-    transcript_formats,
-)
-from .inspect.parts import part_views, pretty_json
-from .inspect.timeline import format_ms, render_svg
-from .models import Run
-from .recording import read_log
-from .usage import PERIODS, cost_of, period_bounds, usage_report
+from ..conf import settings as uistream_settings
+from ..lifecycle.spend import PERIODS, cost_of, period_bounds, usage_report
+from ..models import Run
+from ..recording import read_log
+from .analysis import analyze_run
+from .formats import DIALECTS, astream_transcript, download_name, get_format, stream_transcript, transcript_formats
+from .part_views import part_views, pretty_json
+from .timeline import format_ms, render_svg
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin

@@ -1,7 +1,7 @@
 """The runs executing in this process: ``RunHandle`` and the set of them
 (``live_runs()``), kept from ``Runner.start`` until each run's task ends.
 
-A heartbeat renews their leases (``sweeper``), a SIGTERM settles them
+A heartbeat renews their leases (``leases``), a SIGTERM settles them
 (``shutdown``) and the runner adds to them and reads how a cancelled one was
 meant to end. It holds no run logic of its own, so that all of those import
 it and not each other (docs/architecture.md, "Rooms": imports run one way,
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from .models import Run
+    from ..models import Run
     from .store import PreparedRun
 
 __all__ = ["RunHandle", "interruption_of", "live_runs", "track"]

@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .errors import BadRequest, Codes, from_status, not_found
-from .models import Conversation, Message
-from .protocol.jsonbody import MAX_DEPTH, JSONBodyError, depth_ok, load_json_object
-from .protocol.ui.parts import is_tool_part, tool_parts
-from .store import AnswerReader, ToolAnswer, Turn
+from ..errors import BadRequest, Codes, from_status, not_found
+from ..lifecycle.store import AnswerReader, ToolAnswer, Turn
+from ..models import Conversation, Message
+from ..protocol.jsonbody import MAX_DEPTH, JSONBodyError, depth_ok, load_json_object
+from ..protocol.ui.parts import is_tool_part, tool_parts
 
 __all__ = [
     "MAX_DEPTH",

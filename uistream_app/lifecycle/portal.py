@@ -20,7 +20,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, TypeVar
 
-from . import telemetry
+from ..runs import telemetry
 
 __all__ = ["in_portal", "iterate_in_portal", "loop_in_thread", "portal_loop"]
 

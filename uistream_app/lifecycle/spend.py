@@ -21,8 +21,8 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
-from .conf import settings as uistream_settings
-from .models import Run
+from ..conf import settings as uistream_settings
+from ..models import Run
 
 __all__ = ["PERIODS", "Spend", "cost_of", "owner_label", "period_bounds", "spend_of", "usage_report"]
 

@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from .protocol.events import Finish, Usage
+from ..protocol.events import Finish, Usage
 
 try:
     from opentelemetry import context as otel_context

@@ -17,7 +17,7 @@ handler in front of the server's own (both servers set theirs with
 ``signal.signal`` in the main thread, where their event loop runs). On
 SIGTERM it:
 
-1. lets the runs of this process (``run_registry.live_runs()``, whether or not a
+1. lets the runs of this process (``registry.live_runs()``, whether or not a
    client still reads them) go on for up to ``SHUTDOWN_GRACE_SECONDS``;
 2. interrupts those still running: each ends with an ``error`` chunk
    (``INTERRUPTED_TEXT``), its log stored, its run ``interrupted``; then
@@ -49,8 +49,8 @@ from typing import Any
 
 from django.core.signals import request_finished, request_started
 
-from .conf import settings as uistream_settings
-from .run_registry import live_runs
+from ..conf import settings as uistream_settings
+from .registry import live_runs
 
 __all__ = ["DRAIN_SECONDS", "INTERRUPTED_TEXT", "install", "requests_in_flight", "stop_gracefully"]
 
@@ -150,7 +150,7 @@ async def stop_gracefully(grace_seconds: float, drain_seconds: float = DRAIN_SEC
         handle.task.get_loop().call_soon_threadsafe(handle.interrupt, INTERRUPTED_TEXT)
     if running:
         await asyncio.wait([_ended(h.task) for h in running])
-    mcp = sys.modules.get("uistream_app.mcp")  # imported only where MCP_SERVERS is used
+    mcp = sys.modules.get("uistream_app.lifecycle.mcp")  # imported only where MCP_SERVERS is used
     if mcp is not None:
         await mcp.aclose_all()
     await _no_request_in_flight(drain_seconds)

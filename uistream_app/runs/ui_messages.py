@@ -78,7 +78,7 @@ def _data_loader(url: str) -> Callable[[], bytes] | None:
 def _user_message(parts: Sequence[Mapping[str, Any]]) -> UserMessage:
     """A user message; its file parts as the port's ``FilePart`` objects: a
     ``data:`` URL's bytes read from it; any other URL (the app's
-    ``/api/files/<id>``, which ``uistream_app.files.attach_files`` gives a
+    ``/api/files/<id>``, which ``uistream_app.lifecycle.attachments.attach_files`` gives a
     loader from storage) kept as the URL. With files, ``parts`` keeps the
     order of text and files."""
     ordered: list[str | FilePart] = []

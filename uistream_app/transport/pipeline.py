@@ -31,19 +31,27 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 
-from .asgi import too_large
+from ..conf import SDK_VERSIONS
+from ..conf import settings as uistream_settings
+from ..errors import (
+    BadRequest,
+    Codes,
+    CsrfFailed,
+    MethodNotAllowed,
+    ServiceUnavailable,
+    UnsupportedMediaType,
+    not_found,
+)
+from ..lifecycle.portal import in_portal, iterate_in_portal
+from ..lifecycle.runner import RunHandle
+from ..live import Broker, BrokerError, get_broker
+from ..models import Conversation
+from ..owners import Owner
+from ..policies import Policies, check_policies, translate_api_exception
+from ..protocol.sse import KEEPALIVE_FRAME
+from ..protocol.ui.chunks import Chunk
+from .body_limits import too_large
 from .chat_request import valid_id
-from .conf import SDK_VERSIONS
-from .conf import settings as uistream_settings
-from .errors import BadRequest, Codes, CsrfFailed, MethodNotAllowed, ServiceUnavailable, UnsupportedMediaType, not_found
-from .live import Broker, BrokerError, get_broker
-from .models import Conversation
-from .owners import Owner
-from .policies import Policies, check_policies, translate_api_exception
-from .portal import in_portal, iterate_in_portal
-from .protocol.sse import KEEPALIVE_FRAME
-from .protocol.ui.chunks import Chunk
-from .runner import RunHandle
 
 __all__ = [
     "RUN_ID_HEADER",
@@ -238,7 +246,7 @@ async def render_subscription(
             yield render_many([{"type": "error", "errorText": uistream_settings.ERROR_TEXT}])
         # Also after a broker failure: the client was told and was not lost,
         # so ON_DISCONNECT does not apply; the run's own failed publish
-        # settles it (``runner.execute_run``).
+        # settles it (``lifecycle.runner.execute_run``).
         completed = True
         yield renderer.done()
     finally:

@@ -19,25 +19,25 @@ from typing import Any, ClassVar
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponseBase
 
-from .adapters import AgentAdapter, AgentModel, adapter_for
+from ..adapters import AgentAdapter, AgentModel, adapter_for
+from ..conf import settings as uistream_settings
+from ..errors import BadRequest, Codes, Conflict, NotAcceptable, from_status
+from ..hooks import ChatHooks, TurnContext
+from ..lifecycle.store import AnswerReader, PreparedRun, ToolAnswer, Turn, pending_approvals
+from ..models import Conversation, Message
+from ..protocol.agui.handles import Agent
+from ..protocol.agui.input import AGUIInput, AGUIInputError, parse_run_agent_input
+from ..protocol.agui.messages import MessageConversionError, ui_messages_to_agui, ui_user_message
+from ..protocol.agui.renderer import AGUIRenderer
+from ..protocol.agui.resume import ApprovalAnswer, ToolResultMessage, read_approval_answers, read_tool_results
+from ..protocol.agui.source import agent_source
+from ..protocol.agui.state import SharedState, shared_state_source
+from ..protocol.events import Event
+from ..protocol.ui.parts import SETTLED_TOOL_STATES, is_tool_part, tool_parts
+from ..recording.agui_history import render_stored_run, stored_history, stored_history_sync, stored_state
+from ..runs import ChatModel
 from .chat_request import valid_id
-from .conf import settings as uistream_settings
-from .errors import BadRequest, Codes, Conflict, NotAcceptable, from_status
-from .hooks import ChatHooks, TurnContext
-from .models import Conversation, Message
 from .pipeline import RequestContext, StreamView, check_json_request
-from .protocol.agui.handles import Agent
-from .protocol.agui.input import AGUIInput, AGUIInputError, parse_run_agent_input
-from .protocol.agui.messages import MessageConversionError, ui_messages_to_agui, ui_user_message
-from .protocol.agui.renderer import AGUIRenderer
-from .protocol.agui.resume import ApprovalAnswer, ToolResultMessage, read_approval_answers, read_tool_results
-from .protocol.agui.source import agent_source
-from .protocol.agui.state import SharedState, shared_state_source
-from .protocol.events import Event
-from .protocol.ui.parts import SETTLED_TOOL_STATES, is_tool_part, tool_parts
-from .recording.agui_history import render_stored_run, stored_history, stored_history_sync, stored_state
-from .runs import ChatModel
-from .store import AnswerReader, PreparedRun, ToolAnswer, Turn, pending_approvals
 
 __all__ = [
     "AGUI_SSE_HEADERS",

@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
-from .owners import Owner
+from ..owners import Owner
 
 if TYPE_CHECKING:
-    from .adapters import AgentAdapter
-    from .history import HistoryStrategy
+    from ..adapters import AgentAdapter
+    from ..history import HistoryStrategy
+    from ..live import RunChannel
+    from ..protocol.events import Event
+    from ..runs import ChatModel, ClientToolResult, Tool, ToolApproval, ToolApprovalPolicy
     from .limits import RunUsageLimit
-    from .live import RunChannel
-    from .protocol.events import Event
-    from .runs import ChatModel, ClientToolResult, Tool, ToolApproval, ToolApprovalPolicy
 
 __all__ = [
     "CONTEXT_HOOKS",

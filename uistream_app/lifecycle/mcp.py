@@ -40,9 +40,9 @@ from typing import Any, Final, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .conf import settings as uistream_settings
+from ..conf import settings as uistream_settings
+from ..runs import Tool, ToolError
 from .portal import loop_in_thread
-from .runs import Tool, ToolError
 
 __all__ = [
     "SEPARATOR",

@@ -1,6 +1,6 @@
 """GET ``files/<id>``: an attached file's bytes, for its owner only.
 
-The stored part of a file a user sent points here (``uistream_app.files``).
+The stored part of a file a user sent points here (``uistream_app.lifecycle.attachments``).
 The owner of the file's conversation gets its bytes with their media type;
 anyone else, another anonymous session included, gets the one JSON 404 of
 a missing file (``errors.not_found``): no oracle for whose files exist.
@@ -15,8 +15,8 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.utils.http import content_disposition_header
 
-from .errors import not_found
-from .models import Conversation, StoredFile
+from ..errors import not_found
+from ..models import Conversation, StoredFile
 from .pipeline import RequestContext, StreamView
 
 __all__ = ["FileView"]

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from asgiref.sync import ThreadSensitiveContext
 from django.db import connections
 
-from .conf import settings as uistream_settings
+from ..conf import settings as uistream_settings
 
 __all__ = ["Lane", "bounded_threads", "close_connections", "in_lane", "lanes", "pick_lane"]
 

@@ -38,14 +38,13 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from . import telemetry
-from .conf import EXECUTORS, import_from_string
-from .conf import settings as uistream_settings
-from .live import get_broker
-from .owners import Owner
-from .protocol.events import Event
+from ..conf import EXECUTORS, import_from_string
+from ..conf import settings as uistream_settings
+from ..live import get_broker
+from ..owners import Owner
+from ..protocol.events import Event
+from ..runs import ClientToolResult, ToolApproval, telemetry
 from .runner import RunHandle, Runner
-from .runs import ClientToolResult, ToolApproval
 from .store import PreparedRun, Turn
 from .turns import AdoptedRun, RunNotActive, TurnContext, failing_source
 
@@ -166,7 +165,7 @@ class CeleryRunner(Runner):
         return cls(type(hooks))
 
     async def start(self, prepared: PreparedRun, source: AsyncIterator[Event], *, metadata: Any = None) -> RunHandle:
-        from .live import RedisRunChannel  # the redis extra (live.__getattr__ imports it on use)
+        from ..live import RedisRunChannel  # the redis extra (live.__getattr__ imports it on use)
 
         channel = prepared.channel
         try:
@@ -211,7 +210,7 @@ TIME_LIMIT_MARGIN: Final = 30.0
 
 def _task() -> Any:
     try:  # Celery is an extra, and tasks.py (Celery's autodiscovery) imports it and this module
-        from .tasks import execute_run_task
+        from ..tasks import execute_run_task
     except ImportError as exc:
         raise ImproperlyConfigured(
             f"UISTREAM['EXECUTOR'] = 'celery' needs Celery: pip install 'django-uistream[celery]' ({exc})"
@@ -223,7 +222,7 @@ async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None
     """Execute the run ``payload`` describes (``run_payload``), in the
     worker's event loop; returns what happened (``"executed"``,
     ``"not-active"`` when the run ended or was adopted before)."""
-    from .live import RedisBroker  # the redis extra (live.__getattr__ imports it on use)
+    from ..live import RedisBroker  # the redis extra (live.__getattr__ imports it on use)
 
     broker = get_broker()
     if not isinstance(broker, RedisBroker):

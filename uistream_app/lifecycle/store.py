@@ -23,16 +23,16 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from .errors import BadRequest, Codes, Conflict, not_found
-from .files import StagedFiles, decode_files, has_file_parts, referenced_file_ids
-from .live import RunAlreadyActive, RunChannel, get_broker
-from .models import Conversation, Message, MessageQuerySet, Run, StoredFile
-from .owners import Owner
-from .protocol.ui.parts import is_tool_part, tool_name, tool_parts
-from .recording import log_writes_inline
-from .runs import ClientToolResult, ToolApproval
-from .runs.tools import validate_json
-from .sweeper import orphan_ids, settle_chat_orphans
+from ..errors import BadRequest, Codes, Conflict, not_found
+from ..live import RunAlreadyActive, RunChannel, get_broker
+from ..models import Conversation, Message, MessageQuerySet, Run, StoredFile
+from ..owners import Owner
+from ..protocol.ui.parts import is_tool_part, tool_name, tool_parts
+from ..recording import log_writes_inline
+from ..runs import ClientToolResult, ToolApproval
+from ..runs.tools import validate_json
+from .attachments import StagedFiles, decode_files, has_file_parts, referenced_file_ids
+from .leases import orphan_ids, settle_chat_orphans
 
 if TYPE_CHECKING:
     from .turns import TurnSetup
@@ -44,12 +44,17 @@ __all__ = [
     "PreparedRun",
     "ToolAnswer",
     "Turn",
+    "new_chat_id",
     "new_message_id",
 ]
 
 
 def new_message_id() -> str:
     return "msg_" + secrets.token_urlsafe(18)
+
+
+def new_chat_id() -> str:
+    return secrets.token_urlsafe(16)
 
 
 #: ``ToolAnswer.edited_input`` when the answer edits nothing.
@@ -162,7 +167,7 @@ class PreparedRun:
 
 def _check_chat(chat_id: str, owner: Owner) -> list[str]:
     """Before a turn: the 404 when ``chat_id`` is someone else's chat; else
-    the ids of its orphaned runs (``sweeper.orphan_ids``). One query for a
+    the ids of its orphaned runs (``leases.orphan_ids``). One query for a
     new chat, two for an existing one. Synchronous."""
     rows = Conversation.objects.filter(pk=chat_id).values_list("owner_id", "session_key")[:1]
     if not rows:
@@ -315,7 +320,7 @@ class ConversationStore:
 
     async def settle_orphans(self, chat_id: str) -> None:
         """Called by ``prepare`` before it takes the chat's slot when the
-        chat has runs whose process died: settle them (``sweeper``), so
+        chat has runs whose process died: settle them (``leases``), so
         that a new turn never runs beside one, nor gets a 409 from its
         slot. (Whether there are any is asked in the ownership check's
         query hop; with none, this is not called.)"""
