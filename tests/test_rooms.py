@@ -29,7 +29,21 @@ FACES = {
     },
     "consumers": {
         "ChatConsumer": "transport.chat_consumer",
-        "ChatFrameRenderer": "transport.chat_consumer",
+        # The frames' names it always offered: protocol.ws's.
+        **dict.fromkeys(
+            [
+                "CLOSE_MESSAGE_TOO_BIG",
+                "CLOSE_POLICY_VIOLATION",
+                "PRIVATE_CLOSE_BASE",
+                "AbortFrame",
+                "ChatFrameRenderer",
+                "FrameError",
+                "ResumeFrame",
+                "SendFrame",
+                "check_frame",
+            ],
+            "protocol.ws",
+        ),
     },
     "views": {
         "AGUIView": "transport.agui_views",

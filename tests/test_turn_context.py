@@ -215,6 +215,19 @@ def test_an_override_without_a_context_still_works_and_says_what_to_write() -> N
     assert OldStyle().setup_turn(context).system_prompt == "old prompt"
 
 
+def test_an_old_style_hook_on_a_mixin_is_adapted_too() -> None:
+    class OldMixin:
+        def get_max_steps(self) -> int:
+            return 2
+
+    with pytest.warns(DeprecationWarning, match=r"Mixed\.get_max_steps\(\) takes no context"):
+
+        class Mixed(OldMixin, ChatView):
+            pass
+
+    assert Mixed().setup_turn(TurnContext(Owner(), "c", "websocket")).max_steps == 2
+
+
 def test_a_new_style_override_does_not_warn() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from uistream_app.protocol import events as ev
@@ -86,6 +86,18 @@ def read(body: bytes) -> UIMessageReader:
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(EVENT, max_size=30), ENDING, st.sampled_from([5, 6, 7]))
+# A second request for one call replaces its approval: an answer to the
+# first names no tool invocation any more (the SDK throws on it).
+@example(
+    [
+        ev.ToolCallStart("c3", "lookup"),
+        ev.ToolApprovalRequest("ap2", "c3", is_automatic=False),
+        ev.ToolApprovalRequest("ap1", "c3", is_automatic=False),
+        ev.ToolApprovalResponse("ap2", False, None),
+    ],
+    "done",
+    7,
+)
 def test_any_event_sequence_encodes_to_a_framed_stream_our_reader_accepts(
     events: list[ev.Event], ending: str, version: int
 ) -> None:

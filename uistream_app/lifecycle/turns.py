@@ -193,10 +193,11 @@ def _legacy(name: str, old: Callable[[Any], Any]) -> Callable[[Any, TurnContext]
 
 
 def adapt_legacy_hooks(cls: type) -> None:
-    """Wrap each context hook ``cls`` defines without a ``context``
-    parameter, warning once per hook (at the class statement)."""
+    """Wrap each context hook ``cls`` gets without a ``context`` parameter
+    (defined on it, or on a mixin before the hooks class in its MRO),
+    warning once per hook at the class statement."""
     for name in CONTEXT_HOOKS:
-        own = cls.__dict__.get(name)
+        own = next((klass.__dict__[name] for klass in cls.__mro__ if name in klass.__dict__), None)
         if own is None or not callable(own) or getattr(own, "__uistream_legacy__", None) or not _takes_no_context(own):
             continue
         warnings.warn(

@@ -154,10 +154,12 @@ class UIMessageEncoder:
         # toolCallId -> _STREAMING, _AVAILABLE or _INPUT_ERROR. Calls the
         # continued message already holds count as available.
         self._tool_calls: dict[str, int] = dict.fromkeys(known_tool_calls, _AVAILABLE)
-        # The approval ids this message requested (in this run or, for a
-        # continuation, before): a response to any other would make the SDK
-        # throw (no tool invocation for it).
-        self._approvals: set[str] = set()
+        # The approval each call of this message holds (requested in this
+        # run or, for a continuation, before), by toolCallId: a response to
+        # any other id (one never requested, or one a later request for the
+        # same call replaced) would make the SDK throw (no tool invocation
+        # for it).
+        self._approvals: dict[str, str] = {}
         for part in continues:
             self._count_continued(part)
         # Calls opened as dynamic: every later chunk of the call says so, or
@@ -202,8 +204,8 @@ class UIMessageEncoder:
             if isinstance(call_id, str):
                 self._tool_calls[call_id] = _AVAILABLE
             approval = part.get("approval")
-            if isinstance(approval, Mapping) and isinstance(approval.get("id"), str):
-                self._approvals.add(approval["id"])
+            if isinstance(call_id, str) and isinstance(approval, Mapping) and isinstance(approval.get("id"), str):
+                self._approvals[call_id] = approval["id"]
 
     # -- public ---------------------------------------------------------------
 
@@ -501,7 +503,7 @@ class UIMessageEncoder:
     def _tool_approval_request(self, event: ev.ToolApprovalRequest) -> list[Chunk]:
         if event.tool_call_id not in self._tool_calls:
             return []
-        self._approvals.add(event.approval_id)
+        self._approvals[event.tool_call_id] = event.approval_id
         out: list[Chunk] = []
         self._ensure_message_started(out)
         out.append(
@@ -515,8 +517,9 @@ class UIMessageEncoder:
 
     def _tool_approval_response(self, event: ev.ToolApprovalResponse) -> list[Chunk]:
         """An approval policy's own answer (``streamText``'s): only for a
-        request this message made, which the SDK looks the approval up by."""
-        if event.approval_id not in self._approvals:
+        request this message made and its call still holds, which the SDK
+        looks the approval up by."""
+        if event.approval_id not in self._approvals.values():
             return []
         out: list[Chunk] = []
         self._ensure_message_started(out)
