@@ -114,18 +114,28 @@ class Lane(Executor):
                         return
                     continue
                 _arrival, _order, future, call = heapq.heappop(self._queue)
+            # ``pending`` drops before the caller is woken, so that a caller
+            # who reads it after its result never counts its own call.
+            counted = True
             try:
                 if future.set_running_or_notify_cancel():
                     try:
                         result = call()
                     except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                        counted = self._done()
                         future.set_exception(exc)
                     else:
+                        counted = self._done()
                         future.set_result(result)
             finally:
                 del future, call
-                with self._lock:
-                    self.pending -= 1
+                if counted:
+                    self._done()
+
+    def _done(self) -> bool:
+        with self._lock:
+            self.pending -= 1
+        return False
 
 
 _lanes: list[Lane] = []
