@@ -66,8 +66,6 @@ CONTEXT_HOOKS: Final = (
     "get_history_strategy",
 )
 
-_EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
-
 
 @dataclass(frozen=True)
 class TurnContext:
@@ -85,7 +83,7 @@ class TurnContext:
     owner: Owner
     chat_id: str
     transport: Transport
-    extra: Mapping[str, Any] = field(default=_EMPTY)
+    extra: Mapping[str, Any] = field(default_factory=dict)
     request: Any = field(default=None, compare=False, repr=False)
     on_worker: bool = False
 
