@@ -6,18 +6,18 @@ lives in ``transport/chat_consumer.py``, beside the HTTP views.
 
 from __future__ import annotations
 
-from .transport.chat_consumer import (
+from .protocol.ws import (
     CLOSE_MESSAGE_TOO_BIG,
     CLOSE_POLICY_VIOLATION,
     PRIVATE_CLOSE_BASE,
     AbortFrame,
-    ChatConsumer,
     ChatFrameRenderer,
     FrameError,
     ResumeFrame,
     SendFrame,
     check_frame,
 )
+from .transport.chat_consumer import ChatConsumer
 
 __all__ = [
     "CLOSE_MESSAGE_TOO_BIG",

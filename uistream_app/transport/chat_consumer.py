@@ -53,18 +53,7 @@ from ..protocol.ws import (
 from .chat_request import ChatRequest, chat_turn, check_chat_request, valid_id
 from .pipeline import TERMINAL_CHUNKS
 
-__all__ = [
-    "CLOSE_MESSAGE_TOO_BIG",
-    "CLOSE_POLICY_VIOLATION",
-    "PRIVATE_CLOSE_BASE",
-    "AbortFrame",
-    "ChatConsumer",
-    "ChatFrameRenderer",
-    "FrameError",
-    "ResumeFrame",
-    "SendFrame",
-    "check_frame",
-]
+__all__ = ["ChatConsumer"]
 
 logger = logging.getLogger("uistream_app.consumers")
 
