@@ -27,6 +27,8 @@ from django.test import Client
 from uistream_app.hooks import ChatHooks, TurnContext
 from uistream_app.models import Message, Run
 from uistream_app.owners import Owner
+from uistream_app.testing import ScriptedModel
+from uistream_app.transport.chat_request import ChatRequest, chat_turn
 from uistream_app.views import ChatView
 
 from .conftest import JS_DIR
@@ -176,12 +178,8 @@ class _Recording(ChatView):
 
 @pytest.mark.asyncio
 async def test_every_hook_of_one_turn_gets_the_same_context_once() -> None:
-    from uistream_app.runs.scripted import ScriptedModel
-
     _Recording.seen = []
     view = _Recording(model=ScriptedModel("Hello."))
-    from uistream_app.transport.chat_request import ChatRequest, chat_turn
-
     message = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
     chat = ChatRequest("ctx-once", [message], extra={"plan": "team"})
     context = TurnContext(Owner.of_session("s" * 32), "ctx-once", "http", chat.extra)
@@ -246,9 +244,6 @@ class _FailingSource(ChatView):
 
 @pytest.mark.asyncio
 async def test_a_source_that_cannot_be_built_fails_the_prepared_run() -> None:
-    from uistream_app.runs.scripted import ScriptedModel
-    from uistream_app.transport.chat_request import ChatRequest, chat_turn
-
     message = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
     chat = ChatRequest("no-source", [message])
     view = _FailingSource(model=ScriptedModel("never"))

@@ -130,13 +130,13 @@ class ChatHooks:
         before anything is written. ``setup``: the turn's, when the
         transport needed it first (AG-UI reads the input by it)."""
         failure: Exception | None = None
-        if setup is None and adopted is None:
-            setup = self.setup_turn(context)
-        elif setup is None:
+        if setup is None:
             try:
                 setup = self.setup_turn(context)
-            except Exception as exc:  # noqa: BLE001 - stored as the run's failure below
-                failure = exc
+            except Exception as exc:
+                if adopted is None:
+                    raise  # nothing is written yet: the request's refusal
+                failure = exc  # the worker's run is prepared: its failure, stored below
         store = self.get_store(setup, with_thread=with_thread) if setup is not None else ConversationStore()
         runner: Runner
         if adopted is None:

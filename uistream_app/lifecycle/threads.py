@@ -116,26 +116,23 @@ class Lane(Executor):
                 _arrival, _order, future, call = heapq.heappop(self._queue)
             # ``pending`` drops before the caller is woken, so that a caller
             # who reads it after its result never counts its own call.
-            counted = True
+            outcome: tuple[bool, Any] | None = None
             try:
                 if future.set_running_or_notify_cancel():
                     try:
-                        result = call()
+                        outcome = (True, call())
                     except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                        counted = self._done()
-                        future.set_exception(exc)
-                    else:
-                        counted = self._done()
-                        future.set_result(result)
+                        outcome = (False, exc)
             finally:
-                del future, call
-                if counted:
-                    self._done()
-
-    def _done(self) -> bool:
-        with self._lock:
-            self.pending -= 1
-        return False
+                with self._lock:
+                    self.pending -= 1
+            if outcome is not None:
+                ok, value = outcome
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+            del future, call, outcome
 
 
 _lanes: list[Lane] = []

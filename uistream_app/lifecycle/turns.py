@@ -91,11 +91,6 @@ class TurnContext:
         if not isinstance(self.extra, MappingProxyType):
             object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
 
-    @property
-    def user(self) -> Any:
-        """``owner.user``: the signed-in user, or None."""
-        return self.owner.user
-
     def as_payload(self) -> dict[str, Any]:
         """What a worker needs to build this context again (JSON): the
         transport and ``extra``; the owner and chat travel with the run."""
