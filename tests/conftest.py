@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from .packaging import build_dist
+
 ROOT = Path(__file__).resolve().parent.parent
 JS_DIR = ROOT / "tests" / "js"
 
@@ -35,6 +37,13 @@ def node() -> str:
         pytest.skip(message)
     assert binary is not None
     return binary
+
+
+@pytest.fixture(scope="session")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The ``(wheel, sdist)`` of this checkout, built once per test process
+    (tests/packaging.py says how)."""
+    return build_dist(tmp_path_factory.mktemp("dist"))
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -74,8 +83,14 @@ def _lanes_let_go_of_the_test_database(django_db_setup: None, django_db_blocker:
 #: on how many workers each runs: its tests are split into that many groups,
 #: each group whole on one worker, so the fixture starts once per group
 #: (checked below). The demo in Chromium takes two: on one worker it would
-#: be the last to finish.
-ONE_WORKER_MODULES = {"tests/test_e2e_browser.py": 2, "tests/test_admin_browser.py": 1, "tests/test_consumer.py": 1}
+#: be the last to finish. test_packaging's tests share the session's
+#: ``dists``: on one worker the package is built once, not once per worker.
+ONE_WORKER_MODULES = {
+    "tests/test_e2e_browser.py": 2,
+    "tests/test_admin_browser.py": 1,
+    "tests/test_consumer.py": 1,
+    "tests/test_packaging.py": 1,
+}
 
 #: Modules whose tests start and kill processes (servers, Celery workers,
 #: Redis, Chromium): sent to the workers first, so the last minute of the
