@@ -65,6 +65,17 @@ async def test_a_string_step_is_one_text_delta_and_an_explicit_finish_is_kept() 
     assert model.remaining == 0
 
 
+async def test_a_lone_call_or_event_is_a_step_of_its_own() -> None:
+    model = ScriptedModel(call("f", {"x": 1}), TextDelta("done"))
+    assert await stream(model) == [
+        ToolCallStart("call_0", "f"),
+        ToolCallDelta("call_0", '{"x": 1}'),
+        ToolCall("call_0", "f", '{"x": 1}'),
+        Finish("tool-calls"),
+    ]
+    assert await stream(model) == [TextDelta("done"), Finish("stop")]
+
+
 async def test_requests_are_recorded_and_ids_count_over_the_models_life() -> None:
     model = ScriptedModel([call("f")], [call("f")])
     spec = ToolSpec("f", "F.", {"type": "object"})

@@ -52,7 +52,7 @@ class ScriptedRequest:
 
 
 StepItem: TypeAlias = "ModelEvent | str | ScriptedCall | BaseException | Iterable[StepItem]"
-Step: TypeAlias = "str | Iterable[StepItem]"
+Step: TypeAlias = "str | ScriptedCall | ModelEvent | Iterable[StepItem]"
 
 
 def call(
@@ -130,7 +130,9 @@ class ScriptedModel:
 
     def _compile(self, step: Step) -> _Compiled:
         out: _Compiled = []
-        self._flatten([step] if isinstance(step, str) else step, out)
+        # A lone text, call or event is a step of one item.
+        single = isinstance(step, str | ScriptedCall | BaseException | ModelEvent)
+        self._flatten([step] if single else step, out)  # type: ignore[arg-type]
         if not any(isinstance(e, Finish) for e in out):
             called = any(isinstance(e, ToolCall) for e in out)
             out.append(Finish("tool-calls" if called else "stop"))
