@@ -90,12 +90,14 @@ ONE_WORKER_MODULES = {
     "tests/test_admin_browser.py": 1,
     "tests/test_consumer.py": 1,
     "tests/test_packaging.py": 1,
+    "tests/test_readme_project.py": 1,
 }
 
 #: Modules whose tests start and kill processes (servers, Celery workers,
 #: Redis, Chromium): sent to the workers first, so the last minute of the
 #: run is not one worker alone on a long module.
 SLOW_FIRST = (
+    "tests/test_readme_project.py",
     "tests/test_celery_executor.py",
     "tests/test_e2e_browser.py",
     "tests/test_redis_outage.py",
