@@ -25,6 +25,7 @@ from django.utils.module_loading import import_string
 
 __all__ = [
     "DEFAULTS",
+    "DESCRIPTIONS",
     "NUMERIC_SETTINGS",
     "UIStreamSettings",
     "import_from_string",
@@ -33,14 +34,11 @@ __all__ = [
     "settings",
 ]
 
+#: Every key of ``UISTREAM`` and its default; what each means is in
+#: ``DESCRIPTIONS`` below.
 DEFAULTS: Final[dict[str, Any]] = {
-    # Dotted path of a chat model class or factory (or the object itself).
-    # None: every routed ChatView / AGUIView must set its own (check E008).
     "MODEL": None,
     "TOOLS": [],
-    # The runs' approval policy (ai@7's toolApproval): a function of a
-    # call's ToolContext, or a mapping of tool names to statuses or
-    # functions, or its dotted path; a view's ``tool_approval`` wins.
     "TOOL_APPROVAL": None,
     "MAX_STEPS": 8,
     "SDK_VERSION": 7,
@@ -49,82 +47,206 @@ DEFAULTS: Final[dict[str, Any]] = {
     "KEEPALIVE_SECONDS": 15,
     "ON_DISCONNECT": "cancel",
     "ALLOW_ANONYMOUS": False,
-    # The largest request body or WebSocket frame; None: derived from
-    # MAX_FILE_BYTES (``request_bytes_for``: room for three files of the
-    # largest size in base64, plus 1 MiB of everything else).
     "MAX_REQUEST_BYTES": None,
-    # The largest file a user may attach (its decoded bytes): 413 beyond.
     "MAX_FILE_BYTES": 10 * 1024 * 1024,
-    # The media types a user may attach ("type/*" matches a whole major
-    # type): 415 for any other (uistream_app.lifecycle.attachments).
     "ALLOWED_MEDIA_TYPES": ["image/*", "application/pdf", "text/plain"],
     "BROKER": {"BACKEND": "memory"},
     "FLUSH_EVERY_MS": 250,
-    # Leases: every HEARTBEAT_SECONDS a serving process renews the
-    # heartbeat of the runs it executes; a running run whose heartbeat is
-    # older than LEASE_SECONDS is an orphan the sweeper settles.
     "HEARTBEAT_SECONDS": 5,
     "LEASE_SECONDS": 20,
-    # Where the chunk log is written: "thread" (one writer thread per
-    # process, its own database connection), "inline" (the thread-sensitive
-    # executor of the code that started the run, as the ORM's own async
-    # calls), or "auto": "inline" for a run whose rows were created inside
-    # a transaction other connections can't see yet (a TestCase's), else
-    # "thread".
     "LOG_WRITER": "auto",
-    # The threads that requests (in an app wrapped by
-    # uistream_app.asgi.bounded_threads) and runs share for their sync work
-    # (ORM, sessions), instead of one per request for as long as its
-    # stream (uistream_app.lifecycle.threads; docs/operations.md, "Threads").
     "SYNC_THREADS": 4,
-    # The policies of the stream endpoints (classes or dotted paths, in
-    # Django REST framework's shapes; a view's own attributes win).
     "AUTHENTICATION_CLASSES": ["uistream_app.policies.DjangoSessionAuthentication"],
     "PERMISSION_CLASSES": ["uistream_app.policies.AllowAnonymousSessions"],
-    # Applied to the requests that start runs (useChat POST, WebSocket
-    # send, AG-UI run); e.g. ["uistream_app.policies.ChatRateThrottle"].
     "THROTTLE_CLASSES": [],
-    # Rates by throttle scope, e.g. {"chat": "5/min"}.
     "THROTTLE_RATES": {},
-    # Runs streaming at once per owner (MaxActiveRunsThrottle); None: no cap.
     "MAX_ACTIVE_RUNS_PER_OWNER": None,
-    # The stored messages a turn's model sees: the last N (whole turns),
-    # None for all. A view's get_history() hook can choose otherwise.
     "HISTORY_MAX_MESSAGES": 100,
-    # Whether anyone may read the OpenAPI schema (schema/); False: staff only.
     "SCHEMA_PUBLIC": False,
-    # On SIGTERM, how long the runs of this process may go on to finish
-    # before they are interrupted (uistream_app.lifecycle.shutdown).
     "SHUTDOWN_GRACE_SECONDS": 5,
-    # Where runs execute: "inprocess" (the web process that took the
-    # request), "celery" (a Celery worker; needs the Redis broker), or the
-    # dotted path of a Runner subclass (docs/operations.md, "Executors").
     "EXECUTOR": "inprocess",
-    # What one run may spend: RunUsageLimit objects or dicts of their
-    # fields (input_tokens, output_tokens, total_tokens, tool_calls,
-    # wall_seconds); a view's usage_limits win (uistream_app.lifecycle.limits).
     "USAGE_LIMITS": [],
-    # What an owner may spend per period (DailyBudget, MonthlyBudget in
-    # THROTTLE_CLASSES): {"day": {"tokens": N, "cost": X}, "month": {...}}.
     "BUDGETS": {},
-    # Prices per model (Run.model), per million tokens: {"openai:gpt-4o":
-    # {"input": 2.5, "output": 10.0}}; turns Run.usage into cost.
     "PRICES": {},
-    # How a turn's history is chosen (uistream_app.history): a strategy
-    # object or dotted path; None: LastMessages(HISTORY_MAX_MESSAGES).
     "HISTORY_STRATEGY": None,
-    # MCP servers whose tools join every chat's tools, by name: {"demo":
-    # {"command": ..., "args": [...]}} (stdio) or {"url": ...} (streamable
-    # HTTP); needs django-uistream[mcp] (docs/operations.md, "MCP servers").
     "MCP_SERVERS": {},
-    # True: every answer carries message metadata as the AI SDK's
-    # messageMetadata option would put it: the model and when on ``start``,
-    # usage, model and timings on ``finish`` (docs/protocols.md, "Message
-    # metadata"). A view's get_message_metadata() adds to the start's.
     "MESSAGE_METADATA": False,
-    # Whether the OpenTelemetry spans of tool calls carry their arguments and
-    # results (they may hold personal data; docs/operations.md, "Tracing").
     "TRACE_CONTENT": False,
+}
+
+#: What each key of ``DEFAULTS`` means, in Markdown, one table cell each: the
+#: settings reference (docs/reference/settings.md, and the documentation
+#: site's page) is generated from it and ``DEFAULTS``, so the two are the one
+#: place a setting is described. Links are written from the repository's
+#: root (``docs/operations.md#brokers``), as README.md writes them.
+DESCRIPTIONS: Final[Mapping[str, str]] = {
+    "MODEL": (
+        "The chat model of `ChatView` / `AGUIView` when the view sets none: a provider name "
+        '(`"anthropic:claude-…"`, `"openai-responses:…"`, `"openai:…"`, `"openai-compatible:<base_url>#<model>"`; '
+        "a missing API key is check `E011`), or a dotted path (or the object itself) of a model class, a model "
+        "instance, or a function returning a model. A class or function is called once per request. A model is "
+        "anything with `stream(messages, tools, options)` (`uistream_app.runs.ChatModel`). `None`: every routed "
+        "chat view must bring its own `model` or `get_model()` (check `E008`)."
+    ),
+    "TOOLS": (
+        "The tools the model may call when the view sets none: `Tool` objects, plain functions, or dotted paths "
+        "to either."
+    ),
+    "TOOL_APPROVAL": (
+        "The runs' approval policy (ai@7's `toolApproval`) when the view sets none (`tool_approval`): a function "
+        "of a call's `ToolContext`, a mapping of tool names to statuses or functions, or a dotted path to either "
+        "(see [Approval policies](docs/operations.md#approval-policies)). It wins over each tool's "
+        "`requires_approval`."
+    ),
+    "MAX_STEPS": (
+        "Model calls per run. A run whose every step called a tool ends after this many with finish reason `length`."
+    ),
+    "SDK_VERSION": (
+        "The `ai` major version (5, 6 or 7) whose stream dialect a response speaks, unless the request says "
+        "otherwise (`?v=5` / `?v=6`, or the `x-uistream-sdk-version` header)."
+    ),
+    "ERROR_TEXT": (
+        "What the wire says when something fails after the headers went out (an `error` chunk, AG-UI "
+        "`RUN_ERROR`, a failed tool's result). The detail goes to the log and the `Run` row."
+    ),
+    "EXPOSE_ERRORS": (
+        "Put the real exception text on the wire instead of `ERROR_TEXT`. Development only: an exception may "
+        "quote secrets."
+    ),
+    "KEEPALIVE_SECONDS": (
+        "After this much silence a stream sends an SSE comment, so proxies and load balancers with idle "
+        "timeouts keep the connection open."
+    ),
+    "ON_DISCONNECT": (
+        'When the client goes away mid-answer: `"cancel"` stops the model and stores the run as `cancelled` '
+        'with what was sent; `"finish"` lets the run complete in the background, so a reload with '
+        "`useChat({ resume: true })` picks the answer up. A stop request (`POST chat/<id>/stop`) always stops, "
+        "as `stopped`."
+    ),
+    "ALLOW_ANONYMOUS": (
+        "Anonymous visitors may chat; their conversations are owned by their session (created by their first "
+        "valid request)."
+    ),
+    "MAX_REQUEST_BYTES": (
+        "The largest request body (HTTP: 413 JSON, see [Body limits](docs/operations.md#body-limits)) or "
+        "WebSocket frame. `None`: derived from `MAX_FILE_BYTES` (`request_bytes_for`), room for three files of "
+        "that size in base64 plus 1 MiB (42,991,618 bytes, about 41 MiB, for 10 MiB files), since useChat "
+        "resends the earlier messages' files. A set value too small for one file in base64 is `W004`."
+    ),
+    "MAX_FILE_BYTES": (
+        "The largest file a user may attach (its decoded bytes): 413 `file_too_large` naming the part, nothing "
+        "stored (see [Files](docs/operations.md#files))."
+    ),
+    "ALLOWED_MEDIA_TYPES": (
+        "The media types a user may attach (`type/*`: a whole major type); any other file part is 415 "
+        "`unsupported_media_type`, nothing stored (`E013` when not a list of media types)."
+    ),
+    "BROKER": (
+        'The live-run broker: `{"BACKEND": "memory"}` for one process, `{"BACKEND": "redis", "URL": …}` for '
+        "several (see [Brokers](docs/operations.md#brokers); check `E006`)."
+    ),
+    "FLUSH_EVERY_MS": (
+        "The longest a sent chunk waits before the log writer stores it. Step and run ends are stored at once."
+    ),
+    "HEARTBEAT_SECONDS": (
+        "How often a serving process renews the lease (`Run.heartbeat_at`) of the runs it executes. See "
+        "[Leases and the sweeper](docs/operations.md#leases-and-the-sweeper)."
+    ),
+    "LEASE_SECONDS": (
+        "A `running` run whose heartbeat is older than this lost its process: the sweeper settles it "
+        "`interrupted`. More than twice `HEARTBEAT_SECONDS` (`E012`)."
+    ),
+    "LOG_WRITER": (
+        'Where the chunk log is written (see [The log writer](docs/operations.md#the-log-writer)): `"thread"` '
+        '(one writer thread per process, with its own database connection), `"inline"` (the thread-sensitive '
+        'executor of the code that started the run, as the ORM\'s own async calls), or `"auto"`: inline for a '
+        "run whose rows were created inside a transaction other connections can't see yet (a `TestCase`'s), "
+        "else the thread (`E007`)."
+    ),
+    "SYNC_THREADS": (
+        "The threads (lanes) that requests in an application wrapped by `uistream_app.asgi.bounded_threads`, "
+        "and runs, share for their sync work (ORM, sessions), instead of one per request for as long as its "
+        "stream (see [Threads](docs/operations.md#threads))."
+    ),
+    "AUTHENTICATION_CLASSES": (
+        "Authentication classes of the stream endpoints, in DRF's shape (`authenticate(request)`), classes or "
+        "dotted paths: the user Django's `AuthenticationMiddleware` found, by default. A view's "
+        "`authentication_classes` wins. CSRF is checked before them for every unsafe request except one with "
+        "no session cookie that sends an `Authorization` header."
+    ),
+    "PERMISSION_CLASSES": (
+        "Permission classes (`has_permission(request, view)`): by default a signed-in user, or anyone where "
+        "`ALLOW_ANONYMOUS`; e.g. DRF's `IsAuthenticated`. A refusal is 401 when nobody was authenticated, else "
+        "403. The WebSocket runs them on each frame. A view's `permission_classes` wins."
+    ),
+    "THROTTLE_CLASSES": (
+        "Throttle classes of the requests that start runs (useChat POST, WebSocket send, AG-UI run): "
+        "`ChatRateThrottle` (scope `chat`, per user, or per address for anonymous visitors), "
+        "`MaxActiveRunsThrottle`, `DailyBudget` / `MonthlyBudget`, DRF's own. 429 JSON with `Retry-After`; an "
+        "`error` frame with code `throttled` on the WebSocket. They count in Django's default cache: several "
+        "processes need a shared cache."
+    ),
+    "THROTTLE_RATES": (
+        'Rates by scope, as DRF writes them (`{"chat": "5/min"}`); a scope missing here falls back to DRF\'s '
+        "`DEFAULT_THROTTLE_RATES`, and no rate at all means no limit."
+    ),
+    "MAX_ACTIVE_RUNS_PER_OWNER": (
+        "With `MaxActiveRunsThrottle`: how many runs one owner may have streaming at once (counted from the "
+        "`Run` rows still `running`); `None`: no cap."
+    ),
+    "HISTORY_MAX_MESSAGES": (
+        "The stored messages a turn's model sees: the last N, starting at a user message (whole turns; a view's "
+        "`history_max_messages` or `get_history()` wins); `None` for all."
+    ),
+    "SCHEMA_PUBLIC": (
+        "Anyone may read the OpenAPI schema at `schema/`. By default only staff may; anyone else gets DRF's 403 (JSON)."
+    ),
+    "SHUTDOWN_GRACE_SECONDS": (
+        "On SIGTERM, how long the runs of the process may go on to finish before they are interrupted (see "
+        "[Shutdown](docs/operations.md#shutdown)); `0`: interrupt at once."
+    ),
+    "EXECUTOR": (
+        'Where runs execute (see [Executors](docs/operations.md#executors)): `"inprocess"` (the web process '
+        'that took the request), `"celery"` (Celery workers; needs the Redis broker), or the dotted path of a '
+        "`uistream_app.lifecycle.runner.Runner` subclass (`E020`)."
+    ),
+    "USAGE_LIMITS": (
+        "What one run may spend: `RunUsageLimit` objects (or dicts of their fields: `input_tokens`, "
+        "`output_tokens`, `total_tokens`, `tool_calls`, `wall_seconds`); a view's `usage_limits` wins. A run "
+        "over it ends with the in-band error `usage_limit`. See "
+        "[Usage limits and budgets](docs/operations.md#usage-limits-and-budgets)."
+    ),
+    "BUDGETS": (
+        "What one owner may spend per period, read by `DailyBudget` / `MonthlyBudget` in `THROTTLE_CLASSES` "
+        '(429 with when it resets): `{"day": {"tokens": 200000}, "month": {"cost": 20.0, "reserve_cost": 0.05}}` '
+        "(`E031`)."
+    ),
+    "PRICES": (
+        "Prices per model name (as `Run.model` records it), per million tokens: "
+        '`{"openai:gpt-4o": {"input": 2.5, "output": 10.0}}`; they turn `Run.usage` into cost. A model with no '
+        "price costs 0 (`E032`, and `W030` for a cost budget with no prices)."
+    ),
+    "HISTORY_STRATEGY": (
+        "How a turn's history is chosen: a `uistream_app.history` strategy (`AllMessages`, `LastMessages`, "
+        "`TokenBudget`, `SummarizeOlder`), its class, or a dotted path; a view's `history_strategy` wins; "
+        "`None`: `LastMessages(HISTORY_MAX_MESSAGES)`. See "
+        "[History strategies](docs/operations.md#history-strategies)."
+    ),
+    "MCP_SERVERS": (
+        'MCP servers whose tools join every chat\'s tools as `<server>__<tool>`, by name: `{"demo": {"command": '
+        '…, "args": […]}}` (stdio) or `{"url": …}` (streamable HTTP) (see '
+        "[MCP servers](docs/operations.md#mcp-servers)); needs `django-uistream[mcp]` (check `E021`)."
+    ),
+    "MESSAGE_METADATA": (
+        "Answers carry message metadata as the AI SDK's `messageMetadata` option puts it: the model and "
+        "`createdAt` on `start` (under the view's `get_message_metadata()`), usage, model and timings on "
+        "`finish` (see [Message metadata](docs/protocols.md#message-metadata))."
+    ),
+    "TRACE_CONTENT": (
+        "Whether the OpenTelemetry spans of tool calls carry their arguments and results "
+        "(`gen_ai.tool.call.arguments` / `.result`), which may hold personal data (`django-uistream[otel]`; see "
+        "[Tracing](docs/operations.md#tracing))."
+    ),
 }
 
 LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")
