@@ -135,8 +135,9 @@ _BUILT_PAGE = BASE_DIR / "demo_project" / "static"
 STATICFILES_DIRS = [_BUILT_PAGE] if _BUILT_PAGE.is_dir() else []
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# The conversations API (uistream_app.api) and its OpenAPI schema at /api/schema/.
-REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
+# The title of the OpenAPI schema of the conversations API (uistream_app.api)
+# at /api/schema/. The API needs no REST_FRAMEWORK setting: its views set
+# their schema class, renderers and the rest themselves.
 SPECTACULAR_SETTINGS = {
     "TITLE": "uistream",
     "DESCRIPTION": "Conversations, their messages as UIMessages, and stored runs with their transcripts.",

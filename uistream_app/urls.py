@@ -11,8 +11,8 @@ from __future__ import annotations
 from django.urls import include, path
 
 from .api import urls as api_urls
+from .api.schema import SchemaView
 from .api.usage import UsageView
-from .api.views import SchemaView
 from .transport import agui_views, file_views
 from .transport import chat_views as views
 

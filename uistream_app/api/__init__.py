@@ -14,6 +14,12 @@ needs besides the stream itself.
 * ``schema/``: the OpenAPI schema (drf-spectacular), for staff unless
   ``UISTREAM["SCHEMA_PUBLIC"]``.
 
+The views set their DRF configuration themselves (``base_views``: the
+schema class, renderers, parsers, no versioning, paging and filters), so a
+project adds no ``rest_framework``, ``drf_spectacular`` or
+``REST_FRAMEWORK`` for them; authentication, throttles and the exception
+handler follow the project's ``REST_FRAMEWORK``.
+
 Ownership is the chat views' own (``Owner``, ``owned_by``): a signed-in user
 owns their conversations; with ``UISTREAM["ALLOW_ANONYMOUS"]`` an
 anonymous visitor owns the session's. Staff are no exception here (the

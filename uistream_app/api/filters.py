@@ -1,5 +1,7 @@
 """Query-string filters of the API, declared so the OpenAPI schema lists
-them. A value that does not parse is a 400 naming the parameter."""
+them. A value that does not parse is a 400 naming the parameter. The
+parameters' names are the API's own, whatever the project's
+``SEARCH_PARAM`` / ``ORDERING_PARAM``."""
 
 from __future__ import annotations
 
@@ -8,16 +10,28 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils.dateparse import parse_datetime
 from rest_framework.exceptions import ValidationError
-from rest_framework.filters import BaseFilterBackend
+from rest_framework.filters import BaseFilterBackend, OrderingFilter, SearchFilter
 from rest_framework.request import Request
 
 from ..models import Run
 
-__all__ = ["RunFilter", "UpdatedRangeFilter"]
+__all__ = ["ApiOrderingFilter", "ApiSearchFilter", "RunFilter", "UpdatedRangeFilter"]
 
 
 def _param(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "required": False, "in": "query", "description": description, "schema": schema}
+
+
+class ApiSearchFilter(SearchFilter):
+    """DRF's ``SearchFilter`` (the view's ``search_fields``) under ``search``."""
+
+    search_param = "search"
+
+
+class ApiOrderingFilter(OrderingFilter):
+    """DRF's ``OrderingFilter`` (the view's ``ordering_fields``) under ``ordering``."""
+
+    ordering_param = "ordering"
 
 
 class UpdatedRangeFilter(BaseFilterBackend):

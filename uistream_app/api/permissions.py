@@ -3,9 +3,12 @@
 ``OwnedMixin`` mirrors the stream endpoints' pipeline for DRF's synchronous views:
 the request's user when signed in; else, with ``ALLOW_ANONYMOUS``, the
 session (created only by a request that creates something). Django's CSRF
-check covers every unsafe request: DRF's ``SessionAuthentication`` checks
-it only for a signed-in user, but an anonymous visitor's session owns
-conversations too, and a cross-site form must not delete them.
+check covers every unsafe request a cookie may authenticate, by the stream
+endpoints' rule (``transport.pipeline.csrf_applies``), whatever the
+project's authentication classes: DRF's ``SessionAuthentication`` checks it
+only for a signed-in user, a project's class may not check it at all, and
+an anonymous visitor's session owns conversations too; a cross-site form
+must not delete them.
 """
 
 from __future__ import annotations
@@ -14,18 +17,18 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from drf_spectacular.openapi import AutoSchema
 from rest_framework.authentication import CSRFCheck
 from rest_framework.exceptions import PermissionDenied
-from rest_framework.permissions import SAFE_METHODS, IsAdminUser
+from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
-from rest_framework.schemas.inspectors import ViewInspector
 from rest_framework.views import APIView
 
 from ..conf import settings as uistream_settings
 from ..models import Conversation, Run
 from ..owners import Owner
 from ..policies import AllowAnonymousSessions, Policies
+from ..transport.pipeline import csrf_applies
+from .base_views import BaseAPIView
 
 __all__ = ["ChatOwner", "OwnedMixin", "SchemaAccess", "enforce_csrf"]
 
@@ -58,12 +61,9 @@ class SchemaAccess(IsAdminUser):
         return uistream_settings.SCHEMA_PUBLIC or super().has_permission(request, view)
 
 
-class OwnedMixin(APIView):
+class OwnedMixin(BaseAPIView):
     """Owner scoping for the API's views (mixed in before a DRF generic)."""
 
-    #: The schema of every API view is drf-spectacular's, whatever the
-    #: project's ``DEFAULT_SCHEMA_CLASS``: ``schema/`` works out of the box.
-    schema: ViewInspector | None = AutoSchema()
     #: None: ``UISTREAM["ALLOW_ANONYMOUS"]``.
     allow_anonymous: bool | None = None
     get_allow_anonymous = Policies.get_allow_anonymous
@@ -91,5 +91,5 @@ class OwnedMixin(APIView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
-        if request.method not in SAFE_METHODS and not (request.user and request.user.is_authenticated):
+        if csrf_applies(request._request):
             enforce_csrf(request)

@@ -1,20 +1,36 @@
 """The API's JSON shapes. A message is the AI SDK's ``UIMessage`` exactly
 (``Message.as_ui_message``), so ``useChat({ messages })`` takes the list
-as it comes. A run never shows its ``error_detail``."""
+as it comes. A run never shows its ``error_detail``. Date-times are ISO
+8601 whatever the project's ``DATETIME_FORMAT``: the schema says
+``date-time``, the filters read that, and the front end parses it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.db import models
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
-from rest_framework import serializers
+from rest_framework import ISO_8601, serializers
 
 from ..inspect.formats import transcript_formats
 from ..models import Conversation, Message, Run
 from ..transport.chat_request import ID_RE
 
-__all__ = ["ConversationSerializer", "RunSerializer", "UIMessageSerializer"]
+__all__ = ["ConversationSerializer", "IsoDateTimeField", "RunSerializer", "UIMessageSerializer"]
+
+
+class IsoDateTimeField(serializers.DateTimeField):
+    """A date-time in ISO 8601, whatever the project's ``DATETIME_FORMAT``."""
+
+    format = ISO_8601
+
+
+#: The model serializers' fields, with ``IsoDateTimeField`` for date-times.
+FIELD_MAPPING: dict[type[models.Field[Any, Any]], type[serializers.Field[Any, Any, Any, Any]]] = {
+    **serializers.ModelSerializer.serializer_field_mapping,
+    models.DateTimeField: IsoDateTimeField,
+}
 
 
 class ConversationSerializer(serializers.ModelSerializer[Conversation]):
@@ -25,6 +41,7 @@ class ConversationSerializer(serializers.ModelSerializer[Conversation]):
         help_text="The chat id (useChat's `id`): letters, digits, '-' and '_'. Generated when left out.",
     )
     message_count = serializers.SerializerMethodField()
+    serializer_field_mapping = FIELD_MAPPING
 
     class Meta:
         model = Conversation
@@ -70,6 +87,7 @@ class RunSerializer(serializers.ModelSerializer[Run]):
     time_to_first_chunk_ms = serializers.SerializerMethodField()
     duration_ms = serializers.SerializerMethodField()
     transcripts = serializers.SerializerMethodField()
+    serializer_field_mapping = FIELD_MAPPING
 
     class Meta:
         model = Run

@@ -20,22 +20,24 @@ from .permissions import ChatOwner, OwnedMixin
 __all__ = ["UsageView"]
 
 
+# On the class, not on ``get``: on a method, ``@extend_schema`` builds on
+# the project's ``DEFAULT_SCHEMA_CLASS`` (``base_views``).
+@extend_schema(
+    responses={
+        200: OpenApiResponse(
+            OpenApiTypes.OBJECT,
+            description=(
+                "{periods: {day|month: {start, end (when it resets), runs, running, input_tokens, "
+                "output_tokens, tokens, cost, budget: {tokens?, cost?}, remaining: {tokens?, cost?}}}}"
+            ),
+        )
+    }
+)
 class UsageView(OwnedMixin, generics.GenericAPIView[Run]):
     """The owner's usage and cost per period (``day``, ``month``)."""
 
     permission_classes = (ChatOwner,)
 
-    @extend_schema(
-        responses={
-            200: OpenApiResponse(
-                OpenApiTypes.OBJECT,
-                description=(
-                    "{periods: {day|month: {start, end (when it resets), runs, running, input_tokens, "
-                    "output_tokens, tokens, cost, budget: {tokens?, cost?}, remaining: {tokens?, cost?}}}}"
-                ),
-            )
-        }
-    )
     def get(self, request: Request) -> Response:
         runs = self.owned_runs()
         budgets = uistream_settings.BUDGETS

@@ -19,14 +19,10 @@ from django.shortcuts import get_object_or_404
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from drf_spectacular.views import SpectacularAPIView
 from rest_framework import generics, status
 from rest_framework.exceptions import APIException, NotFound
-from rest_framework.filters import OrderingFilter, SearchFilter
 from rest_framework.pagination import PageNumberPagination
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
-from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from ..errors import Codes
@@ -35,8 +31,8 @@ from ..lifecycle.leases import settle_chat_orphans
 from ..lifecycle.store import new_chat_id
 from ..live import get_broker
 from ..models import Conversation, Message, Run
-from .filters import RunFilter, UpdatedRangeFilter
-from .permissions import ChatOwner, OwnedMixin, SchemaAccess
+from .filters import ApiOrderingFilter, ApiSearchFilter, RunFilter, UpdatedRangeFilter
+from .permissions import ChatOwner, OwnedMixin
 from .serializers import ConversationSerializer, RunSerializer, UIMessageSerializer
 
 __all__ = [
@@ -46,7 +42,6 @@ __all__ = [
     "RunDetailView",
     "RunListView",
     "RunTranscriptView",
-    "SchemaView",
 ]
 
 
@@ -81,7 +76,7 @@ class ConversationListView(OwnedMixin, generics.ListCreateAPIView[Conversation])
     serializer_class = ConversationSerializer
     permission_classes = (ChatOwner,)
     pagination_class = ConversationPagination
-    filter_backends = (UpdatedRangeFilter, SearchFilter, OrderingFilter)
+    filter_backends = (UpdatedRangeFilter, ApiSearchFilter, ApiOrderingFilter)
     search_fields = ("title", "=id")
     ordering_fields = ("updated_at", "created_at", "title")
     ordering = ("-updated_at",)
@@ -159,6 +154,19 @@ class RunDetailView(OwnedMixin, generics.RetrieveAPIView[Run]):
 _FORMATS_HELP = "One of: " + ", ".join(f"`{f.name}` ({f.label})" for f in transcript_formats()) + "."
 
 
+# On the class, not on ``get`` (``base_views``).
+@extend_schema(
+    parameters=[
+        OpenApiParameter(
+            "transcript_format", OpenApiTypes.STR, OpenApiParameter.PATH, required=True, description=_FORMATS_HELP
+        )
+    ],
+    responses={
+        (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description="A UI message stream (SSE)."),
+        (200, "application/jsonl"): OpenApiResponse(OpenApiTypes.STR, description="The log as JSON lines."),
+        404: OpenApiResponse(description="No such run for this owner, or no such format."),
+    },
+)
 class RunTranscriptView(OwnedMixin, generics.GenericAPIView[Run]):
     """The run's whole wire in one format, streamed from its log."""
 
@@ -168,18 +176,6 @@ class RunTranscriptView(OwnedMixin, generics.GenericAPIView[Run]):
     def get_queryset(self) -> QuerySet[Run]:
         return self.owned_runs()
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "transcript_format", OpenApiTypes.STR, OpenApiParameter.PATH, required=True, description=_FORMATS_HELP
-            )
-        ],
-        responses={
-            (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description="A UI message stream (SSE)."),
-            (200, "application/jsonl"): OpenApiResponse(OpenApiTypes.STR, description="The log as JSON lines."),
-            404: OpenApiResponse(description="No such run for this owner, or no such format."),
-        },
-    )
     def get(self, request: Request, pk: Any, transcript_format: str) -> StreamingHttpResponse:
         run = self.get_object()
         found = get_format(transcript_format)
@@ -198,20 +194,4 @@ class RunTranscriptView(OwnedMixin, generics.GenericAPIView[Run]):
         if disposition is not None:
             response["Content-Disposition"] = disposition
         response["X-Content-Type-Options"] = "nosniff"
-        return response
-
-
-class SchemaView(SpectacularAPIView):
-    """The OpenAPI schema, for staff unless ``UISTREAM["SCHEMA_PUBLIC"]``
-    (``permissions.SchemaAccess``)."""
-
-    permission_classes = (SchemaAccess,)
-
-    def handle_exception(self, exc: Exception) -> Response:
-        response = super().handle_exception(exc)
-        # The schema's own renderers (YAML by default) would write DRF's
-        # error detail out as an object; an error is JSON, as in the rest
-        # of the API.
-        self.request.accepted_renderer = JSONRenderer()
-        self.request.accepted_media_type = JSONRenderer.media_type
         return response

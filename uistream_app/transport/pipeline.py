@@ -61,6 +61,7 @@ __all__ = [
     "StreamView",
     "broker_unavailable",
     "check_json_request",
+    "csrf_applies",
     "render_subscription",
     "resolve_sdk_version",
     "sse_response",
@@ -125,14 +126,20 @@ def _no_response(request: HttpRequest) -> HttpResponse:
     return HttpResponse()
 
 
-def check_csrf(request: HttpRequest) -> None:
-    """Django's own CSRF check, answered in JSON, for a request a cookie may
-    authenticate: every unsafe request except one that carries no session
-    cookie and authenticates with an ``Authorization`` header (a token
-    client, which a forged cross-site request can't be)."""
+def csrf_applies(request: HttpRequest) -> bool:
+    """Whether ``request`` needs Django's CSRF check: an unsafe request a
+    cookie may authenticate, that is every one except one that carries no
+    session cookie and authenticates with an ``Authorization`` header (a
+    token client, which a forged cross-site request can't be). The API
+    applies the same rule (``api.permissions.OwnedMixin``)."""
     if request.method in SAFE_METHODS:
-        return
-    if django_settings.SESSION_COOKIE_NAME not in request.COOKIES and "authorization" in request.headers:
+        return False
+    return django_settings.SESSION_COOKIE_NAME in request.COOKIES or "authorization" not in request.headers
+
+
+def check_csrf(request: HttpRequest) -> None:
+    """Django's own CSRF check, answered in JSON, where ``csrf_applies``."""
+    if not csrf_applies(request):
         return
     if CsrfViewMiddleware(_no_response).process_view(request, _no_response, (), {}) is not None:
         raise CsrfFailed()
