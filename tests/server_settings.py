@@ -22,3 +22,14 @@ if os.environ.get("UISTREAM_TEST_SPAN_FILE"):
     from tests.tracing_support import install_file_exporter
 
     install_file_exporter(os.environ["UISTREAM_TEST_SPAN_FILE"])
+
+if os.environ.get("UISTREAM_TEST_LOG_LEVELS"):
+    # A test that counts what the server logs: each record on one line,
+    # its level and logger first.
+    LOGGING = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"levels": {"format": "%(levelname)s %(name)s %(message)s"}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "levels"}},
+        "loggers": {"uistream_app": {"handlers": ["stderr"], "level": "INFO"}},
+    }

@@ -194,7 +194,11 @@ async def test_nobody_signed_in_is_a_json_401(endpoint: str, bob_chat: None) -> 
     before = await nothing_written()
     with override_settings(UISTREAM={**DEMO, "ALLOW_ANONYMOUS": False}):
         error = assert_error(await HTTP[endpoint](page, "bob-chat"), 401, "not_authenticated")
-    assert error["message"] == "log in to chat"
+    # The refusal names the switch that lets visitors chat (always, not only under DEBUG).
+    assert error["message"] == (
+        "log in to chat (anonymous chats are off; UISTREAM['ALLOW_ANONYMOUS'] = True "
+        "lets visitors chat by their session)"
+    )
     assert await nothing_written() == before
 
 

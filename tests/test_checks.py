@@ -437,3 +437,47 @@ def test_usable_usage_and_history_settings_pass() -> None:
     }
     with override_settings(UISTREAM=usable):
         assert check_usage_settings() == []
+
+
+# -- runserver serving WSGI (W005) -----------------------------------------------------
+
+_NO_DAPHNE = [a for a in django_settings.INSTALLED_APPS if a != "daphne"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "apps", "expected"),
+    [
+        (["manage.py", "runserver"], _NO_DAPHNE, ["uistream_app.W005"]),
+        # daphne after staticfiles: staticfiles' runserver (WSGI) wins.
+        (["manage.py", "runserver"], [*_NO_DAPHNE, "daphne"], ["uistream_app.W005"]),
+        (["manage.py", "runserver"], ["daphne", *_NO_DAPHNE], []),
+        # Not runserver: check, migrate, a deploy under uvicorn never see it.
+        (["manage.py", "check"], _NO_DAPHNE, []),
+        (["manage.py", "migrate"], _NO_DAPHNE, []),
+        (["uvicorn", "demo_project.asgi:application"], _NO_DAPHNE, []),
+    ],
+)
+def test_runserver_without_an_asgi_server_warns(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], apps: list[str], expected: list[str]
+) -> None:
+    from uistream_app.checks import check_runserver_serves_asgi
+
+    monkeypatch.setattr("sys.argv", argv)
+    with override_settings(INSTALLED_APPS=apps):
+        messages = check_runserver_serves_asgi()
+    assert ids(messages) == expected
+    for message in messages:
+        assert '"daphne" first in INSTALLED_APPS' in message.hint
+
+
+@pytest.mark.django_db
+def test_w005_is_silenced_by_its_id(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.argv", ["manage.py", "runserver"])
+    # daphne's own check, registered at start-up, misreads an INSTALLED_APPS without it.
+    daphne = ["daphne.E001"]
+    with override_settings(INSTALLED_APPS=_NO_DAPHNE, SILENCED_SYSTEM_CHECKS=daphne):
+        call_command("check")
+        assert "uistream_app.W005" in capsys.readouterr().err
+        with override_settings(SILENCED_SYSTEM_CHECKS=[*daphne, "uistream_app.W005"]):
+            call_command("check")
+        assert "W005" not in capsys.readouterr().err

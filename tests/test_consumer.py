@@ -538,9 +538,22 @@ async def test_too_many_requests_at_once() -> None:
 @db
 @pytest.mark.asyncio
 async def test_an_anonymous_socket_is_refused_unless_anonymous_visitors_may_chat() -> None:
+    refusal = (
+        "log in to chat (anonymous chats are off; UISTREAM['ALLOW_ANONYMOUS'] = True "
+        "lets visitors chat by their session)"
+    )
     with override_settings(UISTREAM={**DEMO, "ALLOW_ANONYMOUS": False}):
+        # Accepted, so that each request learns why it is refused (a handshake
+        # refused with a 403 reaches a browser as a bare close, 1006).
         async with Socket(await asession_cookie()) as anonymous:
-            assert not anonymous.connected
+            assert anonymous.connected
+            await anonymous.send(send_frame("r1", "chat-a", "count to 3"))
+            await anonymous.send(resume_frame("r2", "chat-a"))
+            for request_id in ("r1", "r2"):
+                assert await anonymous.until(request_id) == [
+                    {"type": "error", "requestId": request_id, "code": "not_authenticated", "errorText": refusal}
+                ]
+        assert not await Conversation.objects.aexists()
         user, cookie = await auser_cookie("alice")
         async with Socket(cookie) as page:
             assert page.connected
@@ -555,6 +568,24 @@ async def test_an_anonymous_socket_is_refused_unless_anonymous_visitors_may_chat
     conversation = await Conversation.objects.aget()
     assert conversation.owner_id == user.pk
     await runs_finished()
+
+
+@db
+@pytest.mark.asyncio
+async def test_where_anyone_is_permitted_an_anonymous_socket_still_says_why_it_owns_nothing() -> None:
+    # PERMISSION_CLASSES that let anyone in: the socket owns nothing where
+    # anonymous chats are off, and its send says so (not "no session").
+    uistream = {**DEMO, "ALLOW_ANONYMOUS": False, "PERMISSION_CLASSES": []}
+    with override_settings(UISTREAM=uistream):
+        async with Socket(await asession_cookie()) as anonymous:
+            await anonymous.send(send_frame("r1", "chat-p", "count to 3"))
+            (frame,) = await anonymous.until("r1")
+    assert (frame["code"], frame["errorText"]) == (
+        "not_authenticated",
+        "log in to chat (anonymous chats are off; UISTREAM['ALLOW_ANONYMOUS'] = True "
+        "lets visitors chat by their session)",
+    )
+    assert not await Conversation.objects.aexists()
 
 
 @db

@@ -12,10 +12,13 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.test import AsyncClient, override_settings
+from django.urls import include, path
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.throttling import UserRateThrottle
 
+from demo_project import urls as demo_urls
 from uistream_app.models import Conversation, Run
+from uistream_app.views import ChatView
 
 from .test_bad_input_everywhere import Page, agui_body, assert_error, chat_body, page_of
 from .test_consumer import DEMO, Socket, runs_finished, send_frame
@@ -192,3 +195,90 @@ async def test_the_throttle_counts_anonymous_visitors_by_address() -> None:
         answer = await Page(newcomer, "", token).post("/api/chat", chat_body("v3"))
     await runs_finished()
     assert_error(answer, 429, "throttled")
+
+
+# -- refusals that name their fix ---------------------------------------------------------
+
+
+class MembersOnlyChatView(ChatView):
+    """A view that keeps anonymous visitors out whatever UISTREAM says."""
+
+    allow_anonymous = False
+
+
+class OfficeHoursChatView(ChatView):
+    def get_allow_anonymous(self) -> bool:
+        return False
+
+
+urlpatterns = [
+    path("members/chat", MembersOnlyChatView.as_view()),
+    path("office/chat", OfficeHoursChatView.as_view()),
+    path("", include(demo_urls)),
+]
+
+
+@pytest.mark.parametrize(
+    ("url", "switch"),
+    [
+        ("/members/chat", "anonymous chats are off; 'MembersOnlyChatView.allow_anonymous' = True lets visitors"),
+        ("/office/chat", "anonymous chats are off: 'OfficeHoursChatView.get_allow_anonymous()' returned False"),
+        ("/api/chat", "anonymous chats are off; UISTREAM['ALLOW_ANONYMOUS'] = True lets visitors"),
+    ],
+)
+async def test_the_anonymous_refusal_names_the_switch_that_is_off(url: str, switch: str) -> None:
+    anonymous = AsyncClient(enforce_csrf_checks=True)
+    token = (await anonymous.get("/api/csrf")).json()["csrfToken"]
+    uistream = {**DEMO, "ALLOW_ANONYMOUS": url != "/api/chat"}  # the views' own switch wins over the setting
+    with override_settings(ROOT_URLCONF="tests.test_policies", UISTREAM=uistream):
+        response = await Page(anonymous, "", token).post(url, chat_body("v1"))
+    error = assert_error(response, 401, "not_authenticated")
+    assert error["message"].startswith(f"log in to chat ({switch}")
+    assert not await Conversation.objects.aexists()
+
+
+STALE = (
+    "CSRF verification failed: the token sent in X-CSRFToken does not match the CSRF cookie: it is stale "
+    "(a login or logout rotates it); send a fresh one, from GET /api/csrf (its csrfToken) or the csrftoken cookie"
+)
+
+
+async def test_a_token_a_login_rotated_is_called_stale_and_a_fresh_one_works() -> None:
+    await get_user_model().objects.acreate_user("carol", password="pw", is_staff=True)
+    page = AsyncClient(enforce_csrf_checks=True)
+    old = (await page.get("/api/csrf")).json()["csrfToken"]
+    # A real login (the admin's form), which rotates the CSRF secret.
+    login = await page.post(
+        "/admin/login/", {"username": "carol", "password": "pw", "csrfmiddlewaretoken": old, "next": "/admin/"}
+    )
+    assert login.status_code == 302
+    with override_settings(UISTREAM=DEMO):
+        stale = await Page(page, "", old).post("/api/chat", chat_body("c1"))
+        assert assert_error(stale, 403, "csrf_failed")["message"] == STALE
+        # No token at all: as before.
+        missing = await Page(page, "", old).post("/api/chat", chat_body("c1"), csrf=False)
+        assert assert_error(missing, 403, "csrf_failed")["message"] == (
+            "CSRF verification failed: send the X-CSRFToken header"
+        )
+        # Not a token (a client sending an unset variable).
+        bogus = await Page(page, "", "undefined").post("/api/chat", chat_body("c1"))
+        assert assert_error(bogus, 403, "csrf_failed")["message"] == (
+            "CSRF verification failed: CSRF token from the 'X-Csrftoken' HTTP header has incorrect length: "
+            "send the token from GET /api/csrf (its csrfToken) or the csrftoken cookie"
+        )
+        assert not await Conversation.objects.aexists()
+        fresh = (await page.get("/api/csrf")).json()["csrfToken"]
+        ok = await Page(page, "", fresh).post("/api/chat", chat_body("c1"))
+        assert ok.status_code == 200
+        await drain(ok)
+    await runs_finished()
+
+
+async def test_no_csrf_cookie_says_where_to_get_one() -> None:
+    cookieless = AsyncClient(enforce_csrf_checks=True)
+    with override_settings(UISTREAM=DEMO):
+        response = await Page(cookieless, "", "x" * 32).post("/api/chat", chat_body("c1"))
+    assert assert_error(response, 403, "csrf_failed")["message"] == (
+        "CSRF verification failed: CSRF cookie not set: GET /api/csrf first "
+        "(it sets the cookie, and gives the token to send in X-CSRFToken)"
+    )

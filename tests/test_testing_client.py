@@ -15,10 +15,13 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.routing import URLRouter  # type: ignore[import-untyped]
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import TestCase, override_settings
+from django.urls import path
 
+from uistream_app.consumers import ChatConsumer
 from uistream_app.errors import NOT_FOUND_TEXT
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol.agui.messages import agui_user_message, ui_messages_to_agui
@@ -258,10 +261,24 @@ async def test_a_socket_the_server_closes_is_an_assertion_error():
             await socket.send_body({"id": socket.chat_id, "messages": [{"id": 7}]})
         assert closed.value.code == 1008  # rule 1: not a UI message
         assert socket.communicator is None
+    with pytest.raises(SocketClosed, match="at the handshake"):
+        await SocketChatClient(URLRouter([path("ws/chat/", RefusingConsumer.as_asgi())])).connect()
+    # Where anonymous chats are off the socket opens, and its send is refused, saying why.
     no_visitors = override_settings(UISTREAM={**settings.UISTREAM, "ALLOW_ANONYMOUS": False})
-    with no_visitors, pytest.raises(SocketClosed, match="at the handshake"):
-        await SocketChatClient().connect()
+    with no_visitors:
+        async with SocketChatClient() as socket:
+            refused = await socket.send("hi")
+    assert refused.error is not None
+    assert refused.error["code"] == "not_authenticated"
+    assert "UISTREAM['ALLOW_ANONYMOUS'] = True" in refused.error["message"]
     assert await Conversation.objects.acount() == 0
+
+
+class RefusingConsumer(ChatConsumer):
+    """Refuses every socket at the handshake (``get_owner`` returns None)."""
+
+    async def get_owner(self) -> Any:
+        return None
 
 
 @async_db

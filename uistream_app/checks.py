@@ -11,7 +11,7 @@
 | E006   | ``BROKER`` is not a valid broker setting |
 | E007   | ``LOG_WRITER`` is not "auto", "thread" or "inline" |
 | E008   | ``MODEL`` is unset and a routed chat endpoint has no model of its own |
-| E009   | ``MODEL`` names neither a chat model nor a callable returning one |
+| E009   | ``MODEL`` names neither a chat model nor a callable of no arguments returning one |
 | E010   | a policy or history setting (``*_CLASSES``, ``THROTTLE_RATES``, a limit) is unusable |
 | E011   | ``MODEL`` is a provider name (``"anthropic:…"``) that is malformed or whose API key is not set |
 | E012   | ``LEASE_SECONDS`` is not more than twice ``HEARTBEAT_SECONDS`` |
@@ -24,6 +24,7 @@
 | E021   | ``MCP_SERVERS`` is malformed, names a command that is not there, or the ``mcp`` SDK is not installed |
 | W001   | ``GZipMiddleware`` is installed: it buffers streaming responses |
 | W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
+| W005   | ``runserver`` serves WSGI (no ``"daphne"`` first in ``INSTALLED_APPS``) |
 | W004   | ``MAX_REQUEST_BYTES`` can't carry one file of ``MAX_FILE_BYTES`` as base64 |
 | W003   | the Redis broker cannot be reached (``check --deploy``) |
 | W030   | a cost budget is set but ``PRICES`` is empty: every run costs 0 |
@@ -34,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+import sys
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -53,8 +55,6 @@ from .conf import (
 )
 from .lifecycle.limits import load_usage_limits
 from .live import BrokerConfigError, BrokerError, broker_from_config, ping
-from .runs.model import ChatModel
-from .runs.providers import ModelSpecError, is_model_spec, resolve_model
 
 _GZIP = "django.middleware.gzip.GZipMiddleware"
 
@@ -200,41 +200,21 @@ def _check_lease(user: dict[str, Any]) -> list[CheckMessage]:
 
 
 def _check_model_setting(setting: Any) -> list[CheckMessage]:
-    """E002 / E009 / E011 for a set ``MODEL``. A factory is not called here
-    (it may read keys or open clients): only its being callable is checked.
-    A provider-qualified name (``"anthropic:claude-…"``) is resolved: that
-    reads the environment and sends nothing."""
-    value = setting
-    if is_model_spec(value):
-        # Made here as get_model() makes it (no request is sent): a
-        # malformed name or a missing key fails now, not at the first chat.
-        try:
-            resolve_model(value)
-        except ModelSpecError as exc:
-            return [
-                Error(f"UISTREAM['MODEL'] = {value!r} cannot be used: {exc}", hint=exc.hint, id="uistream_app.E011")
-            ]
+    """E002 / E009 / E011 for a set ``MODEL``: ``hooks.model_setting_problem``,
+    whose text a request that meets the same setting is answered with
+    (daphne and uvicorn run no checks). A factory is inspected, not called
+    (it may read keys or open clients): a required parameter or a return
+    annotation without ``stream`` is E009. A provider-qualified name
+    (``"anthropic:claude-…"``) is resolved: that reads the environment and
+    sends nothing."""
+    # At check time, not app loading (ready() imports this module): hooks
+    # brings the request stack.
+    from .hooks import model_setting_problem
+
+    problem = model_setting_problem(setting)
+    if problem is None:
         return []
-    if isinstance(value, str):
-        try:
-            value = import_from_string(value, "UISTREAM['MODEL']")
-        except ImproperlyConfigured as exc:
-            return [
-                Error(str(exc), hint="Give the dotted path of a chat model class or factory.", id="uistream_app.E002")
-            ]
-    # A class's instances are the models, so it needs a stream method (it
-    # would pass isinstance(..., ChatModel), a runtime protocol, by having
-    # one); any other callable is taken for a factory.
-    is_model_class = isinstance(value, type) and hasattr(value, "stream")
-    if is_model_class or (not isinstance(value, type) and (isinstance(value, ChatModel) or callable(value))):
-        return []
-    return [
-        Error(
-            f"UISTREAM['MODEL'] = {setting!r} is neither a chat model nor a callable returning one.",
-            hint="Give a class or object with a stream(messages, tools, options) method, or a function returning one.",
-            id="uistream_app.E009",
-        )
-    ]
+    return [Error(problem.message, hint=problem.hint, id=problem.check_id)]
 
 
 def _routed_views(resolver: URLResolver, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -269,8 +249,10 @@ def _needs_model_setting(view: Any) -> bool:
 
 @register(Tags.urls)
 def check_routed_chat_models(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """E008: without it, ``MODEL`` unset passes and the first chat POST is a
-    500 (``get_model`` raises ``ImproperlyConfigured``)."""
+    """E008: without it, ``MODEL`` unset passes and the first chat POST is
+    the 500 ``misconfigured`` (``get_model`` raises the same text)."""
+    from .hooks import no_model_problem  # at check time, as _needs_model_setting
+
     user = getattr(django_settings, "UISTREAM", {})
     if not isinstance(user, dict) or user.get("MODEL") is not None:
         return []
@@ -287,17 +269,8 @@ def check_routed_chat_models(app_configs: Any = None, **kwargs: Any) -> list[Che
     ]
     if not needing:
         return []
-    return [
-        Error(
-            f"UISTREAM['MODEL'] is not set, and these chat endpoints have no model of their own: {', '.join(needing)}.",
-            hint=(
-                "Set UISTREAM['MODEL'] to a provider name such as 'anthropic:<model>', or to the "
-                "dotted path of a chat model class or of a function returning one, or give each "
-                "of these views a `model` attribute (or as_view(model=...)), a `get_model()` method or an `agent`."
-            ),
-            id="uistream_app.E008",
-        )
-    ]
+    problem = no_model_problem(needing)
+    return [Error(problem.message, hint=problem.hint, id=problem.check_id)]
 
 
 @register(Tags.compatibility)
@@ -496,6 +469,43 @@ def check_asgi(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
             "answers; served under WSGI each open chat holds a worker thread.",
             hint="Serve the project with an ASGI server (daphne, uvicorn) and set ASGI_APPLICATION.",
             id="uistream_app.W002",
+        )
+    ]
+
+
+#: The apps whose ``runserver`` is Django's own, which serves WSGI.
+_WSGI_RUNSERVERS: Final = frozenset({"django.core", "django.contrib.staticfiles"})
+
+
+def _running_command() -> str | None:
+    """The management command this process runs (``manage.py runserver``,
+    ``django-admin runserver``, ``python -m django runserver``: the
+    subcommand is always ``argv[1]``, as ``ManagementUtility`` reads it);
+    None outside one (a server importing the project)."""
+    return sys.argv[1] if len(sys.argv) > 1 else None
+
+
+@register(Tags.compatibility)
+def check_runserver_serves_asgi(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W005: ``runserver`` serving WSGI. Django's own ``runserver`` ignores
+    ``ASGI_APPLICATION``; only daphne's (``"daphne"`` before
+    ``django.contrib.staticfiles`` in ``INSTALLED_APPS``) serves ASGI. The
+    check knows it runs for ``runserver`` from the command line
+    (``_running_command``), so ``check``, ``migrate`` and a deploy served
+    by uvicorn or daphne never see it; and which app's ``runserver`` that
+    is from Django's command table. Silence it with
+    ``SILENCED_SYSTEM_CHECKS = ["uistream_app.W005"]``."""
+    from django.core.management import get_commands  # at check time: the table reads every app's commands
+
+    if _running_command() != "runserver" or get_commands().get("runserver") not in _WSGI_RUNSERVERS:
+        return []
+    return [
+        Warning(
+            "runserver serves WSGI here: the chat views stream under WSGI, each open chat holding a thread "
+            "for as long as it lasts (and the WebSocket transport is not served at all).",
+            hint="Put \"daphne\" first in INSTALLED_APPS (pip install 'django-uistream[asgi]'): its runserver "
+            "serves ASGI. Or serve the project with daphne or uvicorn.",
+            id="uistream_app.W005",
         )
     ]
 

@@ -125,7 +125,9 @@ DESCRIPTIONS: Final[Mapping[str, str]] = {
     ),
     "ALLOW_ANONYMOUS": (
         "Anonymous visitors may chat; their conversations are owned by their session (created by their first "
-        "valid request)."
+        "valid request). Off, an anonymous request is 401 `not_authenticated`, whose message names this setting "
+        "(or the view's own `allow_anonymous` where that is the switch); an anonymous socket is accepted and each "
+        "send gets that `error` frame."
     ),
     "MAX_REQUEST_BYTES": (
         "The largest request body (HTTP: 413 JSON, see [Body limits](docs/operations.md#body-limits)) or "

@@ -17,12 +17,21 @@ every raise site names its code through ``Codes``
 (``tests/test_error_catalogue.py`` holds the docs' table, the catalogue
 and the raise sites to each other). This module imports nothing, so every
 room, the sans-IO ``protocol/`` too, may use the codes.
+
+``Misconfigured`` (500) is the one answer that is not the request's fault:
+a setting the system checks would report (``MODEL``…) met by a request,
+under a server that ran no checks (daphne and uvicorn run none).
+``import_extra`` is the one way a module that needs an optional
+dependency says which extra installs it (``pip install
+'django-uistream[channels]'``), so every room, the pure ones too, imports
+it from here.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from types import MappingProxyType
+from types import MappingProxyType, ModuleType
 from typing import Any, ClassVar, Final
 
 __all__ = [
@@ -35,6 +44,8 @@ __all__ = [
     "CsrfFailed",
     "Gone",
     "MethodNotAllowed",
+    "Misconfigured",
+    "MissingExtra",
     "NotAcceptable",
     "NotAuthenticated",
     "NotFound",
@@ -44,6 +55,7 @@ __all__ = [
     "Throttled",
     "UnsupportedMediaType",
     "from_status",
+    "import_extra",
     "not_found",
 ]
 
@@ -100,6 +112,8 @@ class Codes:
     # 429
     THROTTLED: Final = "throttled"
     BUDGET_EXCEEDED: Final = "budget_exceeded"
+    # 500
+    MISCONFIGURED: Final = "misconfigured"
     # 503
     BROKER_UNAVAILABLE: Final = "broker_unavailable"
     # WebSocket only: error frames with no HTTP twin
@@ -166,6 +180,11 @@ CATALOGUE: Final = MappingProxyType(
         Codes.THROTTLED: CodeInfo(429, "a throttle class refused the request (`Retry-After` when known)"),
         Codes.BUDGET_EXCEEDED: CodeInfo(
             429, "the owner's budget for the period is spent (`Retry-After`, `budget`, `resets_at`)"
+        ),
+        Codes.MISCONFIGURED: CodeInfo(
+            500,
+            "a setting the system checks report keeps the turn from starting (`MODEL`…): the check's text "
+            "under `DEBUG` or `EXPOSE_ERRORS`, else masked; logged once per process",
         ),
         Codes.BROKER_UNAVAILABLE: CodeInfo(
             503, "the live broker (Redis) cannot be reached (`Retry-After`); on the WebSocket also mid-stream"
@@ -312,6 +331,18 @@ class Throttled(BadRequest):
     default_detail = "too many requests: try again later"
 
 
+class Misconfigured(BadRequest):
+    """500: the server's configuration keeps the request from being served
+    (a setting a system check reports, met by a server that ran no
+    checks). Not the client's fault, and not worth sending again until
+    the setting is fixed; the text is the check's only where the project
+    exposes errors (``hooks.misconfigured`` decides)."""
+
+    status_code = 500
+    default_code = Codes.MISCONFIGURED
+    default_detail = "the server is misconfigured: its log says which setting to fix (manage.py check reports it too)"
+
+
 class ServiceUnavailable(BadRequest):
     """503: something the request needs (the live broker) fails; nothing
     was written, and the request may be sent again."""
@@ -352,3 +383,22 @@ def from_status(message: str, *, status: int, code: str, field: str | None = Non
 def not_found() -> NotFound:
     """The one answer for a chat or message that is missing or someone else's."""
     return NotFound()
+
+
+class MissingExtra(ImportError):
+    """An optional dependency is not installed; the message names the
+    extra that installs it."""
+
+
+def import_extra(module: str, extra: str) -> ModuleType:
+    """``importlib.import_module(module)``, or ``MissingExtra`` naming the
+    pip extra that installs it: ``channels is not installed: pip install
+    'django-uistream[channels]' (No module named 'channels')``. A module
+    that needs an extra calls it before its own ``from module import …``
+    lines, so that importing it without the extra says what to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtra(
+            f"{module} is not installed: pip install 'django-uistream[{extra}]' ({exc})", name=exc.name
+        ) from exc

@@ -8,21 +8,36 @@ something about a run takes the turn's ``TurnContext`` (who asks, in which
 chat, over which transport, with what extra keys), on HTTP, the
 WebSocket, AG-UI and a Celery worker alike. The hooks say *what* a run
 uses; the store and the runner do the work.
+
+A setting the hooks can't use (``MODEL`` unimportable, not a model, a
+provider name without its key…) raises ``ImproperlyConfigured`` in
+``setup_turn``, before anything is written; ``setup_turn`` answers it as
+``errors.Misconfigured`` (500 ``misconfigured``, the JSON body on HTTP and
+AG-UI, an ``error`` frame on the WebSocket), because daphne and uvicorn
+run no system checks and Django's own answer would be its HTML 500 page.
+A bad ``MODEL`` says what its system check says (``model_setting_problem``
+is the check's logic, ``load_model_setting`` the request's: one text).
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
 import secrets
+import threading
+import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Final
 
+from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 
 from .adapters import AgentAdapter, AgentModel, AgentTurn, adapter_for
-from .conf import perform_import
+from .conf import import_from_string, perform_import
 from .conf import settings as uistream_settings
+from .errors import Misconfigured
 from .history import HistoryStrategy, LastMessages, load_strategy
 from .lifecycle.executors import executor_class
 from .lifecycle.limits import RunUsageLimit, limit_usage, load_usage_limits
@@ -51,11 +66,230 @@ from .runs import (
     ToolLoop,
     is_model_spec,
     model_name,
+    resolve_model,
     shared_model,
     ui_to_model_messages,
 )
 
-__all__ = ["AdoptedRun", "ChatHooks", "RunNotActive", "ServerToolLoop", "TurnContext", "TurnSetup"]
+__all__ = [
+    "AdoptedRun",
+    "ChatHooks",
+    "ModelSettingProblem",
+    "RunNotActive",
+    "ServerToolLoop",
+    "TurnContext",
+    "TurnSetup",
+    "load_model_setting",
+    "misconfigured",
+    "model_setting_problem",
+    "no_model_problem",
+]
+
+logger = logging.getLogger("uistream_app.hooks")
+
+#: How ``UISTREAM["MODEL"]`` is named in the texts (a view's own is ``'ChatView.model'``).
+MODEL_SETTING: Final = "UISTREAM['MODEL']"
+
+
+# -- a model setting, checked and loaded (system checks E002, E008, E009, E011) ------------
+
+
+@dataclass(frozen=True)
+class ModelSettingProblem:
+    """Why a model setting can't be used, as its system check reports it:
+    ``check_id`` (``"uistream_app.E009"``), ``message`` and ``hint``.
+    ``manage.py check`` shows it (``checks.py``), and a request that meets
+    it under a server that ran no checks raises ``error()``: one text."""
+
+    check_id: str
+    message: str
+    hint: str
+
+    def error(self) -> ImproperlyConfigured:
+        """The ``ImproperlyConfigured`` of a request that meets it: the
+        check's message and then its hint, which names the fix."""
+        stop = "" if self.message.endswith((".", "?", "!")) else "."
+        return ImproperlyConfigured(f"{self.message}{stop} {self.hint}")
+
+
+_IMPORT_HINT: Final = "Give the dotted path of a chat model class or factory."
+_SHAPE_HINT: Final = (
+    "Give a class or object with a stream(messages, tools, options) method, "
+    "or a function of no arguments returning one."
+)
+
+
+def _spec_problem(key: str, spec: str, exc: ModelSpecError) -> ModelSettingProblem:
+    return ModelSettingProblem("uistream_app.E011", f"{key} = {spec!r} cannot be used: {exc}", exc.hint)
+
+
+def _import_problem(exc: ImproperlyConfigured) -> ModelSettingProblem:
+    # import_from_string's text, which names the key: the same as E002's for TOOLS.
+    return ModelSettingProblem("uistream_app.E002", str(exc), _IMPORT_HINT)
+
+
+def _shape_problem(key: str, setting: object, reason: str) -> ModelSettingProblem:
+    return ModelSettingProblem(
+        "uistream_app.E009",
+        f"{key} = {setting!r} is neither a chat model nor a callable returning one: {reason}.",
+        _SHAPE_HINT,
+    )
+
+
+def no_model_problem(endpoints: Sequence[str]) -> ModelSettingProblem:
+    """E008: ``MODEL`` unset, and ``endpoints`` (each ``"/route (module.View)"``,
+    or the view alone where no route is known) have no model of their own."""
+    if len(endpoints) == 1:
+        these = "this chat endpoint has no model of its own"
+    else:
+        these = "these chat endpoints have no model of their own"
+    return ModelSettingProblem(
+        "uistream_app.E008",
+        f"{MODEL_SETTING} is not set, and {these}: {', '.join(endpoints)}.",
+        "Set UISTREAM['MODEL'] to a provider name such as 'anthropic:<model>', or to the "
+        "dotted path of a chat model class or of a function returning one, or give each "
+        "of these views a `model` attribute (or as_view(model=...)), a `get_model()` method or an `agent`.",
+    )
+
+
+def _is_model(value: object) -> bool:
+    # A class with a stream method passes isinstance(..., ChatModel), a
+    # runtime protocol: its instances are the models, not the class.
+    return isinstance(value, ChatModel) and not isinstance(value, type)
+
+
+def _says_nothing(annotation: object) -> bool:
+    return annotation in (inspect.Parameter.empty, typing.Any, object) or isinstance(annotation, str)
+
+
+def _factory_problem(value: Any) -> str | None:
+    """Why calling ``value()`` can't make a model, as far as its signature
+    tells without calling it: a required parameter (it is called with
+    none), or a return annotation that names something without a
+    ``stream`` method (``-> dict``). A factory is never called to find out:
+    it may read keys, open clients or spend money, and checks run at every
+    ``migrate``."""
+    try:
+        signature = inspect.signature(value, eval_str=True)
+    except Exception:  # noqa: BLE001 - an annotation that names what only TYPE_CHECKING imports
+        try:
+            signature = inspect.signature(value)
+        except (TypeError, ValueError):
+            return None  # a builtin without a signature: nothing to tell
+    required = [
+        name
+        for name, parameter in signature.parameters.items()
+        if parameter.default is parameter.empty
+        and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+    ]
+    if required:
+        made = "its instances are made" if isinstance(value, type) else "it is called"
+        return f"{made} with no arguments, and it requires {', '.join(map(repr, required))}"
+    if isinstance(value, type):
+        return None  # its instances are what it returns: their stream() was looked at
+    returns = signature.return_annotation
+    if returns is None:
+        return "it is annotated to return None"
+    if _says_nothing(returns):
+        return None
+    origin = typing.get_origin(returns) or returns
+    if isinstance(origin, type) and not hasattr(origin, "stream"):
+        return f"it is annotated to return {getattr(origin, '__qualname__', origin)}, which has no stream() method"
+    return None
+
+
+def _not_a_model(value: object) -> str | None:
+    """Why ``value`` (a model setting, imported) makes no chat model
+    without calling anything; None when it may."""
+    if _is_model(value):
+        return None
+    if isinstance(value, type) and not hasattr(value, "stream"):
+        return f"it is a class with no stream() method ({value.__qualname__})"
+    if callable(value):
+        return _factory_problem(value)
+    return f"it is a {type(value).__name__}, which is neither a model nor callable"
+
+
+def model_setting_problem(value: object, key: str = MODEL_SETTING) -> ModelSettingProblem | None:
+    """The system check of a set model setting (E011, E002, E009): a
+    provider name is made as a request would make it (that reads the
+    environment and sends nothing), a dotted path imported, and a class or
+    factory inspected, never called (``_factory_problem``)."""
+    if is_model_spec(value):
+        assert isinstance(value, str)
+        try:
+            resolve_model(value)
+        except ModelSpecError as exc:
+            return _spec_problem(key, value, exc)
+        return None
+    target = value
+    if isinstance(value, str):
+        try:
+            target = import_from_string(value, key)
+        except ImproperlyConfigured as exc:
+            return _import_problem(exc)
+    reason = _not_a_model(target)
+    return None if reason is None else _shape_problem(key, value, reason)
+
+
+def load_model_setting(value: object, key: str = MODEL_SETTING) -> ChatModel:
+    """The chat model a set model setting names, for a request: a provider
+    name made once per process (``shared_model``), a model as it is, a
+    class or factory called (each time) once ``model_setting_problem``'s
+    inspection passes. Raises the check's ``ImproperlyConfigured``, also
+    for a factory whose result has no ``stream()`` (which the check can't
+    know without calling it)."""
+    if is_model_spec(value):
+        assert isinstance(value, str)
+        try:
+            return shared_model(value)
+        except ModelSpecError as exc:
+            raise _spec_problem(key, value, exc).error() from exc
+    target = value
+    if isinstance(value, str):
+        try:
+            target = import_from_string(value, key)
+        except ImproperlyConfigured as exc:
+            raise _import_problem(exc).error() from exc
+    if _is_model(target):
+        return typing.cast(ChatModel, target)
+    reason = _not_a_model(target)
+    if reason is not None:
+        raise _shape_problem(key, value, reason).error()
+    assert callable(target)
+    made = target()
+    if _is_model(made):
+        return typing.cast(ChatModel, made)
+    shown = repr(made)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    raise _shape_problem(key, value, f"it returned {shown}, which has no stream() method").error()
+
+
+# -- what a request that meets a misconfiguration is answered ---------------------------
+
+#: The misconfigurations logged so far (by text): each once per process.
+_reported: set[str] = set()
+_reported_lock = threading.Lock()
+
+
+def misconfigured(exc: ImproperlyConfigured) -> Misconfigured:
+    """The answer to a request that met ``exc``: 500 ``misconfigured``.
+    The text is logged at ERROR the first time this process meets it (not
+    per request: every chat would repeat it). The client gets it where the
+    project exposes errors (``DEBUG`` or ``UISTREAM["EXPOSE_ERRORS"]``),
+    else the masked default, which points at the log and ``manage.py
+    check``: a check's text names a setting and its value (a dotted path,
+    a provider name, never a key's value), but ``ImproperlyConfigured``
+    raised by a project's own hook may say anything."""
+    text = str(exc)
+    with _reported_lock:
+        first = text not in _reported
+        _reported.add(text)
+    if first:
+        logger.error("A chat turn cannot start: %s", text)
+    if django_settings.DEBUG or uistream_settings.EXPOSE_ERRORS:
+        return Misconfigured(text)
+    return Misconfigured()
 
 
 class ServerToolLoop(ToolLoop):
@@ -175,7 +409,16 @@ class ChatHooks:
         return await runner.start(prepared, source, metadata=metadata)
 
     def setup_turn(self, context: TurnContext) -> TurnSetup:
-        """Ask this endpoint's hooks, once, what ``context``'s turn uses."""
+        """Ask this endpoint's hooks, once, what ``context``'s turn uses.
+        A setting they can't use (``ImproperlyConfigured``) is raised as
+        ``Misconfigured`` (``misconfigured``): the house's 500, not
+        Django's HTML page."""
+        try:
+            return self._ask_hooks(context)
+        except ImproperlyConfigured as exc:
+            raise misconfigured(exc) from exc
+
+    def _ask_hooks(self, context: TurnContext) -> TurnSetup:
         agent = self.get_agent(context)
         adapter = self.get_adapter(agent) if agent is not None else None
         tools: tuple[Tool, ...] = ()
@@ -222,24 +465,11 @@ class ChatHooks:
         value = self.__dict__.get("model", type(self).model)
         key = f"'{type(self).__name__}.model'"
         if value is None:
-            value, key = uistream_settings.MODEL, "UISTREAM['MODEL']"
-            if not is_model_spec(value):
-                value = uistream_settings.import_setting("MODEL")
-        if is_model_spec(value):
-            try:
-                return shared_model(value)
-            except ModelSpecError as exc:
-                raise ImproperlyConfigured(f"{key} = {value!r} cannot be used: {exc}") from exc
+            value, key = uistream_settings.MODEL, MODEL_SETTING
         if value is None:
-            raise ImproperlyConfigured(
-                f"'{type(self).__name__}' should either include a `model` attribute, "
-                "set UISTREAM['MODEL'], or override the `get_model(context)` method."
-            )
-        if isinstance(value, type) or (callable(value) and not isinstance(value, ChatModel)):
-            value = value()
-        if isinstance(value, ChatModel):
-            return value
-        raise ImproperlyConfigured(f"'{type(self).__name__}': the model {value!r} has no stream() method.")
+            view = type(self)
+            raise no_model_problem([f"{view.__module__}.{view.__qualname__}"]).error()
+        return load_model_setting(value, key)
 
     @context_hook
     def get_tools(self, context: TurnContext) -> list[Tool]:

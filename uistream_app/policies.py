@@ -40,6 +40,7 @@ __all__ = [
     "OwnerBudget",
     "Policies",
     "SocketRequest",
+    "anonymous_refusal",
     "check_policies",
     "load_classes",
     "translate_api_exception",
@@ -113,7 +114,14 @@ class DjangoSessionAuthentication(BaseAuthentication):
 class AllowAnonymousSessions(BasePermission):
     """A signed-in user; or, where the view allows anonymous chats
     (``allow_anonymous`` / ``UISTREAM["ALLOW_ANONYMOUS"]``), anyone, owning
-    conversations by session."""
+    conversations by session.
+
+    The refusal (401 ``not_authenticated``, an ``error`` frame on the
+    WebSocket) names what turns anonymous chats on (``anonymous_refusal``),
+    always, not only under ``DEBUG``: the first to meet it is the
+    developer trying the endpoint, and a setting's name is no secret (the
+    package is open source); a client that shows refusals to its users
+    words them by ``code`` (a consumer by ``get_error_text``)."""
 
     message = "log in to chat"
 
@@ -121,7 +129,25 @@ class AllowAnonymousSessions(BasePermission):
         user = request.user
         if user is not None and user.is_authenticated:
             return True
-        return bool(view.get_allow_anonymous())
+        if view.get_allow_anonymous():
+            return True
+        self.message = anonymous_refusal(view)
+        return False
+
+
+def anonymous_refusal(view: Any) -> str:
+    """The text of a refused anonymous request: log in, or where the
+    switch is that allows anonymous chats on ``view`` (its own
+    ``allow_anonymous``, an override of ``get_allow_anonymous()``, else
+    ``UISTREAM["ALLOW_ANONYMOUS"]``)."""
+    name = type(view).__name__
+    if type(view).get_allow_anonymous is not Policies.get_allow_anonymous:
+        return f"log in to chat (anonymous chats are off: '{name}.get_allow_anonymous()' returned False)"
+    if getattr(view, "allow_anonymous", None) is not None:
+        switch = f"'{name}.allow_anonymous' = True"
+    else:
+        switch = "UISTREAM['ALLOW_ANONYMOUS'] = True"
+    return f"log in to chat (anonymous chats are off; {switch} lets visitors chat by their session)"
 
 
 def session_key_of(request: Any) -> str | None:

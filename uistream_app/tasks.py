@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-try:
-    from celery import shared_task
-except ImportError as exc:  # pragma: no cover - the extra is missing
-    raise ImportError(f"the 'celery' executor needs Celery: pip install 'django-uistream[celery]' ({exc})") from exc
-
 from asgiref.sync import async_to_sync
 
+from .errors import import_extra
 from .lifecycle.executors import TASK_NAME, execute_in_worker
+
+# The "celery" executor's extra: without it, "pip install 'django-uistream[celery]'".
+import_extra("celery", "celery")
+
+from celery import shared_task  # noqa: E402
 
 __all__ = ["execute_run_task"]
 

@@ -104,6 +104,7 @@ from django.http import HttpResponseBase, StreamingHttpResponse
 from django.test import AsyncClient
 from django.urls import reverse
 
+from .errors import import_extra
 from .protocol.agui.events import Event
 from .protocol.agui.handles import RunContext, run_agent
 from .protocol.agui.messages import agui_user_message
@@ -648,7 +649,8 @@ class SocketChatClient(_Chat):
         handshake is refused."""
         if self.communicator is not None:
             return
-        # Function-level: Channels is an extra (django-uistream[channels]).
+        # Function-level: Channels is an extra, whose absence names it.
+        import_extra("channels", "channels")
         from channels.auth import AuthMiddlewareStack  # type: ignore[import-untyped]
         from channels.routing import URLRouter  # type: ignore[import-untyped]
         from channels.testing import WebsocketCommunicator  # type: ignore[import-untyped]

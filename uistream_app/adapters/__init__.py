@@ -30,6 +30,9 @@ The contract of an adapter (docs/adapters.md has the long form):
 * A failure raises; the runner sends the masked in-band error.
 
 No Django here, as in ``runs/``: the view hands in everything a run needs.
+Each adapter module imports its framework through ``import_extra`` (from
+``errors``, the one helper every extra uses, re-exported here), so a
+missing framework names its pip extra.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..errors import MissingExtra, import_extra
 from ..protocol.events import Event
 from ..runs import ClientToolResult, ModelMessage, ModelOptions, ToolApproval, ToolSpec
 from ..runs.model import ModelEvent
@@ -55,21 +59,6 @@ __all__ = [
     "import_extra",
     "register_adapter",
 ]
-
-
-class MissingExtra(ImportError):
-    """An adapter's framework is not installed; the message names the extra."""
-
-
-def import_extra(module: str, extra: str) -> Any:
-    """``importlib.import_module(module)``, or ``MissingExtra`` naming the
-    pip extra that installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise MissingExtra(
-            f"{module} is not installed: pip install 'django-uistream[{extra}]' (needed by {exc.name or module})"
-        ) from exc
 
 
 async def _no_save(state: Any) -> None:

@@ -211,10 +211,8 @@ TIME_LIMIT_MARGIN: Final = 30.0
 def _task() -> Any:
     try:  # Celery is an extra, and tasks.py (Celery's autodiscovery) imports it and this module
         from ..tasks import execute_run_task
-    except ImportError as exc:
-        raise ImproperlyConfigured(
-            f"UISTREAM['EXECUTOR'] = 'celery' needs Celery: pip install 'django-uistream[celery]' ({exc})"
-        ) from exc
+    except ImportError as exc:  # tasks' MissingExtra names the extra
+        raise ImproperlyConfigured(f"UISTREAM['EXECUTOR'] = 'celery' needs Celery: {exc}") from exc
     return execute_run_task
 
 

@@ -92,9 +92,8 @@ def broker_from_config(config: Mapping[str, Any]) -> Broker:
     module_name, _, class_name = path.rpartition(".")
     try:
         cls = getattr(importlib.import_module(module_name), class_name) if module_name else None
-    except ImportError as exc:
-        hint = " (pip install 'django-uistream[redis]')" if backend == "redis" else ""
-        raise BrokerConfigError(f"UISTREAM['BROKER']['BACKEND'] = {backend!r} cannot be imported{hint}: {exc}") from exc
+    except ImportError as exc:  # for "redis" without the package, the text names the extra (MissingExtra)
+        raise BrokerConfigError(f"UISTREAM['BROKER']['BACKEND'] = {backend!r} cannot be imported: {exc}") from exc
     except AttributeError:
         cls = None
     if cls is None or not callable(getattr(cls, "from_config", None)):

@@ -15,14 +15,8 @@ from typing import Any, Final, NoReturn, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
-from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff, NoBackoff
-from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from ..errors import import_extra
 from .base import (
     BrokerConfigError,
     BrokerError,
@@ -35,6 +29,17 @@ from .base import (
     chunks_of,
     seconds_setting,
 )
+
+# The extra ``redis``: without it, "pip install 'django-uistream[redis]'".
+import_extra("redis", "redis")
+
+from redis.asyncio import Redis  # noqa: E402
+from redis.asyncio.retry import Retry  # noqa: E402
+from redis.backoff import ExponentialBackoff, NoBackoff  # noqa: E402
+from redis.commands.core import AsyncScript  # noqa: E402
+from redis.exceptions import ConnectionError as RedisConnectionError  # noqa: E402
+from redis.exceptions import RedisError, ResponseError  # noqa: E402
+from redis.exceptions import TimeoutError as RedisTimeoutError  # noqa: E402
 
 __all__ = ["RedisBroker", "RedisRunChannel"]
 

@@ -12,8 +12,13 @@ Who acts: ``scope["user"]`` when authenticated (``AuthMiddlewareStack``),
 else, with ``UISTREAM["ALLOW_ANONYMOUS"]``, the Django session of the
 handshake's cookie, verified against the session store. A socket can't set
 a cookie, so an anonymous socket without a session owns nothing until the
-page has one. CSRF does not apply to WebSockets; the Origin check does (the
-demo wraps the routes in ``AllowedHostsOriginValidator``).
+page has one. Where anonymous chats are off, an anonymous socket is still
+accepted and owns nothing: each of its sends and resumes is refused by the
+permission classes with the ``error`` frame (``not_authenticated``) whose
+text names the switch (``policies.anonymous_refusal``), which a handshake
+refused with a 403 could not say (a browser sees only a close, 1006).
+CSRF does not apply to WebSockets; the Origin check does (the demo wraps
+the routes in ``AllowedHostsOriginValidator``).
 """
 
 from __future__ import annotations
@@ -26,17 +31,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from asgiref.sync import sync_to_async
-from channels.consumer import get_handler_name  # type: ignore[import-untyped]
-from channels.db import aclose_old_connections  # type: ignore[import-untyped]
-from channels.generic.websocket import AsyncJsonWebsocketConsumer  # type: ignore[import-untyped]
 
 from ..conf import settings as uistream_settings
-from ..errors import NOT_FOUND_TEXT, BadRequest, Codes, NotAuthenticated, not_found
+from ..errors import NOT_FOUND_TEXT, BadRequest, Codes, NotAuthenticated, import_extra, not_found
 from ..hooks import ChatHooks, TurnContext
 from ..live import BrokerError, get_broker
 from ..models import Conversation
 from ..owners import Owner
-from ..policies import Policies, SocketRequest, check_policies
+from ..policies import Policies, SocketRequest, anonymous_refusal, check_policies
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ws import (
     CLOSE_MESSAGE_TOO_BIG,
@@ -52,6 +54,14 @@ from ..protocol.ws import (
 )
 from .chat_request import ChatRequest, chat_turn, check_chat_request, valid_id
 from .pipeline import TERMINAL_CHUNKS
+
+# Channels is the extra ``channels``: without it, importing this module (and
+# ``consumers``, ``routing``) says "pip install 'django-uistream[channels]'".
+import_extra("channels", "channels")
+
+from channels.consumer import get_handler_name  # type: ignore[import-untyped]  # noqa: E402
+from channels.db import aclose_old_connections  # type: ignore[import-untyped]  # noqa: E402
+from channels.generic.websocket import AsyncJsonWebsocketConsumer  # type: ignore[import-untyped]  # noqa: E402
 
 __all__ = ["ChatConsumer"]
 
@@ -146,13 +156,15 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
     async def get_owner(self) -> Owner | None:
         """Who this socket acts for, once, at the handshake: the user, the
         anonymous session (``Owner()`` without a key: a socket without a
-        session, which owns nothing), or None to refuse the socket. Override
-        to authenticate another way (a token in the query string, say)."""
+        session, or any anonymous socket where anonymous chats are off,
+        which owns nothing and whose requests the permission classes
+        refuse), or None to refuse the socket. Override to authenticate
+        another way (a token in the query string, say)."""
         user = self.scope.get("user")
         if user is not None and user.is_authenticated:
             return Owner.of_user(user)
         if not self.get_allow_anonymous():
-            return None
+            return Owner()  # accepted, so that its sends learn why they are refused
         session = self.scope.get("session")
         key = await sync_to_async(_verified_session_key)(session) if session is not None else None
         return Owner.of_session(key)
@@ -313,6 +325,10 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
                 )
             chat = self.get_chat_request(frame)
             turn = chat_turn(chat)
+            if not self.owner.is_known and not self.get_allow_anonymous():
+                # Permission classes that let anyone in (AllowAny): the
+                # socket still owns nothing, and says why.
+                raise NotAuthenticated(anonymous_refusal(self))
             if not self.owner.is_known:
                 raise NotAuthenticated(
                     "anonymous chats belong to a session, and this socket has none: "

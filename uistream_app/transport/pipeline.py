@@ -15,16 +15,19 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Final, Protocol
 
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
-from django.middleware.csrf import CsrfViewMiddleware
+from django.http.request import HttpHeaders
+from django.middleware.csrf import REASON_CSRF_TOKEN_MISSING, CsrfViewMiddleware
+from django.urls import NoReverseMatch, reverse
 from django.utils.decorators import classonlymethod
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
@@ -38,6 +41,7 @@ from ..errors import (
     Codes,
     CsrfFailed,
     MethodNotAllowed,
+    Misconfigured,
     ServiceUnavailable,
     UnsupportedMediaType,
     not_found,
@@ -126,6 +130,14 @@ def _no_response(request: HttpRequest) -> HttpResponse:
     return HttpResponse()
 
 
+class _CsrfCheck(CsrfViewMiddleware):
+    """Django's CSRF check, answering with the reason of a refusal instead
+    of its page (as DRF's ``CSRFCheck``)."""
+
+    def _reject(self, request: HttpRequest, reason: str) -> Any:
+        return reason
+
+
 def csrf_applies(request: HttpRequest) -> bool:
     """Whether ``request`` needs Django's CSRF check: an unsafe request a
     cookie may authenticate, that is every one except one that carries no
@@ -138,11 +150,75 @@ def csrf_applies(request: HttpRequest) -> bool:
 
 
 def check_csrf(request: HttpRequest) -> None:
-    """Django's own CSRF check, answered in JSON, where ``csrf_applies``."""
+    """Django's own CSRF check, answered in JSON, where ``csrf_applies``;
+    the refusal says which case it is (``csrf_refusal``)."""
     if not csrf_applies(request):
         return
-    if CsrfViewMiddleware(_no_response).process_view(request, _no_response, (), {}) is not None:
-        raise CsrfFailed()
+    reason = _CsrfCheck(_no_response).process_view(request, _no_response, (), {})
+    if reason is not None:
+        raise csrf_refusal(str(reason))
+
+
+def csrf_refusal(reason: str) -> CsrfFailed:
+    """403 ``csrf_failed`` for Django's ``reason``, told apart: no token
+    sent (the default text: send the header); a token that no longer
+    matches the cookie (a login or logout rotates it: the page holds a
+    stale one) or is not a token at all, and no CSRF cookie: where a fresh
+    token comes from (``fresh_csrf_token``); an Origin or Referer refused:
+    Django's reason, with the setting that trusts an origin."""
+    header = _csrf_header()
+    if reason == REASON_CSRF_TOKEN_MISSING:
+        return CsrfFailed()  # "send the X-CSRFToken header"
+    if reason.startswith("CSRF token from") and reason.endswith(" incorrect."):
+        return CsrfFailed(
+            f"CSRF verification failed: the token sent in {header} does not match the CSRF cookie: it is stale "
+            f"(a login or logout rotates it); send a fresh one, from {fresh_csrf_token()}"
+        )
+    if reason.startswith("CSRF token from"):  # incorrect length, invalid characters
+        return CsrfFailed(f"CSRF verification failed: {reason.rstrip('.')}: send the token from {fresh_csrf_token()}")
+    if reason.startswith("CSRF cookie"):  # not set, or not a secret
+        endpoint = _csrf_endpoint()
+        first = f"GET {endpoint} first" if endpoint else "load a page Django renders first"
+        return CsrfFailed(
+            f"CSRF verification failed: {reason.rstrip('.')}: {first} "
+            f"(it sets the cookie, and gives the token to send in {header})"
+        )
+    if reason.startswith(("Origin checking failed", "Referer checking failed")):
+        return CsrfFailed(
+            f"CSRF verification failed: {reason.rstrip('.')} (CSRF_TRUSTED_ORIGINS lists the origins trusted)"
+        )
+    return CsrfFailed(f"CSRF verification failed: {reason}")
+
+
+def _csrf_header() -> str:
+    """The request header the token goes in, as clients write it."""
+    name = str(django_settings.CSRF_HEADER_NAME)
+    if name == "HTTP_X_CSRFTOKEN":
+        return "X-CSRFToken"
+    return HttpHeaders.parse_header_name(name) or name
+
+
+def _csrf_endpoint() -> str | None:
+    """The path of the app's ``csrf`` endpoint (``uistream:csrf``), where routed."""
+    try:
+        return reverse("uistream:csrf")
+    except NoReverseMatch:
+        return None
+
+
+def fresh_csrf_token() -> str:
+    """Where a client gets a current token: ``GET`` the app's ``csrf``
+    endpoint where it is routed, and the CSRF cookie where a script can
+    read one."""
+    sources = []
+    endpoint = _csrf_endpoint()
+    if endpoint is not None:
+        sources.append(f"GET {endpoint} (its csrfToken)")
+    if not django_settings.CSRF_USE_SESSIONS and not django_settings.CSRF_COOKIE_HTTPONLY:
+        sources.append(f"the {django_settings.CSRF_COOKIE_NAME} cookie")
+    if not sources:
+        sources.append("a page Django renders ({% csrf_token %})")
+    return " or ".join(sources)
 
 
 def check_json_request(request: HttpRequest, *, also_text: bool = False) -> int:
@@ -277,6 +353,24 @@ def is_wsgi(request: HttpRequest) -> bool:
     return "wsgi.input" in request.META
 
 
+#: Said once per process, at the first stream served under WSGI.
+WSGI_WARNING: Final = (
+    "uistream is streaming under WSGI: each open stream holds a server thread for as long as it lasts. "
+    'Serve ASGI: put "daphne" first in INSTALLED_APPS (runserver then serves ASGI), '
+    "or serve the project with daphne or uvicorn (ASGI_APPLICATION)."
+)
+#: Taken by the first stream under WSGI, and never released: the warning's once.
+_wsgi_warned = threading.Lock()
+
+
+def warn_wsgi_once() -> None:
+    """Log ``WSGI_WARNING`` the first time this process streams under WSGI:
+    nothing else tells (``runserver`` without daphne serves WSGI, and check
+    W002 only fires without ``ASGI_APPLICATION``)."""
+    if _wsgi_warned.acquire(blocking=False):
+        logger.warning(WSGI_WARNING)
+
+
 class StreamView(Policies, View):
     """The base of every stream endpoint (see the module docstring).
 
@@ -319,6 +413,7 @@ class StreamView(Policies, View):
         async def bridged() -> HttpResponseBase:
             response: HttpResponseBase = await in_portal(self.handle(request, *args, **kwargs))
             if isinstance(response, StreamingHttpResponse) and response.is_async:
+                warn_wsgi_once()
                 response.streaming_content = iterate_in_portal(response.streaming_content)  # type: ignore[arg-type]
             return response
 
@@ -348,6 +443,10 @@ class StreamView(Policies, View):
         response = JsonResponse(exc.as_dict(), status=exc.status)
         for name, value in exc.headers.items():
             response[name] = value
+        if isinstance(exc, Misconfigured):
+            # Logged once per process (hooks.misconfigured), not per request
+            # as Django's handler logs every 5xx: the flag its log_response reads.
+            response._has_been_logged = True  # type: ignore[attr-defined]
         return response
 
     def stream_run(
