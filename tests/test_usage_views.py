@@ -5,6 +5,7 @@ API's ``usage/`` (the requesting owner's own, with their budgets)."""
 from __future__ import annotations
 
 import datetime
+import hashlib
 from typing import Any
 
 import pytest
@@ -51,17 +52,21 @@ def spenders(django_user_model: Any) -> tuple[Any, Any]:
 
 
 def test_the_admin_usage_report_shows_each_owner_and_cost(admin_client: Client, spenders: Any) -> None:
+    alice, bob = spenders
     url = reverse("admin:uistream_app_run_usage")
     with override_settings(UISTREAM=PRICED):
         html = body(admin_client.get(url + "?period=month"))
     rows = html.split('class="uistream-usage-row"')[1:]
     assert len(rows) == 3
     # Most expensive first: alice's two runs this month, 1 600 000 tokens, 4.0.
-    assert "user alice" in rows[0]
+    assert f"user {alice.pk} (alice)" in rows[0]
     assert "<td>2</td>" in rows[0]
     assert "<td>1500000</td><td>100000</td><td>4.000000</td>" in rows[0]
-    assert "user bob" in rows[1] or "user bob" in rows[2]
-    assert any("visitor visitor-" in r for r in rows)
+    assert f"user {bob.pk} (bob)" in rows[1] or f"user {bob.pk} (bob)" in rows[2]
+    # A visitor by the fingerprint of the session key, never the key.
+    fingerprint = hashlib.sha256(b"visitor-session-key").hexdigest()[:12]
+    assert any(f"anonymous visitor {fingerprint}" in r for r in rows)
+    assert "visitor-session" not in html
     # The month before holds alice's 9 000 000 tokens alone.
     start, _ = period_bounds("month")
     before = (start - datetime.timedelta(days=1)).date().isoformat()

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_user_model
 from django.db import connections
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
@@ -38,6 +39,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
 from .inspect import inspector as admin_views
+from .inspect.owner_views import owner_html
 from .inspect.part_views import part_views, pretty_json
 from .inspect.timeline import format_ms
 from .models import Conversation, Message, Run, StoredFile
@@ -60,12 +62,9 @@ def _ms(delta: Any) -> int | None:
     return None if delta is None else int(delta.total_seconds() * 1000)
 
 
-def owner_label(conversation: Conversation) -> str:
-    if conversation.owner_id is not None and conversation.owner is not None:
-        return str(conversation.owner)
-    if conversation.session_key:
-        return f"anonymous (session {conversation.session_key[:8]}…)"
-    return "nobody"
+#: A run's JSON records a list never shows: the records of what it was
+#: given and sent (up to about 150 KB a run), an agent's saved state.
+RUN_RECORDS: Final = ("setup", "history", "agent_state", "state", "decisions", "usage", "error_detail")
 
 
 def run_url(run: Run) -> str:
@@ -274,6 +273,10 @@ class RunInline(PagedInline, admin.TabularInline):  # type: ignore[type-arg]
     can_delete = False
     verbose_name_plural = _("runs")
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        # A page of 25 runs shows none of their records.
+        return super().get_queryset(request).defer(*RUN_RECORDS)
+
     @admin.display(description=_("run"))
     def inspect(self, run: Run) -> SafeString:
         return format_html('<a href="{}">{}</a>', run_url(run), str(run.pk)[:8])
@@ -369,8 +372,7 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     fields = (
         "id",
         "title",
-        "owner",
-        "session_key",
+        "owner_display",
         "created_at",
         "updated_at",
         "metadata_display",
@@ -462,8 +464,10 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return conversation.title or f"({conversation.id})"
 
     @admin.display(description=_("owner"), ordering="owner")
-    def owner_display(self, conversation: Conversation) -> str:
-        return owner_label(conversation)
+    def owner_display(self, conversation: Conversation) -> SafeString:
+        """The owner: a user linked to their admin page, a visitor by the
+        fingerprint of the session (never its key)."""
+        return owner_html(conversation, self.admin_site.name)
 
     @admin.display(description=_("messages"), ordering="_message_count")
     def message_count(self, conversation: Conversation) -> int:
@@ -496,11 +500,20 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         )
 
 
+class RunChangeList(ChangeList):
+    """The run list, which loads none of a run's records (``RUN_RECORDS``):
+    fifty runs a page, each row then costs what its columns show."""
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
+        return super().get_queryset(request, exclude_parameters).defer(*RUN_RECORDS)
+
+
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = (
         "short_id",
         "conversation_link",
+        "owner_display",
         "status_badge",
         "finish_reason",
         "model",
@@ -511,7 +524,7 @@ class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "error_code",
     )
     list_display_links = ("short_id",)
-    list_select_related = ("conversation",)
+    list_select_related = ("conversation", "conversation__owner")
     list_filter = ("status", "model", "finish_reason", "sdk_version", "started_at")
     search_fields = ("=conversation__id", "conversation__title", "model", "error_code")
     search_help_text = _("Chat id, conversation title, model, or error code.")
@@ -529,6 +542,9 @@ class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return RunChangeList
 
     def get_urls(self) -> list[URLPattern]:
         info = (self.opts.app_label, self.opts.model_name)
@@ -563,6 +579,11 @@ class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def conversation_link(self, run: Run) -> SafeString:
         url = reverse("admin:uistream_app_conversation_change", args=[run.conversation_id])
         return format_html('<a href="{}">{}</a>', url, str(run.conversation))
+
+    @admin.display(description=_("owner"), ordering="conversation__owner")
+    def owner_display(self, run: Run) -> SafeString:
+        """The conversation's owner, as the conversation list shows it."""
+        return owner_html(run.conversation, self.admin_site.name)
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, run: Run) -> SafeString:

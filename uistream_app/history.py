@@ -8,8 +8,9 @@ runs when the run starts and turns them into the model messages sent:
 whole turns (a user message with the assistant messages answering it, so
 a tool call always travels with its result), the system prompt first,
 tool results too large for the context shortened with a marker. What it
-sent is stored on the run (``Run.history``) and shown in the admin's run
-page.
+sent is stored on the run (``Run.history``: counts, and the messages
+themselves, bounded by ``runs.given``) and shown in the admin's run page;
+an agent's run records what its adapter was handed (``agent_source``).
 
 * ``AllMessages``: everything.
 * ``LastMessages(n)``: the last ``n`` stored messages, starting at a user
@@ -33,7 +34,7 @@ import dataclasses
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
@@ -43,7 +44,11 @@ from .models import Conversation, Message, MessageQuerySet, Run
 from .protocol.events import Event, TextDelta, Usage
 from .recording import CURRENT_RECORDER
 from .runs import ChatModel, SystemMessage, ToolLoop, model_name, shared_model, ui_to_model_messages
+from .runs.given import messages_record
 from .runs.messages import AssistantMessage, ModelMessage, ToolMessage, UserMessage
+
+if TYPE_CHECKING:
+    from .adapters import AgentAdapter, AgentTurn
 
 __all__ = [
     "AllMessages",
@@ -144,6 +149,7 @@ class HistoryStrategy:
         record["messages"] = [str(m.get("id", "")) for m in kept]
         record["model_messages"] = len(messages)
         record["estimated_tokens"] = sum(message_tokens(m, self.estimate) for m in messages)
+        record["sent"] = messages_record(messages, system_prompt=system_prompt)
         return messages, build
 
     def shorten(self, messages: list[ModelMessage], record: dict[str, Any]) -> list[ModelMessage]:
@@ -182,11 +188,7 @@ class HistoryStrategy:
         self, history: list[UIMessage], run: Any, model: ChatModel, system_prompt: str | None, loop: ToolLoop
     ) -> AsyncGenerator[Event, None]:
         messages, build = await self.build(history, system_prompt=system_prompt, model=model, chat_id=run.chat_id)
-        recorder = CURRENT_RECORDER.get()
-        if recorder is not None:  # stored with the run's first chunks: the model need not wait
-            recorder.store_with_run(history=build.record)
-        else:
-            await Run.objects.filter(pk=run.run.pk).aupdate(history=build.record)
+        await _store_record(run, build.record)
         for spent in build.usage:  # a summary's model call is the run's spend too
             yield spent
         async with aclosing(
@@ -194,6 +196,50 @@ class HistoryStrategy:
         ) as events:
             async for event in events:
                 yield event
+
+    def agent_source(
+        self, history: list[UIMessage], run: Any, turn: AgentTurn, adapter: AgentAdapter
+    ) -> AsyncIterator[Event]:
+        """An agent's run: what its adapter is handed (``turn.messages``,
+        the rows ``select`` chose) recorded on the run as a built history
+        is, then the adapter's events. The framework may still change what
+        its model is sent (its own instructions, trimming): the record is
+        what the agent was given."""
+        return self._agent_source(history, run, turn, adapter)
+
+    async def _agent_source(
+        self, history: list[UIMessage], run: Any, turn: AgentTurn, adapter: AgentAdapter
+    ) -> AsyncGenerator[Event, None]:
+        record = {
+            "strategy": self.name,
+            "stored_messages": len(history),
+            "messages": [str(m.get("id", "")) for m in history],
+            "model_messages": len(turn.messages),
+            "estimated_tokens": sum(message_tokens(m, self.estimate) for m in turn.messages),
+            "sent": messages_record(turn.messages, system_prompt=turn.system_prompt),
+        }
+        await _store_record(run, record)
+        events = adapter.run(turn)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            # Closed as the runner would close the adapter's own iterator
+            # (a stop, a disconnect): the framework's run must not go on.
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
+
+
+async def _store_record(run: Any, record: dict[str, Any]) -> None:
+    """Store ``record`` as the run's ``history``: with its first chunks
+    when a recorder runs it (the model need not wait for the database),
+    else in a write of its own."""
+    recorder = CURRENT_RECORDER.get()
+    if recorder is not None:
+        recorder.store_with_run(history=record)
+    else:
+        await Run.objects.filter(pk=run.run.pk).aupdate(history=record)
 
 
 class AllMessages(HistoryStrategy):

@@ -570,7 +570,8 @@ class ChatHooks:
         agent, its adapter's events (``get_agent_turn``)."""
         setup = _setup_of(run)
         if setup.adapter is not None:
-            return setup.adapter.run(self.get_agent_turn(history, run))
+            # Recorded on the run as a built history is, then the adapter's events.
+            return setup.history_strategy.agent_source(history, run, self.get_agent_turn(history, run), setup.adapter)
         loop = ServerToolLoop(
             model,
             list(setup.tools),

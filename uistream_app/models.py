@@ -290,7 +290,19 @@ class Run(models.Model):
         encoder=StoredJSONEncoder,
         help_text=_(
             "What the model was sent as the conversation: the strategy, the stored messages it kept, "
-            "the summary of older turns, the estimated tokens (uistream_app.history)."
+            "the summary of older turns, the estimated tokens (uistream_app.history), and the messages "
+            "themselves, bounded (uistream_app.runs.given)."
+        ),
+    )
+    setup = models.JSONField(
+        _("set-up"),
+        null=True,
+        blank=True,
+        encoder=StoredJSONEncoder,
+        help_text=_(
+            "What the run was given when it started, as the hooks chose it where it executed: the model, "
+            "the transport, the system prompt, the tools offered (names, descriptions, input schemas), or "
+            "what an agent's adapter knows of its own (TurnSetup.record). For staff: never sent to clients."
         ),
     )
     state = models.JSONField(

@@ -30,6 +30,14 @@ class Owner:
     def of_session(cls, session_key: str | None) -> Owner:
         return cls(session_key=session_key or None)
 
+    @classmethod
+    def of_conversation(cls, conversation: Any) -> Owner:
+        """The owner of a stored conversation (a ``Conversation`` row; its
+        ``owner`` is read, so select it with the row)."""
+        if conversation.owner_id is not None:
+            return cls(user=conversation.owner)
+        return cls.of_session(conversation.session_key)
+
     @property
     def is_user(self) -> bool:
         return self.user is not None
@@ -70,11 +78,15 @@ class Owner:
 
     @property
     def session_digest(self) -> str:
+        """A fingerprint of the session key: 12 hex digits of its SHA-256.
+        Staff tell visitors apart by it; the key (a credential: whoever has
+        it is the visitor) can't be had back from it."""
         return hashlib.sha256((self.session_key or "").encode()).hexdigest()[:12]
 
     def describe(self) -> str:
-        """Who this is, as staff read it (stored with decisions): a user by
-        id and name, a visitor by a digest of the session key."""
+        """Who this is, as staff read it (stored with decisions, shown in
+        the admin and its usage report): a user by id and name, a visitor
+        by the fingerprint of the session key, never the key itself."""
         if self.user is not None:
             name = self.user.get_username() if hasattr(self.user, "get_username") else ""
             return f"user {self.user.pk} ({name})" if name else f"user {self.user.pk}"

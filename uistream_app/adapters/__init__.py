@@ -28,6 +28,10 @@ The contract of an adapter (docs/adapters.md has the long form):
 * Stop and disconnect cancel the task iterating ``run()``: the adapter
   cancels the framework's run on ``CancelledError`` / ``GeneratorExit``.
 * A failure raises; the runner sends the masked in-band error.
+* ``describe()`` says what the adapter knows, before the run, of the
+  instructions and tools the agent brings (``AgentDescription``), for the
+  run's record in the admin; what the agent decides only while it runs is
+  said in its ``note``, not guessed.
 
 No Django here, as in ``runs/``: the view hands in everything a run needs.
 Each adapter module imports its framework through ``import_extra`` (from
@@ -52,6 +56,7 @@ from ..runs.model import ModelEvent
 __all__ = [
     "ADAPTERS",
     "AgentAdapter",
+    "AgentDescription",
     "AgentModel",
     "AgentTurn",
     "MissingExtra",
@@ -103,6 +108,20 @@ class AgentTurn:
         return "apv_" + secrets.token_urlsafe(18)
 
 
+@dataclass(frozen=True)
+class AgentDescription:
+    """What an adapter can tell, before a run, of the instructions and the
+    tools its agent brings besides the view's system prompt (stored with
+    the run as what it was given; the admin's run page shows it).
+    ``note`` says what the agent chooses for itself while it runs
+    (instructions a function writes, toolsets that list their tools when
+    asked, handoffs), which no record can hold."""
+
+    instructions: tuple[str, ...] = ()
+    tools: tuple[ToolSpec, ...] = ()
+    note: str = ""
+
+
 class AgentAdapter(ABC):
     """Runs one framework's agent as a source of events."""
 
@@ -129,6 +148,14 @@ class AgentAdapter(ABC):
     def client_tools(self) -> frozenset[str]:
         """The names of the agent's tools the browser runs."""
         return frozenset()
+
+    def describe(self) -> AgentDescription:
+        """What the agent brings of its own (see ``AgentDescription``),
+        read from it without running it: called once per run, when it
+        starts. Default: nothing known, the agent chooses."""
+        return AgentDescription(
+            note="the agent chooses its own instructions and tools; this adapter does not tell them"
+        )
 
     @abstractmethod
     def run(self, turn: AgentTurn) -> AsyncIterator[Event]:

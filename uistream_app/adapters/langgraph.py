@@ -53,14 +53,15 @@ from contextlib import aclosing
 from typing import Any
 
 from ..protocol import events as ev
-from ..runs import ToolApproval
+from ..runs import ToolApproval, ToolSpec
 from ..runs.messages import AssistantMessage, ModelMessage, SystemMessage, ToolMessage, UserMessage
-from . import AgentAdapter, AgentTurn, import_extra
+from . import AgentAdapter, AgentDescription, AgentTurn, import_extra
 
 import_extra("langgraph", "langgraph")
 import_extra("langchain_core", "langgraph")
 
 from langchain_core import messages as lc  # noqa: E402
+from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
 from langgraph.checkpoint.base import BaseCheckpointSaver  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.graph.message import REMOVE_ALL_MESSAGES  # noqa: E402
@@ -573,6 +574,26 @@ class LangGraphAdapter(AgentAdapter):
     @property
     def name(self) -> str:
         return f"{self.framework}:{getattr(self.agent, 'name', None) or 'graph'}"[:200]
+
+    def describe(self) -> AgentDescription:
+        """The tools of the graph's tool nodes (``ToolNode``), as the model
+        is told of them. A graph's prompts are written inside its nodes,
+        which nothing outside them can read, and a subgraph's tools are its
+        own: the note says so."""
+        tools: list[ToolSpec] = []
+        for node in getattr(self.agent, "nodes", {}).values():
+            by_name = getattr(getattr(node, "bound", None), "tools_by_name", None)
+            if not isinstance(by_name, Mapping):
+                continue
+            for tool in by_name.values():
+                function = convert_to_openai_tool(tool)["function"]
+                tools.append(
+                    ToolSpec(function["name"], function.get("description", ""), function.get("parameters", {}))
+                )
+        return AgentDescription(
+            tools=tuple(tools),
+            note="the graph's nodes write its prompts (not visible from outside them); subgraphs' tools are not listed",
+        )
 
     def own_checkpointer(self) -> BaseCheckpointSaver[Any] | None:
         """The checkpointer the graph was compiled with, if any."""

@@ -57,9 +57,17 @@ from ..protocol.events import (
     ToolDenied,
     ToolResult,
 )
-from ..runs.messages import AssistantMessage, ModelMessage, ReasoningPart, SystemMessage, ToolMessage, UserMessage
+from ..runs.messages import (
+    AssistantMessage,
+    ModelMessage,
+    ReasoningPart,
+    SystemMessage,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
 from ..runs.openai_responses import ResponsesStreamReader
-from . import AgentAdapter, AgentTurn, import_extra
+from . import AgentAdapter, AgentDescription, AgentTurn, import_extra
 
 agents = import_extra("agents", "openai-agents")
 run_config_module = import_extra("agents.run_config", "openai-agents")
@@ -116,6 +124,38 @@ class OpenAIAgentsAdapter(AgentAdapter):
     @classmethod
     def accepts(cls, agent: Any) -> bool:
         return isinstance(agent, agents.Agent)
+
+    def describe(self) -> AgentDescription:
+        """The agent's instructions (when a string) and its tools: function
+        tools with their schemas, hosted tools by name. Instructions a
+        function writes, a stored prompt, tools enabled by a function, MCP
+        servers and handoffs are the agent's at run time: the note names them."""
+        agent = self.agent
+        notes: list[str] = []
+        instructions: tuple[str, ...] = ()
+        if isinstance(agent.instructions, str) and agent.instructions:
+            instructions = (agent.instructions,)
+        elif agent.instructions is not None:
+            notes.append("its instructions are written by a function at run time")
+        if getattr(agent, "prompt", None) is not None:
+            notes.append("a stored prompt (the prompt parameter) is added at run time")
+        tools: list[ToolSpec] = []
+        for tool in getattr(agent, "tools", ()) or ():
+            schema = getattr(tool, "params_json_schema", None)
+            name = str(getattr(tool, "name", type(tool).__name__))
+            if isinstance(schema, dict):
+                tools.append(ToolSpec(name, str(getattr(tool, "description", "") or ""), schema))
+            else:
+                tools.append(ToolSpec(name, f"(a hosted tool: {type(tool).__name__})", {}))
+            if callable(getattr(tool, "is_enabled", True)):
+                notes.append(f"whether {name} is offered is decided at run time")
+        servers = getattr(agent, "mcp_servers", ()) or ()
+        if servers:
+            notes.append(f"the tools of {len(servers)} MCP server(s) are listed at run time")
+        handoffs = [str(getattr(h, "name", None) or getattr(h, "agent_name", None) or h) for h in agent.handoffs or ()]
+        if handoffs:
+            notes.append(f"it may hand off to: {', '.join(handoffs)}")
+        return AgentDescription(instructions, tuple(tools), "; ".join(notes))
 
     async def run(self, turn: AgentTurn) -> AsyncIterator[Event]:
         translator = _Translator()

@@ -23,8 +23,8 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from ..protocol import events as ev
-from ..runs import AssistantMessage, SystemMessage, ToolMessage, UserMessage
-from . import AgentAdapter, AgentTurn, import_extra
+from ..runs import AssistantMessage, SystemMessage, ToolMessage, ToolSpec, UserMessage
+from . import AgentAdapter, AgentDescription, AgentTurn, import_extra
 
 import_extra("pydantic_ai", "pydantic-ai")
 
@@ -79,6 +79,44 @@ class PydanticAIAdapter(AgentAdapter):
             if isinstance(toolset, ExternalToolset):
                 names.update(tool.name for tool in toolset.tool_defs)
         return frozenset(names)
+
+    def describe(self) -> AgentDescription:
+        """The agent's static instructions and system prompts, and the tools
+        of its function and external toolsets. Instructions written by a
+        function, a tool's ``prepare`` and the toolsets that list their
+        tools only when asked (MCP servers, dynamic toolsets) decide at run
+        time: the note names them. Read from pydantic-ai's own attributes,
+        some of them private: what is not there is not known, not an error."""
+        agent = self.agent
+        instructions: list[str] = list(_texts(getattr(agent, "_system_prompts", ())))
+        dynamic = bool(getattr(agent, "_system_prompt_functions", ()))
+        for item in getattr(agent, "_instructions", ()) or ():
+            text = getattr(item, "instruction", item)
+            if isinstance(text, str):
+                instructions.append(text)
+            else:
+                dynamic = True
+        tools: list[ToolSpec] = []
+        at_run_time: list[str] = []
+        for toolset in getattr(agent, "toolsets", ()):
+            if isinstance(toolset, ExternalToolset):
+                defs = list(toolset.tool_defs)
+            elif isinstance(getattr(toolset, "tools", None), Mapping):
+                defs = []
+                for tool in toolset.tools.values():
+                    if getattr(tool, "prepare", None) is not None:
+                        at_run_time.append(f"the tool {tool.name} (prepared per run)")
+                    defs.append(tool.tool_def)
+            else:
+                at_run_time.append(type(toolset).__name__)
+                continue
+            tools.extend(ToolSpec(d.name, d.description or "", d.parameters_json_schema) for d in defs)
+        notes = []
+        if dynamic:
+            notes.append("instructions written by a function are the agent's at run time")
+        if at_run_time:
+            notes.append(f"decided at run time: {', '.join(at_run_time)}")
+        return AgentDescription(tuple(instructions), tuple(tools), "; ".join(notes))
 
     def run_options(self, turn: AgentTurn) -> dict[str, Any]:
         """Extra keyword arguments for ``agent.iter`` (``deps``,
@@ -168,6 +206,12 @@ class PydanticAIAdapter(AgentAdapter):
         # A model that says no reason and ended the run with an output
         # tool's call (structured output) did stop, whatever it called.
         yield ev.Done("stop" if guessed_calls and not isinstance(output, DeferredToolRequests) else None)
+
+
+def _texts(values: Any) -> Iterator[str]:
+    for value in values or ():
+        if isinstance(value, str) and value:
+            yield value
 
 
 def _allows_deferred(spec: Any) -> bool:

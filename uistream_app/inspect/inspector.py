@@ -2,8 +2,14 @@
 
 What it shows, and what each part costs:
 
-* the summary (status, finish reason, model, timing, usage; the error
-  detail, which staff alone ever see: the API and the wire never carry it);
+* the summary (status, finish reason, model, timing, usage, the owner;
+  the error detail, which staff alone ever see: the API and the wire
+  never carry it);
+* what the run was given and sent, as stored when it started (``Run.setup``:
+  the model, the transport, the system prompt, the tools offered with
+  their schemas, an agent's own; ``Run.history``: the messages), read
+  from the run's row, so an old run shows what it was given, not today's
+  settings;
 * the verdict, the timeline and the message the log builds, from one pass
   over the log (``inspect.analysis.analyze_run``: ``iter_log`` pages of
   1,000 rows, nothing kept but counters);
@@ -15,7 +21,8 @@ What it shows, and what each part costs:
 
 So a 20,000-chunk run opens in about 21 queries and the memory of one page.
 Everything shown is escaped by the templates: a model answer holding
-``<script>`` or ``</textarea>`` appears as text.
+``<script>`` or ``</textarea>`` appears as text, and so do a system prompt
+and a tool's description (a project may build them from what users wrote).
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from ..models import Run
 from ..recording import read_log
 from .analysis import analyze_run
 from .formats import DIALECTS, astream_transcript, download_name, get_format, stream_transcript, transcript_formats
+from .owner_views import owner_html
 from .part_views import part_views, pretty_json
 from .timeline import format_ms, render_svg
 
@@ -174,8 +182,11 @@ class RunInspector:
             "usage": pretty_json(run.usage) if run.usage else None,
             "decisions": pretty_json(run.decisions) if run.decisions else None,
             "cost": _cost(run),
+            "owner": owner_html(run.conversation, self.model_admin.admin_site.name),
+            "setup": setup_view(run.setup),
             "history": run.history or None,
             "history_json": pretty_json(run.history) if run.history else None,
+            "sent": run.history.get("sent") if isinstance(run.history, dict) else None,
             "report": report,
             "verdict": report.verdict,
             "types": report.types.most_common(),
@@ -247,6 +258,31 @@ class RunInspector:
             response["Content-Disposition"] = disposition
         response["X-Content-Type-Options"] = "nosniff"
         return response
+
+
+def _tool_views(tools: Any) -> list[dict[str, Any]]:
+    """Stored tool records with their input schema as pretty JSON."""
+    if not isinstance(tools, list):
+        return []
+    views = []
+    for tool in tools:
+        if isinstance(tool, dict):
+            schema = tool.get("parameters")
+            views.append({**tool, "schema": pretty_json(schema) if schema is not None else None})
+    return views
+
+
+def setup_view(setup: Any) -> dict[str, Any] | None:
+    """``Run.setup`` for the template: the tools' schemas as pretty JSON,
+    an agent's too. None for a run that has none (one stored before it
+    was recorded, or started by a runner that does not record it)."""
+    if not isinstance(setup, dict):
+        return None
+    view = {**setup, "tools": _tool_views(setup.get("tools"))}
+    agent = setup.get("agent")
+    if isinstance(agent, dict):
+        view["agent"] = {**agent, "tools": _tool_views(agent.get("tools"))}
+    return view
 
 
 def _cost(run: Run) -> str | None:

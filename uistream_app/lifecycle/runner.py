@@ -69,6 +69,11 @@ class Runner:
             encoder.message_metadata = start_metadata(prepared.run, metadata)
             encoder.finish_metadata = functools.partial(_finish_metadata, prepared.run, encoder, clock)
         recorder = RunRecorder(prepared.run, prepared.message, inline=prepared.log_inline)
+        if prepared.setup is not None:
+            # What this run was given, as the hooks chose it where it
+            # executes (a worker's own choice there): stored with the log's
+            # first write, so it costs the run no write of its own.
+            recorder.store_with_run(setup=prepared.setup.record())
         stopped = asyncio.Event()
         # The run's span (a child of the request's), current in its task.
         context, prepared.run.trace_id = telemetry.start_run(

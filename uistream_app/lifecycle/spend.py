@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from ..conf import settings as uistream_settings
 from ..models import Run
+from ..owners import Owner
 
 __all__ = ["PERIODS", "Spend", "cost_of", "owner_label", "period_bounds", "spend_of", "usage_report"]
 
@@ -128,9 +129,11 @@ def spend_of(runs: QuerySet[Run]) -> Spend:
 
 
 def owner_label(user: Any, session_key: str) -> str:
-    if user is not None:
-        return f"user {user}"
-    return f"visitor {session_key[:8]}…" if session_key else "visitor (no session)"
+    """Who spent, as ``Owner.describe`` says it: a visitor by the
+    fingerprint of the session key, never the key (a credential)."""
+    if user is None and not session_key:
+        return "visitor (no session)"
+    return (Owner.of_user(user) if user is not None else Owner.of_session(session_key)).describe()
 
 
 def usage_report(start: datetime.datetime, end: datetime.datetime) -> list[dict[str, Any]]:

@@ -29,6 +29,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 from ..owners import Owner
+from ..runs.given import MAX_PROMPT_CHARS, clip, tools_record
+from ..runs.model import model_name
 
 if TYPE_CHECKING:
     from ..adapters import AgentAdapter
@@ -116,6 +118,49 @@ class TurnSetup:
     max_steps: int
     usage_limits: tuple[RunUsageLimit, ...]
     history_strategy: HistoryStrategy
+
+    def record(self) -> dict[str, Any]:
+        """What the run was given, as stored with it (``Run.setup``, when
+        it starts, with its first chunks): the model, the transport (and
+        whether a worker ran it), the system prompt, the tools the model was
+        offered (``runs.given``: bounded, no secrets), the steps allowed,
+        the history strategy and approval policy by name; with an agent,
+        what its adapter knows of its own instructions and tools. JSON."""
+        tools, omitted = tools_record(self.tools)
+        record: dict[str, Any] = {
+            "model": model_name(self.model),
+            "transport": self.context.transport,
+            "on_worker": self.context.on_worker,
+            "system_prompt": clip(self.system_prompt, MAX_PROMPT_CHARS) if self.system_prompt else None,
+            "tools": tools,
+            "max_steps": self.max_steps,
+            "history_strategy": getattr(self.history_strategy, "name", type(self.history_strategy).__name__),
+            "tool_approval": _dotted_name(self.tool_approval),
+        }
+        if omitted:
+            record["tools_omitted"] = omitted
+        if self.adapter is not None:
+            described = self.adapter.describe()
+            agent_tools, agent_omitted = tools_record(described.tools)
+            record["agent"] = {
+                "framework": self.adapter.framework or type(self.adapter).__name__,
+                "name": self.adapter.name,
+                "instructions": [clip(text, MAX_PROMPT_CHARS) for text in described.instructions],
+                "tools": agent_tools,
+                "note": described.note,
+            }
+            if agent_omitted:
+                record["agent"]["tools_omitted"] = agent_omitted
+        return record
+
+
+def _dotted_name(value: Any) -> str | None:
+    """A policy by the dotted path of its function or class (of its class
+    for an instance)."""
+    if value is None:
+        return None
+    named = value if hasattr(value, "__qualname__") else type(value)
+    return f"{named.__module__}.{named.__qualname__}"
 
 
 @dataclass(frozen=True)
