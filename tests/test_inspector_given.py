@@ -30,7 +30,7 @@ from django.urls import path, reverse
 from uistream_app.models import Run
 from uistream_app.owners import Owner
 from uistream_app.runs import Tool
-from uistream_app.testing import ChatClient, ScriptedModel, SocketChatClient, call, user_message
+from uistream_app.testing import AGUIClient, ChatClient, ScriptedModel, SocketChatClient, call, user_message
 from uistream_app.views import ChatView
 
 from .context_views import ContextEchoModel, PerUserConsumer
@@ -41,6 +41,7 @@ from .test_chat_http import read_chunks, wait_for
 from .test_files import data_url, media_root, png  # noqa: F401  (fixture)
 from .test_turn_context import APP as CONTEXT_APP
 from .test_turn_context import login
+from .urls import ScriptedAdapter
 from .urls import urlpatterns as test_urlpatterns
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
@@ -73,10 +74,18 @@ class ToolCallingView(ChatView):
     tools = (Tool(lookup_order),)
 
 
+class UndescribedAdapter(ScriptedAdapter):
+    """An adapter whose framework moved what ``describe`` reads."""
+
+    def describe(self) -> Any:
+        raise AttributeError("no such attribute any more")
+
+
 urlpatterns = [
     *test_urlpatterns,
     path("test-given/orders", OrdersView.as_view()),
     path("test-given/tracking", ToolCallingView.as_view()),
+    path("test-given/undescribed", ChatView.as_view(agent=UndescribedAdapter(object()))),
 ]
 
 
@@ -306,6 +315,19 @@ async def test_a_websocket_run_shows_websocket() -> None:
 
 
 @pytest.mark.asyncio
+async def test_an_agui_run_shows_agui() -> None:
+    agent = AGUIClient("/test-per-user/agui")
+    await agent.aforce_login(await a_user("bob"))
+    result = await agent.run("hi over AG-UI", forwardedProps={"plan": "pro"})
+    assert result.ok, result.error
+    run = await Run.objects.aget(conversation_id=agent.thread_id)
+    given = section(await page(await staff_client(), str(run.pk)), "given")
+    assert '<code class="uistream-transport">agui</code>' in given
+    assert "user=bob transport=agui worker=False request=ASGIRequest plan=pro" in given
+    assert "refund_order" not in given
+
+
+@pytest.mark.asyncio
 async def test_an_agent_run_says_the_agent_chose_its_tools() -> None:
     result = await ChatClient("/test-agent/chat").send("wipe the disk")
     assert result.ok, result.error
@@ -339,3 +361,13 @@ def test_a_worker_run_shows_the_worker_and_the_transport_the_turn_came_over(stac
     assert "user=ada transport=http worker=True request=none plan=-" in given
     assert '<code class="uistream-tool-name">refund_order</code>' in given
     assert '<pre class="uistream-sent-text">hi from afar</pre>' in html
+
+
+@pytest.mark.asyncio
+async def test_an_adapter_that_cannot_describe_its_agent_does_not_fail_the_run() -> None:
+    result = await ChatClient("/test-given/undescribed").send("wipe the disk")
+    assert result.ok, result.error
+    assert result.text == "I will ask first."
+    run = await Run.objects.aget(pk=result.run_id)
+    assert run.status == "completed"
+    assert run.setup["agent"]["note"] == "the adapter could not describe the agent (AttributeError)"

@@ -140,14 +140,19 @@ class TurnSetup:
         if omitted:
             record["tools_omitted"] = omitted
         if self.adapter is not None:
-            described = self.adapter.describe()
-            agent_tools, agent_omitted = tools_record(described.tools)
+            try:
+                described = self.adapter.describe()
+                instructions, note = tuple(described.instructions), described.note
+                agent_tools, agent_omitted = tools_record(described.tools)
+            except Exception as exc:  # noqa: BLE001 - a record must never fail the run it records
+                instructions, agent_tools, agent_omitted = (), [], 0
+                note = f"the adapter could not describe the agent ({type(exc).__name__})"
             record["agent"] = {
                 "framework": self.adapter.framework or type(self.adapter).__name__,
                 "name": self.adapter.name,
-                "instructions": [clip(text, MAX_PROMPT_CHARS) for text in described.instructions],
+                "instructions": [clip(text, MAX_PROMPT_CHARS) for text in instructions],
                 "tools": agent_tools,
-                "note": described.note,
+                "note": note,
             }
             if agent_omitted:
                 record["agent"]["tools_omitted"] = agent_omitted

@@ -27,10 +27,11 @@ pure) and stored by the caller.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
+
+import orjson
 
 from .messages import AssistantMessage, FilePart, ModelMessage, SystemMessage, ToolSpec, UserMessage
 from .tools import Tool
@@ -163,9 +164,11 @@ def messages_record(
 
 def _json(value: Any) -> tuple[Any, int]:
     """``value`` as plain JSON (what is not JSON becomes its ``str``) and
-    the length of its text."""
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return json.loads(text), len(text)
+    the characters of its text. orjson: once per tool and turn, on the
+    turn's path."""
+    data = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
+    size = len(data) if len(data) <= MAX_SCHEMA_CHARS else len(data.decode())  # bytes ≥ characters
+    return orjson.loads(data), size
 
 
 def tools_record(tools: Iterable[Tool | ToolSpec]) -> tuple[list[dict[str, Any]], int]:
