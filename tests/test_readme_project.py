@@ -303,7 +303,8 @@ def test_the_conversations_api_lists_each_users_own_chats(project: Project, chat
         stored = client.get(f"/api/conversations/http-{username}/messages/").json()["results"]
         assert stored == chats.messages[username, "http"]
     # A browser asking for the API page gets an answer, never a server error.
-    page = login(project, "grace").get("/api/conversations/", headers={"Accept": "text/html"})
+    browser_accept = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+    page = login(project, "grace").get("/api/conversations/", headers={"Accept": browser_accept})
     assert page.status_code == 200, page.text[:500]
 
 
@@ -319,7 +320,7 @@ def test_the_schema_is_served_to_staff(project: Project) -> None:
 def _run_page(client: httpx.Client, project: Project, chat_id: str) -> str:
     listing = client.get("/admin/uistream_app/run/", params={"q": chat_id})
     assert listing.status_code == 200
-    found = re.search(r'href="(/admin/uistream_app/run/[0-9a-f-]{36}/change/)"', listing.text)
+    found = re.search(r'href="(/admin/uistream_app/run/[0-9a-f-]{36}/change/)[^"]*"', listing.text)
     assert found is not None, f"no run of {chat_id} in the admin's run list"
     page = client.get(found.group(1))
     assert page.status_code == 200
@@ -330,11 +331,12 @@ def test_the_admin_shows_whose_run_it_was_and_what_it_was_offered(project: Proje
     staff = login(project, "ada")
     listing = staff.get("/admin/uistream_app/run/")
     assert listing.status_code == 200
-    assert "ada" in listing.text
-    assert "grace" in listing.text
+    assert "(ada)</a>" in listing.text  # the owner column: the user, linked to their admin page
+    assert "(grace)</a>" in listing.text
     for (username, transport), chat_id in chats.ids.items():
         page = _run_page(staff, project, chat_id)
-        assert username in page
+        assert f"({username})</a>" in page
+        assert f'<code class="uistream-transport">{transport}</code>' in page
         assert "You are our support agent." in page
         assert "The weather in a city." in page  # get_weather's description, as offered
         assert ("refund_order" in page) is (username == "ada"), (username, transport)
