@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
 from django.core.cache import cache
 from django.test import override_settings
 from django.utils import timezone
 
 from uistream_app.lifecycle.spend import period_bounds
 from uistream_app.models import Conversation, Message, Run
-from uistream_app.policies import OwnerBudget
+from uistream_app.policies import DailyBudget, OwnerBudget
 
 from .test_bad_input_everywhere import agui_body, assert_error, chat_body, page_of
 from .test_consumer import DEMO, Socket, runs_finished, send_frame
@@ -150,3 +152,17 @@ async def test_running_runs_count_as_reservations() -> None:
         response = await alice.post("/api/chat", chat_body("a1"))
         assert response.status_code == 200
         await drain(response)
+
+
+async def test_a_visitors_budget_is_counted_under_a_digest_of_the_session_never_the_key() -> None:
+    """The admission key goes to the cache (Redis, say): a session key there
+    would be a stored credential."""
+
+    def visitor(key: str) -> Any:
+        return SimpleNamespace(user=AnonymousUser(), _request=SimpleNamespace(session=SimpleNamespace(session_key=key)))
+
+    first, second = "a" * 32, "b" * 32
+    (_, one), (_, other) = DailyBudget().owner_runs(visitor(first)), DailyBudget().owner_runs(visitor(second))
+    assert first not in one
+    assert second not in other
+    assert one != other

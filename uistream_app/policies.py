@@ -29,6 +29,7 @@ from .conf import settings as uistream_settings
 from .errors import BadRequest, Codes, NotAuthenticated, PermissionDenied, Throttled, from_status
 from .lifecycle.spend import in_period, period_bounds, spend_of
 from .models import Run
+from .owners import Owner
 
 __all__ = [
     "AllowAnonymousSessions",
@@ -246,11 +247,12 @@ class OwnerBudget(BaseThrottle):
         no session yet, who has spent nothing)."""
         user = request.user
         if user is not None and user.is_authenticated:
-            return Run.objects.filter(conversation__owner=user), f"user-{user.pk}"
+            return Run.objects.filter(conversation__owner=user), Owner.of_user(user).ident
         key = session_key_of(request)
         if key is None:
             return None, ""
-        return Run.objects.filter(conversation__owner=None, conversation__session_key=key), f"session-{key}"
+        # The cache key holds a digest of the session key, never the key (a credential).
+        return Run.objects.filter(conversation__owner=None, conversation__session_key=key), Owner.of_session(key).ident
 
     def allow_request(self, request: Any, view: Any) -> bool:
         budget = self.get_budget(request, view)
