@@ -83,8 +83,7 @@ def _lanes_let_go_of_the_test_database(django_db_setup: None, django_db_blocker:
 #: on how many workers each runs: its tests are split into that many groups,
 #: each group whole on one worker, so the fixture starts once per group
 #: (checked below). The demo in Chromium takes two: on one worker it would
-#: be the last to finish. test_packaging's tests share the session's
-#: ``dists``: on one worker the package is built once, not once per worker.
+#: be the last to finish.
 ONE_WORKER_MODULES = {
     "tests/test_e2e_browser.py": 2,
     "tests/test_admin_browser.py": 1,
@@ -92,6 +91,11 @@ ONE_WORKER_MODULES = {
     "tests/test_packaging.py": 1,
     "tests/test_readme_project.py": 1,
 }
+
+#: Modules that go to the same worker as a whole: test_packaging's and
+#: test_readme_project's tests share the session's ``dists``, so the package
+#: is built once, not once per worker.
+SAME_WORKER = {"tests/test_packaging.py": "dists", "tests/test_readme_project.py": "dists"}
 
 #: Modules whose tests start and kill processes (servers, Celery workers,
 #: Redis, Chromium): sent to the workers first, so the last minute of the
@@ -124,12 +128,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Each test is a unit of its own, but for the modules of
-    ``ONE_WORKER_MODULES``, whose tests go in groups to one worker each."""
+    ``ONE_WORKER_MODULES``, whose tests go in groups to one worker each, and
+    those of ``SAME_WORKER``, which go together."""
     from xdist.scheduler import LoadScopeScheduling
 
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
+            if module in SAME_WORKER:
+                return SAME_WORKER[module]
             groups = ONE_WORKER_MODULES.get(module)
             if groups is None:
                 return nodeid
