@@ -50,6 +50,9 @@ ADMIN_PASSWORD = "demo-admin-pw"
 #: Long enough to reload or stop in the middle of "count to 300" (6 s).
 DELAY_MS = "20"
 TIMEOUT_MS = 30_000
+#: How long an ``expect`` waits for the page (Playwright's own default, 5 s,
+#: is shorter than a streamed answer takes when CI's four workers share two cores).
+EXPECT_MS = 15_000
 
 COUNT_TO_300 = " ".join(str(i) for i in range(1, 301))
 
@@ -167,6 +170,7 @@ def page(chromium: Any, demo: str) -> Iterator[Any]:
 def expect(target: Any) -> Any:
     from playwright.sync_api import expect as playwright_expect
 
+    playwright_expect.set_options(timeout=EXPECT_MS)
     return playwright_expect(target)
 
 
