@@ -247,3 +247,48 @@ async def test_regenerating_someone_elses_message_is_a_404_and_changes_nothing()
     assert await Message.objects.filter(conversation=conversation).acount() == 2
     assert await Run.objects.acount() == 0
     assert not await Conversation.objects.filter(pk="mine").aexists()
+
+
+#: JSON that orjson refuses, as the tail of a body; a body this long or longer
+#: is read by the standard library's parser (``jsonbody.LARGE_JSON_BYTES``).
+BAD_JSON_TAILS = {
+    "NaN": b'"n": NaN}',
+    "Infinity": b'"n": -Infinity}',
+    "a number past a double": b'"n": 1e400}',
+    "a lone surrogate escape": b'"n": "\\ud800"}',
+    "invalid utf-8": b'"n": "\xff"}',
+    "trailing data": b'"n": 1} {}',
+    "nested past 1,024 levels": b'"n": ' + b"[" * 3000 + b"]" * 3000 + b"}",
+}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", ["small", "large"])
+@pytest.mark.parametrize("tail", list(BAD_JSON_TAILS), ids=list(BAD_JSON_TAILS))
+async def test_a_large_body_is_read_as_strictly_as_a_small_one(tail: str, size: str) -> None:
+    from uistream_app.protocol.jsonbody import LARGE_JSON_BYTES
+
+    padding = b"x" * (LARGE_JSON_BYTES if size == "large" else 10)
+    data = b'{"id": "chat-1", "pad": "' + padding + b'", ' + BAD_JSON_TAILS[tail]
+    with override_settings(UISTREAM={"ALLOW_ANONYMOUS": True}):
+        response = await AsyncClient().post("/api/chat", data=data, content_type=JSON)
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["code"] == "invalid_json"
+    assert await Conversation.objects.acount() == 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("escaped", [True, False], ids=["escaped as a surrogate pair", "as UTF-8"])
+async def test_a_large_body_with_an_emoji_is_read_whole(escaped: bool) -> None:
+    from uistream_app.protocol.jsonbody import LARGE_JSON_BYTES
+
+    text = "count to 3 " + "x" * LARGE_JSON_BYTES + " \U0001f680 é"
+    data = json.dumps(chat_body("chat-big", [user_message(text, id="u-big")]), ensure_ascii=escaped).encode()
+    assert (b"\\ud83d\\ude80" in data) is escaped
+    with override_settings(UISTREAM={"ALLOW_ANONYMOUS": True, "MODEL": "demo_project.demo_model.make_model"}):
+        response = await AsyncClient().post("/api/chat", data=data, content_type=JSON)
+        assert response.status_code == 200
+        answer = b"".join([chunk async for chunk in response.streaming_content])
+    assert b'"delta":" 3"' in answer
+    stored = await Message.objects.aget(id="u-big")
+    assert stored.parts == [{"type": "text", "text": text}]

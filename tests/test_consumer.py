@@ -477,7 +477,10 @@ async def test_a_lone_surrogate_in_a_send_is_refused_and_writes_nothing() -> Non
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
     "frame",
-    [b"\x00binary", "not json", "NaN", '{"type": "send"', *(json.dumps(f) for f in BAD_FRAMES[:6])],
+    [
+        *(b"\x00binary", "not json", "NaN", '{"type": "send"', "[" * 3000 + "]" * 3000),
+        *(json.dumps(f) for f in BAD_FRAMES[:6]),
+    ],
 )
 async def test_an_invalid_frame_closes_with_1008(frame: str | bytes) -> None:
     async with Socket(await asession_cookie()) as page:

@@ -10,15 +10,75 @@ house's, and that module imports nothing).
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any, Final
 
 import orjson
 
 from ..errors import Codes
 
-__all__ = ["MAX_DEPTH", "JSONBodyError", "depth_ok", "load_json_object"]
+__all__ = [
+    "LARGE_JSON_BYTES",
+    "MAX_DEPTH",
+    "JSONBodyError",
+    "depth_ok",
+    "load_json_object",
+    "parse_json",
+    "refuse_json_constant",
+]
 
 MAX_DEPTH: Final = 32
+
+#: JSON text of this many bytes or more is read by the standard library's
+#: parser, not orjson's: orjson holds about thirteen times a document's size
+#: while it reads one (its parser's pool), the standard library about two
+#: (the text and the values). A document this large is mostly a few long
+#: strings (files as ``data:`` URLs, pasted text), which the standard
+#: library reads as fast; orjson is faster on many small values
+#: (``bench/body_memory.py`` measures a server's memory on such bodies).
+LARGE_JSON_BYTES: Final = 1024 * 1024
+
+
+def refuse_json_constant(name: str) -> Any:
+    """``parse_constant`` for ``json.loads``: ``NaN`` and ``Infinity`` are not JSON."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number is infinity when parsed as double: {text}")
+    return value
+
+
+def _has_surrogate_escape(text: bytes | str) -> bool:
+    if isinstance(text, bytes):
+        return b"\\ud" in text or b"\\uD" in text
+    return "\\ud" in text or "\\uD" in text
+
+
+def parse_json(text: bytes | str) -> Any:
+    """JSON ``text`` read as orjson reads it, whatever its size: strict UTF-8,
+    no ``NaN``/``Infinity``, no number that overflows a double, no lone
+    surrogate escape, at most 1,024 levels. Raises ``ValueError``
+    (``orjson.JSONDecodeError`` is one).
+
+    Text of ``LARGE_JSON_BYTES`` or more goes to the standard library with
+    those rules added, so a 30 MiB body costs about two copies while it is
+    read, not thirteen; one holding a ``\\ud`` escape (a surrogate, paired
+    or not) goes to orjson, which knows a pair from a lone one. Integers past
+    a double stay exact (orjson rounds them to a float)."""
+    if len(text) < LARGE_JSON_BYTES or _has_surrogate_escape(text):
+        return orjson.loads(text)
+    try:
+        return json.loads(
+            text.decode("utf-8") if isinstance(text, bytes) else text,
+            parse_constant=refuse_json_constant,
+            parse_float=_finite_float,
+        )
+    except RecursionError:
+        raise ValueError("depth limit exceeded") from None
 
 
 class JSONBodyError(ValueError):
@@ -58,8 +118,8 @@ def load_json_object(
     if not body.strip():
         raise JSONBodyError(f"the request body is empty; send {expected}", code=Codes.EMPTY)
     try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
+        data = parse_json(body)
+    except ValueError as exc:
         raise JSONBodyError(f"the request body is not valid JSON: {exc}", code=Codes.INVALID_JSON) from None
     if not isinstance(data, dict):
         raise JSONBodyError("the request body must be a JSON object", code=Codes.INVALID_JSON)

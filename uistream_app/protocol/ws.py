@@ -14,6 +14,7 @@ from typing import Any, Final, Literal, NotRequired, TypedDict
 
 import orjson
 
+from .jsonbody import parse_json, refuse_json_constant
 from .ui.chunks import Chunk
 from .ui.render import UIStreamRenderer
 
@@ -167,22 +168,18 @@ def _json(value: str) -> str:
     return orjson.dumps(value).decode()
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def decode_json_text(text: str) -> Any:
     """JSON text as ``JSON.parse`` reads it. orjson first; the standard
     library for what only orjson refuses (a lone surrogate escape, which
     ``JSON.stringify`` writes): such a frame is well formed, and what it
     says is refused later, with an ``error`` frame."""
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
+        return parse_json(text)
+    except ValueError:
         pass
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
-    except ValueError:
+        return json.loads(text, parse_constant=refuse_json_constant)
+    except (ValueError, RecursionError):  # nested past the interpreter's limit: orjson refused it too
         raise FrameError("a frame is JSON") from None
 
 

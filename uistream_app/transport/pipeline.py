@@ -66,6 +66,7 @@ __all__ = [
     "broker_unavailable",
     "check_json_request",
     "csrf_applies",
+    "release_body",
     "render_subscription",
     "resolve_sdk_version",
     "sse_response",
@@ -259,6 +260,17 @@ def _read_body(request: HttpRequest, max_bytes: int) -> bytes:
     request._body = body  # what request.body returns from now on
     request._stream = io.BytesIO(body)  # as Django's own body does
     return body
+
+
+def release_body(request: HttpRequest) -> None:
+    """Let go of ``request``'s body once its answer is over. A Django request
+    sits in reference cycles (``request.auser``, the messages storage), so
+    it is freed by the next full garbage collection, not when its response
+    ends, and its body (up to ``MAX_REQUEST_BYTES``) would be held until
+    then. After this, ``request.body`` is empty."""
+    if getattr(request, "_body", None):
+        request._body = b""
+        request._stream = io.BytesIO()
 
 
 def resolve_sdk_version(request: HttpRequest, default: int) -> int:
@@ -457,7 +469,10 @@ class StreamView(Policies, View):
         policy = uistream_settings.ON_DISCONNECT
         headers = {**headers, RUN_ID_HEADER: handle.run_id}
 
+        request = self.request
+
         def on_close(completed: bool) -> None:
+            release_body(request)
             if not completed and policy == "cancel":
                 handle.cancel_unless_done()
 
