@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import AsyncClient, override_settings
 
 from uistream_app.models import Conversation, Message, Run
+from uistream_app.protocol.jsonbody import LARGE_JSON_BYTES
 from uistream_app.testing import chat_body, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -266,8 +267,6 @@ BAD_JSON_TAILS = {
 @pytest.mark.parametrize("size", ["small", "large"])
 @pytest.mark.parametrize("tail", list(BAD_JSON_TAILS), ids=list(BAD_JSON_TAILS))
 async def test_a_large_body_is_read_as_strictly_as_a_small_one(tail: str, size: str) -> None:
-    from uistream_app.protocol.jsonbody import LARGE_JSON_BYTES
-
     padding = b"x" * (LARGE_JSON_BYTES if size == "large" else 10)
     data = b'{"id": "chat-1", "pad": "' + padding + b'", ' + BAD_JSON_TAILS[tail]
     with override_settings(UISTREAM={"ALLOW_ANONYMOUS": True}):
@@ -280,8 +279,6 @@ async def test_a_large_body_is_read_as_strictly_as_a_small_one(tail: str, size: 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("escaped", [True, False], ids=["escaped as a surrogate pair", "as UTF-8"])
 async def test_a_large_body_with_an_emoji_is_read_whole(escaped: bool) -> None:
-    from uistream_app.protocol.jsonbody import LARGE_JSON_BYTES
-
     text = "count to 3 " + "x" * LARGE_JSON_BYTES + " \U0001f680 é"
     data = json.dumps(chat_body("chat-big", [user_message(text, id="u-big")]), ensure_ascii=escaped).encode()
     assert (b"\\ud83d\\ude80" in data) is escaped

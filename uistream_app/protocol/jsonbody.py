@@ -23,6 +23,7 @@ __all__ = [
     "MAX_DEPTH",
     "JSONBodyError",
     "depth_ok",
+    "has_surrogate_escape",
     "load_json_object",
     "parse_json",
     "refuse_json_constant",
@@ -52,7 +53,9 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _has_surrogate_escape(text: bytes | str) -> bool:
+def has_surrogate_escape(text: bytes | str) -> bool:
+    """Whether JSON ``text`` holds a ``\\ud`` escape: the only way JSON text
+    reaches a surrogate (paired or lone) through Unicode input."""
     if isinstance(text, bytes):
         return b"\\ud" in text or b"\\uD" in text
     return "\\ud" in text or "\\uD" in text
@@ -69,7 +72,7 @@ def parse_json(text: bytes | str) -> Any:
     read, not thirteen; one holding a ``\\ud`` escape (a surrogate, paired
     or not) goes to orjson, which knows a pair from a lone one. Integers past
     a double stay exact (orjson rounds them to a float)."""
-    if len(text) < LARGE_JSON_BYTES or _has_surrogate_escape(text):
+    if len(text) < LARGE_JSON_BYTES or has_surrogate_escape(text):
         return orjson.loads(text)
     try:
         return json.loads(

@@ -169,8 +169,8 @@ def _json(value: str) -> str:
 
 
 def decode_json_text(text: str) -> Any:
-    """JSON text as ``JSON.parse`` reads it. orjson first; the standard
-    library for what only orjson refuses (a lone surrogate escape, which
+    """JSON text as ``JSON.parse`` reads it. ``parse_json`` first; the standard
+    library for what only it refuses (a lone surrogate escape, which
     ``JSON.stringify`` writes): such a frame is well formed, and what it
     says is refused later, with an ``error`` frame."""
     try:

@@ -23,6 +23,7 @@ body goes back to the system once the request is done with it.
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import logging
 import os
@@ -41,7 +42,6 @@ logger = logging.getLogger(__name__)
 #: ``M_MMAP_THRESHOLD``, set by ``release_large_blocks``).
 MMAP_THRESHOLD_BYTES = 1024 * 1024
 _M_MMAP_THRESHOLD = -3  # malloc.h
-_released: list[bool] = []
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -81,6 +81,7 @@ async def _refuse(send: Send, max_bytes: int) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
+@functools.cache
 def release_large_blocks() -> bool:
     """Have glibc's ``malloc`` map each block of ``MMAP_THRESHOLD_BYTES`` or
     more on its own, so freeing it gives the memory back to the system; once
@@ -94,17 +95,14 @@ def release_large_blocks() -> bool:
     (``bench/body_memory.py``); with the threshold fixed, nothing. The cost
     is a ``mmap``/``munmap`` pair per such block, which only bodies, files
     and long histories make."""
-    if _released:
-        return _released[0]
-    done = False
     glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
-    if glibc and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
-        try:
-            done = bool(ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
-        except (OSError, AttributeError) as exc:  # pragma: no cover - a C library without mallopt
-            logger.debug("mallopt is not available: %s", exc)
-    _released.append(done)
-    return done
+    if not glibc or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return False
+    try:
+        return bool(ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+    except (OSError, AttributeError) as exc:  # pragma: no cover - a C library without mallopt
+        logger.debug("mallopt is not available: %s", exc)
+        return False
 
 
 def limit_request_bodies(app: ASGIApp, *, max_bytes: int | None = None) -> ASGIApp:

@@ -39,6 +39,7 @@ from ..live import BrokerError, get_broker
 from ..models import Conversation
 from ..owners import Owner
 from ..policies import Policies, SocketRequest, anonymous_refusal, check_policies
+from ..protocol.jsonbody import has_surrogate_escape
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ws import (
     CLOSE_MESSAGE_TOO_BIG,
@@ -250,7 +251,7 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
         # JSON text reaches a lone surrogate only through an escape (the
         # socket's text is Unicode); only then is the frame looked at again.
         text = text_data or ""
-        unpaired = frame["type"] == "send" and ("\\ud" in text or "\\uD" in text)
+        unpaired = frame["type"] == "send" and has_surrogate_escape(text)
         request = _Request(
             request_id, frame["type"], frame["id"], unpaired_surrogates=unpaired and _has_lone_surrogate(frame)
         )

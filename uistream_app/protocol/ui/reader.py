@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar, Final, NoReturn
 
+from ..jsonbody import refuse_json_constant
 from .chunks import Chunk, validate_chunk
 from .parts import is_tool_type
 
@@ -385,12 +386,8 @@ _SUSPECT_CONSTRUCTOR: Final = re.compile(
 )
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _secure_loads(text: str) -> Any:
-    value = json.loads(text, parse_constant=_reject_constant)
+    value = json.loads(text, parse_constant=refuse_json_constant)
     if not isinstance(value, (dict, list)):
         return value
     if _SUSPECT_PROTO.search(text) is None and _SUSPECT_CONSTRUCTOR.search(text) is None:
