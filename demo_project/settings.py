@@ -39,14 +39,16 @@ INSTALLED_APPS = [
     "uistream_app",
 ]
 
+# Django's seven, run on the event loop under ASGI (uistream_app.middleware):
+# no hop to a thread unless the work may block.
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "uistream_app.middleware.SecurityMiddleware",
+    "uistream_app.middleware.SessionMiddleware",
+    "uistream_app.middleware.CommonMiddleware",
+    "uistream_app.middleware.CsrfViewMiddleware",
+    "uistream_app.middleware.AuthenticationMiddleware",
+    "uistream_app.middleware.MessageMiddleware",
+    "uistream_app.middleware.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "demo_project.urls"

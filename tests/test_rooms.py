@@ -71,6 +71,8 @@ DOCUMENTED = [
     "uistream_app.consumers.ChatConsumer",
     "uistream_app.asgi.bounded_threads",
     "uistream_app.asgi.limit_request_bodies",
+    "uistream_app.middleware.SessionMiddleware",
+    "uistream_app.middleware.OnTheLoop",
     "uistream_app.policies.ChatRateThrottle",
     "uistream_app.policies.AllowAnonymousSessions",
     "uistream_app.history.LastMessages",

@@ -15,8 +15,8 @@ E002, E010, E020 and E033 report at startup.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, NoReturn, get_args, get_type_hints
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar, get_args, get_type_hints
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
@@ -275,6 +275,9 @@ def request_bytes_for(max_file_bytes: int) -> int:
     return -(-max_file_bytes * 4 // 3) * FILES_PER_REQUEST + REQUEST_SLACK_BYTES
 
 
+_T = TypeVar("_T")
+
+
 class UIStreamSettings:
     """``settings.UISTREAM`` merged over ``DEFAULTS``, one typed property per
     key (corsheaders' ``conf.Settings``), so callers never cast. The raw
@@ -284,6 +287,7 @@ class UIStreamSettings:
 
     def __init__(self) -> None:
         self._cache: dict[str, Any] = {}
+        self._derived: dict[tuple[str, Callable[[Any], Any]], Any] = {}
 
     @property
     def user_settings(self) -> dict[str, Any]:
@@ -308,8 +312,20 @@ class UIStreamSettings:
         an import fails."""
         return perform_import(getattr(self, name), f"UISTREAM[{name!r}]")
 
+    def derived(self, name: str, make: Callable[[Any], _T]) -> _T:
+        """``make`` of the setting ``name``'s raw value, made once until the
+        setting changes (what a request would otherwise parse again each
+        time: the MCP servers, the broker's key). An exception is not kept."""
+        key = (name, make)
+        try:
+            value: _T = self._derived[key]
+        except KeyError:
+            value = self._derived[key] = make(self._get(name))
+        return value
+
     def reload(self) -> None:
         self._cache.clear()
+        self._derived.clear()
 
     # -- the chat --------------------------------------------------------------
 

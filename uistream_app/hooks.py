@@ -26,6 +26,7 @@ import logging
 import secrets
 import threading
 import typing
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -210,6 +211,22 @@ def _not_a_model(value: object) -> str | None:
     return f"it is a {type(value).__name__}, which is neither a model nor callable"
 
 
+#: ``_not_a_model`` of each class or factory a request has named, kept while
+#: it lives: its signature is read once, not per request.
+_shape_problems: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+
+
+def _known_shape_problem(target: object) -> str | None:
+    try:
+        return _shape_problems[target]
+    except KeyError:
+        reason = _not_a_model(target)
+    except TypeError:  # an object that takes no weak reference: asked each time
+        return _not_a_model(target)
+    _shape_problems[target] = reason
+    return reason
+
+
 def model_setting_problem(value: object, key: str = MODEL_SETTING) -> ModelSettingProblem | None:
     """The system check of a set model setting (E011, E002, E009): a
     provider name is made as a request would make it (that reads the
@@ -253,7 +270,7 @@ def load_model_setting(value: object, key: str = MODEL_SETTING) -> ChatModel:
             raise _import_problem(exc).error() from exc
     if _is_model(target):
         return typing.cast(ChatModel, target)
-    reason = _not_a_model(target)
+    reason = _known_shape_problem(target)
     if reason is not None:
         raise _shape_problem(key, value, reason).error()
     assert callable(target)

@@ -639,7 +639,7 @@ def configured_servers(names: Sequence[str] | None = None) -> list[MCPServerConf
     """The checked ``UISTREAM["MCP_SERVERS"]`` (those named in ``names``,
     when given)."""
     try:
-        servers = parse_servers(uistream_settings.MCP_SERVERS)
+        servers = list(uistream_settings.derived("MCP_SERVERS", parse_servers))
     except MCPConfigError as exc:
         raise ImproperlyConfigured(str(exc)) from None
     if names is not None:

@@ -122,7 +122,7 @@ def get_broker() -> Broker:
     from ..conf import settings
 
     config = settings.BROKER
-    key = _config_key(config)
+    key = settings.derived("BROKER", _config_key)
     broker = _brokers.get(key)
     if broker is None:
         with _lock:
