@@ -2,9 +2,9 @@
 
 Django runs a ``MiddlewareMixin`` middleware's ``process_request`` and
 ``process_response`` (and ``process_view``) under ASGI through
-``sync_to_async``: two hops to a thread per middleware per request, about
-0.12–0.15 ms of CPU each (asgiref's context copy and two thread wake-ups),
-fourteen for the default seven, whether or not the method does anything
+``sync_to_async``: a hop to a thread per method per request, about
+0.1–0.15 ms of CPU each (asgiref's context copy and two thread wake-ups),
+thirteen for the default seven, whether or not the method does anything
 that blocks. Most of the time none does: they read and write headers and
 cookies. Each class here is Django's own, subclassed, with the same
 methods; under ASGI it calls them directly on the event loop, and hops to a
@@ -119,18 +119,18 @@ class MessageMiddleware(OnTheLoop, messages.MessageMiddleware):
 
 
 class CsrfViewMiddleware(OnTheLoop, csrf.CsrfViewMiddleware):
-    def request_blocks(self, request: HttpRequest) -> bool:
-        return bool(settings.CSRF_USE_SESSIONS)
-
-    def response_blocks(self, request: HttpRequest, response: HttpResponseBase) -> bool:
-        return bool(settings.CSRF_USE_SESSIONS)
-
     def __init__(self, get_response: Any) -> None:
         super().__init__(get_response)
         if self.async_mode:
             # A coroutine function: Django's handler awaits it rather than
             # wrapping it in sync_to_async (BaseHandler.adapt_method_mode).
             self.process_view = self._aprocess_view  # type: ignore[method-assign, assignment]
+
+    def request_blocks(self, request: HttpRequest) -> bool:
+        return bool(settings.CSRF_USE_SESSIONS)
+
+    def response_blocks(self, request: HttpRequest, response: HttpResponseBase) -> bool:
+        return bool(settings.CSRF_USE_SESSIONS)
 
     async def _aprocess_view(
         self, request: HttpRequest, callback: Any, callback_args: Any, callback_kwargs: Any
