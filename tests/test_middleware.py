@@ -84,8 +84,9 @@ def hops() -> Iterator[list[str]]:
 
 
 def _visible(response: Any) -> dict[str, Any]:
-    """What a browser sees of a response: status, headers (the cookie
-    values, random per visit, left out) and body."""
+    """What a browser sees of a response: its status, headers and cookies
+    (the cookies' values, random per visit, left out; the body is the
+    caller's to add)."""
     headers = {k: v for k, v in response.headers.items() if k not in ("Set-Cookie", "Content-Length")}
     cookies = {
         name: (morsel["max-age"], morsel["samesite"], bool(morsel.value)) for name, morsel in response.cookies.items()
