@@ -110,9 +110,7 @@ class Stack:
         if settings:
             env["UISTREAM_TEST_SETTINGS"] = json.dumps({**json.loads(env["UISTREAM_TEST_SETTINGS"]), **settings})
         port = free_port()
-        process = Process(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app], env
-        )
+        process = Process([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app], env)
         self.processes.append(process)
 
         def listening() -> bool:

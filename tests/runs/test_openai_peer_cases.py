@@ -67,7 +67,7 @@ async def test_the_corpus_names_the_three_differences_we_fixed() -> None:
     error for us as for the AI SDK (guards against the corpus losing them)."""
     ids = {p.id for p in params("providers.json")}
     if "corpus-absent" in ids:
-        pytest.skip("the recorded provider streams are absent (docs/protocols.md, \"Recorded provider streams\")")
+        pytest.skip('the recorded provider streams are absent (docs/protocols.md, "Recorded provider streams")')
     for case_id in ("inline-5790cfe8f131", "inline-a7b4d2cdfe8d"):
         (case,) = [p.values[0] for p in params("providers.json") if p.id == case_id]
         outcome = await run_case(make_model, body_of(case))

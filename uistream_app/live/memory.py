@@ -12,17 +12,21 @@ means those).
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any, Final
 
+from ..protocol.jsonbody import json_size
 from .base import BrokerConfigError, ChannelClosed, Chunk, RunAlreadyActive, RunChannel, chunks_of, seconds_setting
 
 __all__ = ["MemoryBroker", "MemoryRunChannel"]
 
 DEFAULT_FINISHED_TTL: Final = 60.0
+#: The most a process keeps of finished runs' chunks, in bytes of their JSON.
+DEFAULT_FINISHED_MAX_BYTES: Final = 16 * 1024 * 1024
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -112,27 +116,41 @@ class MemoryRunChannel(RunChannel):
 class MemoryBroker:
     """The in-process ``Broker``: ``{"BACKEND": "memory"}`` (the default).
 
-    ``{"BACKEND": "memory", "FINISHED_TTL": 60}``: seconds a finished run
-    stays readable (rule 3).
+    ``{"BACKEND": "memory", "FINISHED_TTL": 60, "FINISHED_MAX_BYTES": 16 MiB}``:
+    seconds a finished run stays readable, and the most the finished runs
+    kept may hold together (rule 3).
     """
 
-    def __init__(self, *, finished_ttl: float = DEFAULT_FINISHED_TTL) -> None:
+    def __init__(
+        self, *, finished_ttl: float = DEFAULT_FINISHED_TTL, finished_max_bytes: int = DEFAULT_FINISHED_MAX_BYTES
+    ) -> None:
         if finished_ttl < 0:
             raise BrokerConfigError("FINISHED_TTL must be >= 0 seconds.")
+        if isinstance(finished_max_bytes, bool) or not isinstance(finished_max_bytes, int) or finished_max_bytes < 0:
+            raise BrokerConfigError(
+                f"UISTREAM['BROKER']['FINISHED_MAX_BYTES'] must be a number of bytes >= 0, not {finished_max_bytes!r}."
+            )
         self.finished_ttl = float(finished_ttl)
+        self.finished_max_bytes = finished_max_bytes
         self._runs: dict[str, _Run] = {}
         self._active: dict[str, MemoryRunChannel] = {}
-        self._expiring: deque[tuple[float, str]] = deque()
+        #: Finished runs kept, oldest first: (forget at, run id, bytes).
+        self._expiring: deque[tuple[float, str, int]] = deque()
+        self._kept_bytes = 0
+        self._kept_lock = threading.Lock()
         self._clock: Callable[[], float] = time.monotonic
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> MemoryBroker:
-        unknown = set(config) - {"BACKEND", "FINISHED_TTL"}
+        unknown = set(config) - {"BACKEND", "FINISHED_TTL", "FINISHED_MAX_BYTES"}
         if unknown:
             raise BrokerConfigError(
                 f"UISTREAM['BROKER'] has keys the memory broker does not know: {', '.join(sorted(unknown))}."
             )
-        return cls(finished_ttl=seconds_setting(config, "FINISHED_TTL", DEFAULT_FINISHED_TTL, minimum=0))
+        return cls(
+            finished_ttl=seconds_setting(config, "FINISHED_TTL", DEFAULT_FINISHED_TTL, minimum=0),
+            finished_max_bytes=config.get("FINISHED_MAX_BYTES", DEFAULT_FINISHED_MAX_BYTES),
+        )
 
     def __repr__(self) -> str:
         return f"<MemoryBroker runs={len(self._runs)} active={len(self._active)}>"
@@ -236,16 +254,27 @@ class MemoryBroker:
     def _finished(self, channel: MemoryRunChannel) -> None:
         if self._active.get(channel.conversation_id) is channel:
             del self._active[channel.conversation_id]
-        if self.finished_ttl <= 0:
-            self._runs.pop(channel.run_id, None)
-        else:
-            self._expiring.append((self._clock() + self.finished_ttl, channel.run_id))
+        size = json_size(channel._run.chunks) if self.finished_ttl > 0 else 0
+        with self._kept_lock:
+            if self.finished_ttl <= 0 or size > self.finished_max_bytes:
+                self._runs.pop(channel.run_id, None)
+                return
+            expiring = self._expiring
+            expiring.append((self._clock() + self.finished_ttl, channel.run_id, size))
+            self._kept_bytes += size
+            while self._kept_bytes > self.finished_max_bytes:  # the oldest go first
+                self._forget_oldest()
 
     def _sweep(self) -> None:
         expiring = self._expiring
         if not expiring:
             return
         now = self._clock()
-        while expiring and expiring[0][0] <= now:
-            _, run_id = expiring.popleft()
-            self._runs.pop(run_id, None)
+        with self._kept_lock:
+            while expiring and expiring[0][0] <= now:
+                self._forget_oldest()
+
+    def _forget_oldest(self) -> None:
+        _, run_id, size = self._expiring.popleft()
+        self._kept_bytes -= size
+        self._runs.pop(run_id, None)

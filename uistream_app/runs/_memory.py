@@ -23,20 +23,29 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
+
+from ..protocol.jsonbody import json_size
 
 __all__ = ["ReplayMemory"]
+
+#: The most a ``ReplayMemory`` holds, in bytes of its items' JSON.
+DEFAULT_MAX_BYTES: Final = 8 * 1024 * 1024
 
 
 class ReplayMemory:
     """Provider items of recent assistant steps (Anthropic thinking blocks
     with their signatures, Responses reasoning items with their encrypted
-    content), so the next call can send them back; bounded (least recently
-    used dropped first), safe across threads."""
+    content), so the next call can send them back; bounded by count
+    (``size`` steps) and by bytes (``max_bytes`` of the items' JSON), least
+    recently used dropped first; a step larger than ``max_bytes`` is not
+    kept. Safe across threads."""
 
-    def __init__(self, size: int = 512) -> None:
+    def __init__(self, size: int = 512, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self._size = size
-        self._blocks: OrderedDict[str, tuple[dict[str, Any], ...]] = OrderedDict()
+        self._max_bytes = max_bytes
+        self._blocks: OrderedDict[str, tuple[tuple[dict[str, Any], ...], int]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def remember(self, call_ids: Sequence[str], blocks: Sequence[dict[str, Any]]) -> None:
@@ -45,16 +54,19 @@ class ReplayMemory:
         if not call_ids:
             return
         key = "\x1f".join(call_ids)
+        kept = tuple(blocks)
+        size = json_size(kept) if kept else 0
         with self._lock:
-            if not blocks:
-                # Nothing to send back for this step: forget what an
-                # earlier step with the same calls left.
-                self._blocks.pop(key, None)
+            self._forget(key)
+            if not kept or size > self._max_bytes:
+                # Nothing to send back for this step (or too much to keep):
+                # what an earlier step with the same calls left is gone too.
                 return
-            self._blocks[key] = tuple(blocks)
-            self._blocks.move_to_end(key)
-            while len(self._blocks) > self._size:
-                self._blocks.popitem(last=False)
+            self._blocks[key] = (kept, size)
+            self._bytes += size
+            while len(self._blocks) > self._size or self._bytes > self._max_bytes:
+                _, (_, dropped) = self._blocks.popitem(last=False)
+                self._bytes -= dropped
 
     def recall(self, call_ids: Sequence[str]) -> tuple[dict[str, Any], ...]:
         """The blocks kept for the step that made the calls ``call_ids``."""
@@ -66,4 +78,9 @@ class ReplayMemory:
             if found is None:
                 return ()
             self._blocks.move_to_end(key)
-            return found
+            return found[0]
+
+    def _forget(self, key: str) -> None:
+        found = self._blocks.pop(key, None)
+        if found is not None:
+            self._bytes -= found[1]
