@@ -23,7 +23,9 @@ streams for 3.
    baseline's), median over pairs; the same for the server's CPU time per
    request (``/proc/<pid>/stat``), which a busy machine disturbs less.
    Both bodies are checked first: the same chunks, byte for byte, but the
-   message id.
+   message id. Also shown: the body's writes (chunks of the chunked
+   encoding) and when its first byte arrived (a view that streams while the
+   run still produces writes more, and earlier).
 2. **Database writes** of one standard-workload run: every SQL statement
    of the server process is counted (``execute_wrapper`` on each
    connection); INSERT / UPDATE / DELETE are the writes, split into the
@@ -284,6 +286,7 @@ class Response:
     seconds: float
     wire_bytes: int
     server_cpu: float = 0.0  # the server's CPU time during the request, when measured
+    first_body_byte: float = 0.0  # seconds from the request to the first byte after the head
 
     def header(self, name: str) -> list[str]:
         return [v for k, v in self.headers if k.lower() == name.lower()]
@@ -331,6 +334,7 @@ def request(
     EOF) before the clock stops."""
     raw = encode_request(method, target, body, headers)
     parts = []
+    first_body_byte = 0.0
     t0 = time.perf_counter()
     with socket.create_connection((HOST, port), timeout=timeout) as sock:
         sock.sendall(raw)
@@ -340,13 +344,18 @@ def request(
             if not data:
                 break
             parts.append(data)
+            if not first_body_byte:
+                so_far = b"".join(parts)
+                end_of_head = so_far.find(b"\r\n\r\n")
+                if end_of_head >= 0 and len(so_far) > end_of_head + 4:
+                    first_body_byte = time.perf_counter() - t0
     seconds = time.perf_counter() - t0
     data = b"".join(parts)
     head, _, rest = data.partition(b"\r\n\r\n")
     status, response_headers = parse_head(head)
     chunked = any(k.lower() == "transfer-encoding" and "chunked" in v for k, v in response_headers)
     payload, writes = dechunk(rest) if chunked else (rest, 1)
-    return Response(status, response_headers, payload, writes, seconds, len(data))
+    return Response(status, response_headers, payload, writes, seconds, len(data), first_body_byte=first_body_byte)
 
 
 class Client:
@@ -510,12 +519,13 @@ def bench_throughput(args: argparse.Namespace) -> None:
                 fnum(frames / med),
                 f"{len(samples[kind][0].body) / med / 1e6:.1f}",
                 fnum(statistics.median(r.writes for r in samples[kind])),
+                ms(statistics.median(r.first_body_byte for r in samples[kind])),
                 f"{statistics.median(paired):.2f}x ({paired[0]:.2f}–{paired[-1]:.2f})",
                 ms(statistics.median(r.server_cpu for r in samples[kind])),
                 f"{statistics.median(cpu_paired):.2f}x",
             ]
         )
-    header = ["", "median", "min – max", "frames/s", "MB/s", "body writes", "throughput / baseline"]
+    header = ["", "median", "min – max", "frames/s", "MB/s", "body writes", "first body byte", "throughput / baseline"]
     print(table(rows, [*header, "server CPU", "CPU: baseline / this"]))
     ratios = sorted(b.seconds / a.seconds for a, b in zip(samples["view"], samples["baseline"], strict=True))
     print(
