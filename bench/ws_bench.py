@@ -114,8 +114,11 @@ class Server:
         flush_every_ms: int | None = None,
         env: dict[str, str] | None = None,
         kind: str = "daphne",
+        options: tuple[str, ...] = (),
     ) -> None:
         self.kind = kind
+        #: More command-line options of the server (bench/slow_clients.py's timeouts).
+        self.options = options
         self.dir = Path(tempfile.mkdtemp(prefix="uistream-ws-bench-"))
         self.port = free_port()
         self.app = app
@@ -134,6 +137,8 @@ class Server:
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "ws_bench_settings",
             "DJANGO_DEBUG": "0",
+            # DEBUG off needs a key of its own (demo_project/settings.py).
+            "DJANGO_SECRET_KEY": "uistream-bench-" + uuid.uuid4().hex,
             "UISTREAM_DEMO_DELAY_MS": str(delay_ms),
             "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "bench"), str(self.dir))),
             **(env or {}),
@@ -147,7 +152,7 @@ class Server:
         subprocess.run([PY, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=self.env, check=True)
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
-                [PY, *(arg.format(port=self.port, app=self.app) for arg in SERVERS[self.kind])],
+                [PY, *(arg.format(port=self.port, app=self.app) for arg in SERVERS[self.kind]), *self.options],
                 cwd=ROOT,
                 env=self.env,
                 stdout=log,

@@ -19,10 +19,29 @@ import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from django.core.exceptions import ImproperlyConfigured
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "uistream-demo-insecure-key-change-me")
+#: The key of the development configuration. It is public (it is in this
+#: file), so anyone can sign a session cookie or a password reset link with
+#: it: it is only used with DEBUG on.
+DEVELOPMENT_SECRET_KEY = "uistream-demo-insecure-key-change-me"
+
+# The demo starts as a development configuration: DEBUG on (tracebacks and
+# the URL patterns on error pages) and the public key. DJANGO_DEBUG=0 turns
+# DEBUG off, and then the key must come from the environment: the settings
+# refuse to load without one rather than sign with the public key.
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+if os.environ.get("DJANGO_SECRET_KEY"):
+    SECRET_KEY = os.environ["DJANGO_SECRET_KEY"]
+elif DEBUG:
+    SECRET_KEY = DEVELOPMENT_SECRET_KEY
+else:
+    raise ImproperlyConfigured(
+        "DJANGO_DEBUG=0 needs DJANGO_SECRET_KEY: set it to a long random value of your own "
+        "(python -c 'import secrets; print(secrets.token_urlsafe(50))')"
+    )
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
 
 INSTALLED_APPS = [

@@ -1,16 +1,26 @@
-"""The demo picks its model from the environment: a real provider when its
-key is set, the offline model otherwise."""
+"""The demo's settings read the environment: a real provider when its key
+is set, the offline model otherwise; DEBUG on and a public key unless told
+otherwise, said on the demo's first line; DEBUG off only with a key of
+one's own, and then no URL patterns on the 404 page."""
 
 from __future__ import annotations
 
+import os
 import runpy
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import httpx
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from uistream_app.runs import resolve_model
 from uistream_app.runs.anthropic import AnthropicModel
 from uistream_app.runs.openai import OpenAIChatModel, OpenAIResponsesModel
+
+from .server import server_process
 
 SETTINGS = Path(__file__).resolve().parent.parent / "demo_project" / "settings.py"
 SWITCHES = ("ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "OPENAI_API_KEY", "OPENAI_MODEL", "OPENAI_API", "OPENAI_BASE_URL")
@@ -77,3 +87,108 @@ def test_a_keyless_compatible_server_still_works(monkeypatch: pytest.MonkeyPatch
     assert type(model) is cls
     assert (model.model, model.api_key) == ("llama3.2", None)  # type: ignore[attr-defined]
     assert model.url.startswith("http://127.0.0.1:11434/v1/")  # type: ignore[attr-defined]
+
+
+# -- the development configuration, and DEBUG off ---------------------------------------
+
+ROOT = SETTINGS.parent.parent
+#: A key for DEBUG off in these tests (not a secret: nothing is signed with it).
+TEST_KEY = "uistream-test-key-" + "k" * 40
+
+
+def demo_env(**env: str) -> dict[str, str]:
+    """This process's environment without the demo's DEBUG and key switches, plus ``env``."""
+    base = {k: v for k, v in os.environ.items() if k not in ("DJANGO_DEBUG", "DJANGO_SECRET_KEY")}
+    return {**base, "DJANGO_SETTINGS_MODULE": "demo_project.settings", **env}
+
+
+def test_debug_off_without_a_secret_key_refuses_to_start() -> None:
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=demo_env(DJANGO_DEBUG="0"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    # One line that names what to set, not a traceback.
+    assert done.stderr.splitlines() == [
+        "ImproperlyConfigured: DJANGO_DEBUG=0 needs DJANGO_SECRET_KEY: set it to a long random value of your own "
+        "(python -c 'import secrets; print(secrets.token_urlsafe(50))')"
+    ]
+
+
+def test_debug_off_signs_with_the_given_key_and_debug_on_with_the_public_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DJANGO_SECRET_KEY", raising=False)
+    monkeypatch.setenv("DJANGO_DEBUG", "0")
+    with pytest.raises(ImproperlyConfigured, match="DJANGO_DEBUG=0 needs DJANGO_SECRET_KEY"):
+        runpy.run_path(str(SETTINGS))
+    monkeypatch.setenv("DJANGO_SECRET_KEY", TEST_KEY)
+    off = runpy.run_path(str(SETTINGS))
+    assert (off["DEBUG"], off["SECRET_KEY"]) == (False, TEST_KEY)
+    monkeypatch.delenv("DJANGO_DEBUG")
+    monkeypatch.delenv("DJANGO_SECRET_KEY")
+    on = runpy.run_path(str(SETTINGS))
+    assert (on["DEBUG"], on["SECRET_KEY"]) == (True, on["DEVELOPMENT_SECRET_KEY"])
+
+
+def run_demo_script(tmp_path: Path, **env: str) -> tuple[list[str], list[str]]:
+    """``scripts/demo`` in a copy of the scripts folder whose ``setup`` does
+    nothing and whose Python records its arguments: the demo's output lines,
+    and the commands it ran."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "demo", tmp_path / "scripts" / "demo")
+    (tmp_path / "scripts" / "setup").write_text("#!/bin/sh\n")
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    python.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path / "ran"}\n')
+    for script in (tmp_path / "scripts" / "setup", python):
+        script.chmod(0o755)
+    done = subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "demo")],
+        env={**demo_env(VENV=str(tmp_path / "venv"), **env)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return done.stdout.splitlines(), (tmp_path / "ran").read_text().splitlines()
+
+
+def test_the_demo_says_first_that_it_is_a_development_configuration(tmp_path: Path) -> None:
+    output, ran = run_demo_script(tmp_path)
+    assert output[0] == (
+        "uistream demo: a development configuration (DEBUG on, a public secret key), not for deployment; "
+        'to run it otherwise set DJANGO_DEBUG=0, DJANGO_SECRET_KEY and DJANGO_ALLOWED_HOSTS (README, "The demo")'
+    )
+    assert ran == ["manage.py migrate --noinput", "manage.py runserver 127.0.0.1:8000"]
+
+
+def test_the_demo_with_debug_off_says_so_and_still_serves_the_page_s_files(tmp_path: Path) -> None:
+    output, ran = run_demo_script(tmp_path, DJANGO_DEBUG="0", DJANGO_SECRET_KEY=TEST_KEY)
+    assert output[0].startswith("uistream demo: DEBUG off (DJANGO_DEBUG=0), the secret key of DJANGO_SECRET_KEY;")
+    # runserver serves static files with DEBUG off only when told to.
+    assert ran[-1] == "manage.py runserver --insecure 127.0.0.1:8000"
+
+
+@pytest.mark.parametrize("server", ["daphne", "uvicorn"])
+def test_with_debug_off_the_404_page_lists_no_url_patterns(server: str) -> None:
+    env = {"DJANGO_SETTINGS_MODULE": "demo_project.settings", "DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": TEST_KEY}
+    with server_process(server, env) as url:
+        response = httpx.get(f"{url}/no-such-page", timeout=20)
+    assert response.status_code == 404
+    assert "<h1>Not Found</h1>" in response.text
+    for leak in ("admin/", "api/agents/", "URLconf", "demo_project.urls", "DEBUG = True"):
+        assert leak not in response.text
+
+
+def test_with_debug_on_the_404_page_lists_them() -> None:
+    # The other side of the test above: what DEBUG shows, so that its
+    # assertions would see a leak.
+    with server_process("daphne", {"DJANGO_SETTINGS_MODULE": "demo_project.settings", "DJANGO_DEBUG": "1"}) as url:
+        response = httpx.get(f"{url}/no-such-page", timeout=20)
+    assert response.status_code == 404
+    assert "admin/" in response.text
+    assert "demo_project.urls" in response.text

@@ -104,6 +104,7 @@ setup_uistream() {
     "UISTREAM_BENCH_SQLITE=wal"
     "UISTREAM_DEMO_DELAY_MS=$DELAY_MS"
     "DJANGO_DEBUG=0"
+    "DJANGO_SECRET_KEY=uistream-bench-$RANDOM$RANDOM$RANDOM"
   )
   if [ -n "${UISTREAM_BENCH_WORKLOAD:-}" ]; then UENV+=("UISTREAM_BENCH_WORKLOAD=$UISTREAM_BENCH_WORKLOAD"); fi
   local served
