@@ -88,17 +88,21 @@ class _Request:
 
 def _has_lone_surrogate(value: Any) -> bool:
     """Whether a decoded frame holds a surrogate code point (which only an
-    unpaired escape such as ``"\\ud800"`` decodes to)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if isinstance(value, dict):
-        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_lone_surrogate(v) for v in value)
+    unpaired escape such as ``"\\ud800"`` decodes to). Iterative: a frame
+    nested a thousand levels deep must not exhaust the stack."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
 
 
