@@ -18,7 +18,7 @@ permission classes with the ``error`` frame (``not_authenticated``) whose
 text names the switch (``policies.anonymous_refusal``), which a handshake
 refused with a 403 could not say (a browser sees only a close, 1006).
 CSRF does not apply to WebSockets; the Origin check does (the demo wraps
-the routes in ``AllowedHostsOriginValidator``).
+the routes in ``uistream_app.asgi.CSRFOriginValidator``).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
     Route it under an ``AuthMiddlewareStack`` (for ``scope["user"]`` and
     ``scope["session"]``) and an Origin check::
 
-        AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+        CSRFOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
 
     Subclass it like ``ChatView``: set ``model`` / ``tools`` /
     ``system_prompt`` or override the ``get_*`` hooks; the defaults come
