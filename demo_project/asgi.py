@@ -9,8 +9,9 @@ shared threads, not a thread per open stream (docs/operations.md,
 "Threads").
 
 WebSockets get no CSRF protection, so the Origin check stands in for it:
-``AllowedHostsOriginValidator`` refuses a handshake whose ``Origin`` is not
-one of ``ALLOWED_HOSTS`` (or has none). ``AuthMiddlewareStack`` gives the
+``CSRFOriginValidator`` refuses a handshake whose ``Origin`` is not the
+server's own (scheme, host of ``ALLOWED_HOSTS`` and port) nor one of
+``CSRF_TRUSTED_ORIGINS``, or that has none. ``AuthMiddlewareStack`` gives the
 consumer the session and user of the handshake's cookies.
 """
 
@@ -25,15 +26,14 @@ django_application = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from uistream_app.asgi import bounded_threads, limit_request_bodies  # noqa: E402
+from uistream_app.asgi import CSRFOriginValidator, bounded_threads, limit_request_bodies  # noqa: E402
 from uistream_app.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": bounded_threads(limit_request_bodies(django_application)),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": CSRFOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
 

@@ -12,17 +12,16 @@ django_application = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from tests.context_views import PerUserConsumer  # noqa: E402
-from uistream_app.asgi import bounded_threads, limit_request_bodies  # noqa: E402
+from uistream_app.asgi import CSRFOriginValidator, bounded_threads, limit_request_bodies  # noqa: E402
 from uistream_app.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": bounded_threads(limit_request_bodies(django_application)),
-        "websocket": AllowedHostsOriginValidator(
+        "websocket": CSRFOriginValidator(
             AuthMiddlewareStack(URLRouter([path("ws/per-user/", PerUserConsumer.as_asgi()), *websocket_urlpatterns]))
         ),
     }

@@ -33,3 +33,7 @@ if os.environ.get("UISTREAM_TEST_LOG_LEVELS"):
         "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "levels"}},
         "loggers": {"uistream_app": {"handlers": ["stderr"], "level": "INFO"}},
     }
+
+if os.environ.get("UISTREAM_TEST_CSRF_TRUSTED_ORIGINS"):
+    # The Origin check's tests: the origins trusted besides the server's own.
+    CSRF_TRUSTED_ORIGINS = json.loads(os.environ["UISTREAM_TEST_CSRF_TRUSTED_ORIGINS"])

@@ -75,8 +75,15 @@ def ended(frames: list[dict[str, Any]]) -> bool:
 class Socket:
     """One page's socket: the frames it received, by request id."""
 
-    def __init__(self, cookie: str | None = None, *, app: Any = None, origin: bytes | None = b"http://127.0.0.1"):
-        headers = []
+    def __init__(
+        self,
+        cookie: str | None = None,
+        *,
+        app: Any = None,
+        origin: bytes | None = b"http://127.0.0.1",
+        host: bytes = b"127.0.0.1",
+    ):
+        headers = [(b"host", host)]
         if origin is not None:
             headers.append((b"origin", origin))
         if cookie is not None:
@@ -614,15 +621,18 @@ async def test_the_demo_refuses_a_foreign_origin() -> None:
     from demo_project.asgi import application
 
     cookie = await asession_cookie()
-    for origin, expected in [
-        (b"http://127.0.0.1:8000", True),
-        (b"http://localhost", True),
-        (b"https://evil.example", False),
-        (b"null", False),
-        (None, False),
+    for origin, host, expected in [
+        (b"http://127.0.0.1:8000", b"127.0.0.1:8000", True),
+        (b"http://localhost", b"localhost", True),
+        (b"http://127.0.0.1:9999", b"127.0.0.1:8000", False),
+        (b"https://127.0.0.1:8000", b"127.0.0.1:8000", False),
+        (b"http://localhost", b"127.0.0.1", False),
+        (b"https://evil.example", b"127.0.0.1", False),
+        (b"null", b"127.0.0.1", False),
+        (None, b"127.0.0.1", False),
     ]:
-        async with Socket(cookie, app=application, origin=origin) as page:
-            assert page.connected is expected, origin
+        async with Socket(cookie, app=application, origin=origin, host=host) as page:
+            assert page.connected is expected, (origin, host)
 
 
 @db

@@ -24,6 +24,7 @@ SHARED_NAMES = {"__init__", "views", "urls", "events", "messages"}
 
 FACES = {
     "asgi": {
+        "CSRFOriginValidator": "transport.origin_check",
         "bounded_threads": "lifecycle.threads",
         "limit_request_bodies": "transport.body_limits",
     },

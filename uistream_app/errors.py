@@ -172,7 +172,11 @@ CATALOGUE: Final = MappingProxyType(
         Codes.RUN_ENDED: CodeInfo(
             410, "a reconnect by index past the end of a run that ended without finishing (tail index header)"
         ),
-        Codes.TOO_LARGE: CodeInfo(413, "the request body is over `MAX_REQUEST_BYTES`"),
+        Codes.TOO_LARGE: CodeInfo(
+            413,
+            "the request body is over `MAX_REQUEST_BYTES` (a conversations API body: also over "
+            "`DATA_UPLOAD_MAX_MEMORY_SIZE`)",
+        ),
         Codes.FILE_TOO_LARGE: CodeInfo(413, "an attached file is over `MAX_FILE_BYTES`"),
         Codes.UNSUPPORTED_MEDIA_TYPE: CodeInfo(
             415, "the body is not `application/json`, or a file's type is not in `ALLOWED_MEDIA_TYPES`"

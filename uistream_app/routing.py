@@ -6,12 +6,17 @@ does::
 
     from channels.auth import AuthMiddlewareStack
     from channels.routing import ProtocolTypeRouter, URLRouter
-    from channels.security.websocket import AllowedHostsOriginValidator
+    from uistream_app.asgi import CSRFOriginValidator
 
     application = ProtocolTypeRouter({
         "http": get_asgi_application(),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": CSRFOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     })
+
+``CSRFOriginValidator`` compares the whole origin (scheme, host, port) as
+Django's CSRF check does; Channels' ``AllowedHostsOriginValidator``
+compares the host alone, so a page on another port or scheme of the same
+host would open a socket with the visitor's cookie.
 
 A project that subclasses ``ChatConsumer`` routes its own class instead.
 """

@@ -608,8 +608,12 @@ class SocketChatClient(_Chat):
     app's ``websocket_urlpatterns`` behind Channels' ``AuthMiddlewareStack``;
     or your project's ``asgi.application``, or your consumer routed the
     same way); ``path``: where it is routed. The handshake carries the
-    client's cookies and ``Origin: http://testserver``. The other arguments
-    are ``ChatClient``'s; ``headers`` go in every ``send`` frame's
+    client's cookies, ``Host: testserver`` and ``Origin:
+    http://testserver``, which the Origin check
+    (``uistream_app.asgi.CSRFOriginValidator``) lets in where
+    ``ALLOWED_HOSTS`` has ``testserver`` (Django's test runner adds it).
+    The other arguments are ``ChatClient``'s; ``headers`` go in every
+    ``send`` frame's
     ``headers``. Log in before the socket connects (a login later
     reconnects it at the next turn)."""
 
@@ -659,7 +663,8 @@ class SocketChatClient(_Chat):
 
         await self._ensure_session()
         cookies = "; ".join(f"{name}={morsel.value}" for name, morsel in self.client.cookies.items())
-        headers = [(b"origin", TEST_ORIGIN.encode()), (b"cookie", cookies.encode())]
+        # The Host of Django's test client, so the Origin is the handshake's own.
+        headers = [(b"host", b"testserver"), (b"origin", TEST_ORIGIN.encode()), (b"cookie", cookies.encode())]
         application = self.application or AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         communicator = WebsocketCommunicator(application, self.path, headers=headers)
         self.communicator = communicator

@@ -11,8 +11,10 @@ it):
   ``schema/`` fails;
 * the renderers (``DEFAULT_RENDERER_CLASSES``): DRF's JSON, plus the
   browsable API where it can render (``BaseAPIView.get_browsable_api``);
-* the parsers (``DEFAULT_PARSER_CLASSES``): DRF's defaults (JSON, and the
-  forms of the browsable API);
+* the parsers (``DEFAULT_PARSER_CLASSES``): JSON with the chat body's
+  size and depth limits (``parsers.JSONBodyParser``), and DRF's forms for
+  the browsable API; a body over Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE``
+  is the same 413 (``too_large``), not Django's HTML 400;
 * versioning (``DEFAULT_VERSIONING_CLASS``): none; the API is not
   versioned, and a project's ``URLPathVersioning`` or
   ``NamespaceVersioning`` would answer every request here with a 404;
@@ -37,15 +39,19 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.apps import apps
+from django.core.exceptions import RequestDataTooBig
 from drf_spectacular.openapi import AutoSchema
 from rest_framework.filters import BaseFilterBackend
 from rest_framework.pagination import BasePagination
-from rest_framework.parsers import BaseParser, FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import BaseParser, FormParser, MultiPartParser
 from rest_framework.renderers import BaseRenderer, BrowsableAPIRenderer, JSONRenderer
+from rest_framework.response import Response
 from rest_framework.schemas.inspectors import ViewInspector
 from rest_framework.settings import api_settings
 from rest_framework.versioning import BaseVersioning
 from rest_framework.views import APIView
+
+from .parsers import JSONBodyParser, body_too_large
 
 if TYPE_CHECKING:  # the stubs' name of a filter backend's shape
     from rest_framework.generics import BaseFilterProtocol
@@ -64,7 +70,7 @@ class BaseAPIView(APIView):
     #: the module is imported.)
     schema: ViewInspector | None = AutoSchema()
     renderer_classes: Sequence[type[BaseRenderer]] = (JSONRenderer, BrowsableAPIRenderer)
-    parser_classes: Sequence[type[BaseParser]] = (JSONParser, FormParser, MultiPartParser)
+    parser_classes: Sequence[type[BaseParser]] = (JSONBodyParser, FormParser, MultiPartParser)
     versioning_class: type[BaseVersioning] | None = None
     pagination_class: type[BasePagination] | None = None
     filter_backends: Sequence[type[BaseFilterBackend | BaseFilterProtocol[Any]]] = ()
@@ -94,3 +100,12 @@ class BaseAPIView(APIView):
         # JSON when nothing else is left (a subclass that listed only HTML
         # renderers), rather than DRF's IndexError on an empty list.
         return [r for r in renderers if not isinstance(r, BrowsableAPIRenderer)] or [JSONRenderer()]
+
+    def handle_exception(self, exc: Exception) -> Response:
+        """DRF's, with Django's ``RequestDataTooBig`` (a body over
+        ``DATA_UPLOAD_MAX_MEMORY_SIZE``, met wherever the body is read: a
+        parser, a form's CSRF token) answered as the API's 413 rather than
+        Django's HTML 400."""
+        if isinstance(exc, RequestDataTooBig):
+            exc = body_too_large()
+        return super().handle_exception(exc)

@@ -13,11 +13,13 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import ISO_8601, serializers
 
+from ..errors import Codes
 from ..inspect.formats import transcript_formats
 from ..models import Conversation, Message, Run
+from ..protocol.jsonbody import MAX_DEPTH, NestingError, depth_ok, parse_json
 from ..transport.chat_request import ID_RE
 
-__all__ = ["ConversationSerializer", "IsoDateTimeField", "RunSerializer", "UIMessageSerializer"]
+__all__ = ["BoundedJSONField", "ConversationSerializer", "IsoDateTimeField", "RunSerializer", "UIMessageSerializer"]
 
 
 class IsoDateTimeField(serializers.DateTimeField):
@@ -26,10 +28,40 @@ class IsoDateTimeField(serializers.DateTimeField):
     format = ISO_8601
 
 
-#: The model serializers' fields, with ``IsoDateTimeField`` for date-times.
+class BoundedJSONField(serializers.JSONField):
+    """DRF's ``JSONField``, nested at most ``max_depth`` levels: what a JSON
+    body of ``MAX_DEPTH`` levels carries one level down, so that a form (the
+    browsable API's, parsed here with orjson's rules rather than
+    ``json.loads``, which recurses) stores nothing a JSON body could not."""
+
+    default_error_messages = {  # noqa: RUF012 - DRF merges these per class
+        **serializers.JSONField.default_error_messages,
+        Codes.TOO_DEEP: f"Value is nested deeper than {MAX_DEPTH - 1} levels.",
+    }
+    max_depth = MAX_DEPTH - 1
+
+    def to_internal_value(self, data: Any) -> Any:
+        if self.binary or getattr(data, "is_json_string", False):
+            try:
+                data = parse_json(str(data))
+            except NestingError:
+                self.fail(Codes.TOO_DEEP)
+            except ValueError:
+                self.fail("invalid")
+            if not depth_ok(data, self.max_depth):
+                self.fail(Codes.TOO_DEEP)
+            return data
+        if not depth_ok(data, self.max_depth):
+            self.fail(Codes.TOO_DEEP)
+        return super().to_internal_value(data)
+
+
+#: The model serializers' fields, with ``IsoDateTimeField`` for date-times
+#: and ``BoundedJSONField`` for JSON.
 FIELD_MAPPING: dict[type[models.Field[Any, Any]], type[serializers.Field[Any, Any, Any, Any]]] = {
     **serializers.ModelSerializer.serializer_field_mapping,
     models.DateTimeField: IsoDateTimeField,
+    models.JSONField: BoundedJSONField,
 }
 
 

@@ -17,17 +17,38 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..protocol.jsonbody import MAX_DEPTH, depth_ok
 from ..protocol.ui.parts import is_tool_type
 
 __all__ = ["PartView", "part_views", "pretty_json", "safe_href"]
 
 #: Characters of one JSON value shown before it is cut.
 MAX_JSON: Final = 10_000
+#: Levels of one JSON value shown: what the API and the chat body let in
+#: (``jsonbody.MAX_DEPTH``). A row stored before those limits may nest far
+#: deeper, which ``json.dumps(indent=...)`` renders by recursion: 990 levels
+#: took 34 s, and a few more exhaust the stack.
+MAX_JSON_DEPTH: Final = MAX_DEPTH
+#: What stands for a container past ``MAX_JSON_DEPTH``.
+CUT_DEEPER: Final = "… (nested deeper)"
 _IMAGE_DATA_URL: Final = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=]+")
 
 
+def _cut_deeper(value: Any, levels: int) -> Any:
+    """``value`` with each container past ``levels`` levels replaced by
+    ``CUT_DEEPER`` (recursing at most ``levels`` deep)."""
+    if isinstance(value, dict):
+        return {k: _cut_deeper(v, levels - 1) for k, v in value.items()} if levels > 0 else CUT_DEEPER
+    if isinstance(value, list):
+        return [_cut_deeper(v, levels - 1) for v in value] if levels > 0 else CUT_DEEPER
+    return value
+
+
 def pretty_json(value: Any, limit: int = MAX_JSON) -> str:
-    """``value`` as indented JSON, cut after ``limit`` characters."""
+    """``value`` as indented JSON, cut after ``limit`` characters and below
+    ``MAX_JSON_DEPTH`` levels."""
+    if not depth_ok(value, MAX_JSON_DEPTH):
+        value = _cut_deeper(value, MAX_JSON_DEPTH)
     try:
         text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
     except ValueError:  # a circular structure cannot come from JSON, but be safe

@@ -3,7 +3,8 @@
 Shared by every endpoint that takes JSON (useChat's POST, AG-UI's
 RunAgentInput): the size limit, an empty body, JSON that does not parse or
 is not UTF-8, a body that is not an object, and nesting deeper than
-``MAX_DEPTH`` all raise ``JSONBodyError`` with a stable ``code`` and the
+``MAX_DEPTH`` (also past what the parser reads at all, ``NestingError``)
+all raise ``JSONBodyError`` with a stable ``code`` and the
 HTTP status the endpoint answers with (``errors.Codes``: the codes are the
 house's, and that module imports nothing). ``json_size`` measures a
 value as JSON, for the bounds on what a process keeps.
@@ -23,6 +24,7 @@ __all__ = [
     "LARGE_JSON_BYTES",
     "MAX_DEPTH",
     "JSONBodyError",
+    "NestingError",
     "depth_ok",
     "has_surrogate_escape",
     "json_size",
@@ -41,6 +43,11 @@ MAX_DEPTH: Final = 32
 #: library reads as fast; orjson is faster on many small values
 #: (``bench/body_memory.py`` measures a server's memory on such bodies).
 LARGE_JSON_BYTES: Final = 1024 * 1024
+
+
+class NestingError(ValueError):
+    """JSON text nested past what ``parse_json`` reads (1,024 levels), or
+    past the interpreter's recursion limit: too deep, not malformed."""
 
 
 def refuse_json_constant(name: str) -> Any:
@@ -67,7 +74,8 @@ def parse_json(text: bytes | str) -> Any:
     """JSON ``text`` read as orjson reads it, whatever its size: strict UTF-8,
     no ``NaN``/``Infinity``, no number that overflows a double, no lone
     surrogate escape, at most 1,024 levels. Raises ``ValueError``
-    (``orjson.JSONDecodeError`` is one).
+    (``orjson.JSONDecodeError`` is one), ``NestingError`` for text nested
+    deeper than that.
 
     Text of ``LARGE_JSON_BYTES`` or more goes to the standard library with
     those rules added, so a 30 MiB body costs about two copies while it is
@@ -75,7 +83,12 @@ def parse_json(text: bytes | str) -> Any:
     or not) goes to orjson, which knows a pair from a lone one. Integers past
     a double stay exact (orjson rounds them to a float)."""
     if len(text) < LARGE_JSON_BYTES or has_surrogate_escape(text):
-        return orjson.loads(text)
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            if str(exc).startswith("depth limit exceeded"):
+                raise NestingError(str(exc)) from None
+            raise
     try:
         return json.loads(
             text.decode("utf-8") if isinstance(text, bytes) else text,
@@ -83,7 +96,7 @@ def parse_json(text: bytes | str) -> Any:
             parse_float=_finite_float,
         )
     except RecursionError:
-        raise ValueError("depth limit exceeded") from None
+        raise NestingError("depth limit exceeded") from None
 
 
 class JSONBodyError(ValueError):
@@ -117,13 +130,18 @@ def load_json_object(
     body: bytes, *, max_bytes: int, expected: str, max_depth: int | None = MAX_DEPTH
 ) -> dict[str, Any]:
     """``body`` parsed; ``expected`` names what the client should send.
-    ``max_depth`` None: the caller checks the depth of what it keeps."""
+    ``max_depth`` None: the caller checks the depth of what it keeps (text
+    nested past what the parser reads is ``too_deep`` all the same, named
+    by ``MAX_DEPTH``)."""
     if len(body) > max_bytes:
         raise JSONBodyError(f"the request body is larger than {max_bytes} bytes", code=Codes.TOO_LARGE, status=413)
     if not body.strip():
         raise JSONBodyError(f"the request body is empty; send {expected}", code=Codes.EMPTY)
     try:
         data = parse_json(body)
+    except NestingError:
+        depth = MAX_DEPTH if max_depth is None else max_depth
+        raise JSONBodyError(f"the request body is nested deeper than {depth} levels", code=Codes.TOO_DEEP) from None
     except ValueError as exc:
         raise JSONBodyError(f"the request body is not valid JSON: {exc}", code=Codes.INVALID_JSON) from None
     if not isinstance(data, dict):

@@ -14,7 +14,7 @@ from typing import Any, Final, Literal, NotRequired, TypedDict
 
 import orjson
 
-from .jsonbody import parse_json, refuse_json_constant
+from .jsonbody import NestingError, parse_json, refuse_json_constant
 from .ui.chunks import Chunk
 from .ui.render import UIStreamRenderer
 
@@ -172,9 +172,12 @@ def decode_json_text(text: str) -> Any:
     """JSON text as ``JSON.parse`` reads it. ``parse_json`` first; the standard
     library for what only it refuses (a lone surrogate escape, which
     ``JSON.stringify`` writes): such a frame is well formed, and what it
-    says is refused later, with an ``error`` frame."""
+    says is refused later, with an ``error`` frame. Text nested past what
+    ``parse_json`` reads is refused at once (rule 1), as on HTTP."""
     try:
         return parse_json(text)
+    except NestingError:
+        raise FrameError("a frame is nested deeper than 1024 levels") from None
     except ValueError:
         pass
     try:

@@ -18,7 +18,7 @@ permission classes with the ``error`` frame (``not_authenticated``) whose
 text names the switch (``policies.anonymous_refusal``), which a handshake
 refused with a 403 could not say (a browser sees only a close, 1006).
 CSRF does not apply to WebSockets; the Origin check does (the demo wraps
-the routes in ``AllowedHostsOriginValidator``).
+the routes in ``uistream_app.asgi.CSRFOriginValidator``).
 """
 
 from __future__ import annotations
@@ -88,17 +88,21 @@ class _Request:
 
 def _has_lone_surrogate(value: Any) -> bool:
     """Whether a decoded frame holds a surrogate code point (which only an
-    unpaired escape such as ``"\\ud800"`` decodes to)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if isinstance(value, dict):
-        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_lone_surrogate(v) for v in value)
+    unpaired escape such as ``"\\ud800"`` decodes to). Iterative: a frame
+    nested a thousand levels deep must not exhaust the stack."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
 
 
@@ -124,7 +128,7 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
     Route it under an ``AuthMiddlewareStack`` (for ``scope["user"]`` and
     ``scope["session"]``) and an Origin check::
 
-        AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+        CSRFOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
 
     Subclass it like ``ChatView``: set ``model`` / ``tools`` /
     ``system_prompt`` or override the ``get_*`` hooks; the defaults come
