@@ -88,6 +88,7 @@ ONE_WORKER_MODULES = {
     "tests/test_e2e_browser.py": 2,
     "tests/test_admin_browser.py": 1,
     "tests/test_consumer.py": 1,
+    "tests/test_media_types.py": 1,
     "tests/test_packaging.py": 1,
     "tests/test_readme_project.py": 1,
 }

@@ -39,6 +39,24 @@ def fail(reason: str) -> str:
 
 
 @server.tool()
+def strict(value: str) -> int:
+    """Fails with pydantic's validation text, version and all, as the SDK
+    answers arguments its own schema refuses."""
+    import pydantic
+
+    try:
+        return pydantic.TypeAdapter(int).validate_python(value)
+    except pydantic.ValidationError as exc:
+        raise ToolError(str(exc)) from None
+
+
+@server.tool()
+def leak() -> str:
+    """Fails quoting a credential, as a server that echoes its request does."""
+    raise ToolError("upstream said 401 for Authorization: Bearer sk-proj-abcdefghijklmnopqrstuvwx")
+
+
+@server.tool()
 def protocol_error() -> str:
     """Answers with a JSON-RPC error instead of a result."""
     raise MCPError(-32602, "protocol_error refuses on purpose")

@@ -34,7 +34,7 @@ from uistream_app.lifecycle import mcp
 from uistream_app.lifecycle.shutdown import stop_gracefully
 from uistream_app.models import Run
 from uistream_app.protocol.events import Event, TextDelta, ToolApprovalRequest, ToolCall, ToolResult
-from uistream_app.runs import ToolLoop, UserMessage
+from uistream_app.runs import MASKED_TOOL_ERROR, ToolLoop, UserMessage
 from uistream_app.runs.scripted import ScriptedModel, call
 
 from .server import serve_demo
@@ -140,21 +140,30 @@ def test_a_die_of_a_thousand_sides_lands_anywhere_from_1_to_1000() -> None:
 # -- the server's errors are the call's tool errors -------------------------------------------
 
 
-def test_an_error_result_is_the_calls_tool_error_with_the_servers_text(starts: Path) -> None:
+@pytest.mark.parametrize(
+    ("tool", "arguments", "logged"),
+    [
+        pytest.param("fail", {"reason": "no luck"}, "fail says: no luck", id="an isError result"),
+        pytest.param("strict", {"value": "x"}, "errors.pydantic.dev", id="pydantic's text"),
+        pytest.param("protocol_error", {}, "answered an error: protocol_error refuses on purpose", id="JSON-RPC"),
+        pytest.param("leak", {}, "Authorization: [redacted]", id="a credential quoted"),
+    ],
+)
+def test_a_servers_error_is_the_calls_masked_tool_error_and_its_text_is_logged(
+    starts: Path, caplog: pytest.LogCaptureFixture, tool: str, arguments: dict[str, Any], logged: str
+) -> None:
+    """The server's own text (pydantic's, with its version; a quoted
+    header) is for staff, in the log, redacted; the model and the client
+    get the masked text, as for a Python tool's exception."""
     tools = tools_of({"tests": server_settings(starts)})
-    events = run_loop(ScriptedModel([call("tests__fail", {"reason": "no luck"})], "ok"), tools, "fail")
+    with caplog.at_level("ERROR", logger="uistream_app"):
+        events = run_loop(ScriptedModel([call(f"tests__{tool}", arguments)], "ok"), tools, "go")
     (result,) = results(events)
     assert result.is_error
-    assert "fail says: no luck" in result.content
-
-
-def test_a_json_rpc_error_is_the_calls_tool_error(starts: Path) -> None:
-    tools = tools_of({"tests": server_settings(starts)})
-    events = run_loop(ScriptedModel([call("tests__protocol_error")], "ok"), tools, "refuse")
-    (result,) = results(events)
-    assert result.is_error
-    assert result.content == "The MCP server 'tests' answered an error: protocol_error refuses on purpose"
-    assert len(started(starts)) == 1  # the session survives a protocol error
+    assert result.content == MASKED_TOOL_ERROR
+    assert logged in caplog.text
+    assert "sk-proj-" not in caplog.text
+    assert len(started(starts)) == 1  # the session survives the server's error
 
 
 def test_arguments_that_break_the_servers_schema_never_reach_it(starts: Path) -> None:
@@ -312,7 +321,7 @@ def test_a_streamable_http_server_lends_its_tools_and_errors(http_server: str) -
     events = run_loop(ScriptedModel([call("tests__fail", {"reason": "http"})], "ok"), tools, "fail")
     (result,) = results(events)
     assert result.is_error
-    assert "fail says: http" in result.content
+    assert result.content == MASKED_TOOL_ERROR
 
 
 # -- settings --------------------------------------------------------------------------------

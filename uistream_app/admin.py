@@ -43,6 +43,7 @@ from .inspect.owner_views import owner_html
 from .inspect.part_views import part_views, pretty_json
 from .inspect.timeline import format_ms
 from .models import Conversation, Message, Run, StoredFile
+from .protocol.media_types import OCTET_STREAM, served_media_type
 
 __all__ = [
     "ConversationAdmin",
@@ -453,8 +454,14 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             handle = stored.file.storage.open(stored.file.name or "", "rb")
         except FileNotFoundError:
             raise Http404 from None
+        # A type that does not parse (a row from before types were checked)
+        # would break the header: such a file is bytes, like any download.
+        media_type = served_media_type(stored.media_type)
         response = FileResponse(
-            handle, as_attachment=True, filename=stored.name or str(stored.pk), content_type=stored.media_type
+            handle,
+            as_attachment=True,
+            filename=stored.name or str(stored.pk),
+            content_type=str(media_type) if media_type else OCTET_STREAM,
         )
         response["X-Content-Type-Options"] = "nosniff"
         return response

@@ -55,6 +55,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     drop: bool = False
     hold: bool = False
+    #: Answer the request's own headers as the body (a provider whose error
+    #: quotes the request, its credentials included).
+    echo: bool = False
 
 
 @dataclass
@@ -132,7 +135,8 @@ class ChatServer:
         out += [f"{k}: {v}" for k, v in reply.headers.items()]
         writer.write(("\r\n".join(out) + "\r\n\r\n").encode())
         await writer.drain()
-        for piece in reply.body:
+        pieces = [json.dumps({"error": "unauthorized", "request_headers": headers}).encode()] if reply.echo else []
+        for piece in [*reply.body, *pieces]:
             writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
             await writer.drain()
         if reply.hold:

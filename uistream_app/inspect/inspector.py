@@ -44,6 +44,7 @@ from django.utils.translation import gettext as _
 from ..conf import settings as uistream_settings
 from ..lifecycle.spend import PERIODS, cost_of, period_bounds, usage_report
 from ..models import Run
+from ..protocol.redact import redact
 from ..recording import read_log
 from .analysis import analyze_run
 from .formats import DIALECTS, astream_transcript, download_name, get_format, stream_transcript, transcript_formats
@@ -202,6 +203,8 @@ class RunInspector:
             "wires": wires,
             "downloads": downloads,
             "show_error_detail": bool(request.user.is_staff and run.error_detail),
+            # Redacted again: a row stored before details were redacted.
+            "error_detail": redact(run.error_detail),
             **(extra_context or {}),
         }
         request.current_app = self.model_admin.admin_site.name

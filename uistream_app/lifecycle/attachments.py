@@ -6,10 +6,14 @@ URL (useChat's POST and WebSocket send; AG-UI's media parts with a
 ``data`` source become the same part). The store (``store.py``) hands a
 submitted message to ``decode_files`` before anything is written: each
 ``data:`` part is decoded and checked against ``MAX_FILE_BYTES`` (413) and
-``ALLOWED_MEDIA_TYPES`` (415), naming the part. ``StagedFiles.write`` puts
-the bytes in ``default_storage`` before the store's transaction opens (so
-the transaction stays short) and rewrites each part's ``url`` to the
-owner-checked ``/api/files/<id>``; the transaction creates the
+``ALLOWED_MEDIA_TYPES`` (415), naming the part. Every file part's
+``mediaType`` is parsed strictly (``protocol.media_types``: one media
+type, nothing a header could be split or widened with) and stored in its
+normalised form; a ``data:`` URL must name the same type (400).
+``StagedFiles.write`` puts the bytes in ``default_storage`` before the
+store's transaction opens (so the transaction stays short) and rewrites
+each part's ``url`` to the owner-checked ``/api/files/<id>`` (and its
+``mediaType`` to the normalised one); the transaction creates the
 ``StoredFile`` rows; ``discard`` deletes the written bytes when it fails.
 Deleting a row deletes its bytes once the deletion commits (a signal, so
 a conversation's cascade, the API and the admin all do).
@@ -40,6 +44,7 @@ from django.dispatch import receiver
 from ..conf import settings as uistream_settings
 from ..errors import BadRequest, Codes, PayloadTooLarge, UnsupportedMediaType
 from ..models import Conversation, Message, StoredFile
+from ..protocol.media_types import MediaType, MediaTypeError, parse_media_type
 from ..runs.messages import FilePart, ModelMessage, UserMessage
 
 __all__ = [
@@ -92,8 +97,11 @@ def media_type_allowed(media_type: str, allowed: Sequence[str] | None = None) ->
     """Whether ``ALLOWED_MEDIA_TYPES`` lets ``media_type`` in (``image/*``
     matches any image; parameters such as ``;charset=`` are ignored)."""
     patterns = uistream_settings.ALLOWED_MEDIA_TYPES if allowed is None else allowed
-    bare = media_type.split(";", 1)[0].strip().lower()
-    major = bare.split("/", 1)[0]
+    try:
+        parsed = parse_media_type(media_type)
+    except MediaTypeError:
+        return False
+    bare, major = parsed.essence, parsed.type
     for pattern in patterns:
         pattern = pattern.strip().lower()
         if pattern == bare or (pattern.endswith("/*") and pattern[:-2] == major):
@@ -147,7 +155,7 @@ class StagedFiles:
                 message=message,
                 file=self.written[decoded.id],
                 name=decoded.name[:255],
-                media_type=decoded.media_type[:255],
+                media_type=decoded.media_type,
                 size=len(decoded.data),
                 sha256=decoded.sha256,
             )
@@ -174,29 +182,38 @@ def has_file_parts(message: Mapping[str, Any]) -> bool:
 
 
 def decode_files(message: Mapping[str, Any], *, where: str = "message") -> StagedFiles | None:
-    """The ``data:`` file parts of a user message, decoded and checked; None
-    when it has none. Every file part's media type is checked (415), a
-    ``data:`` part's bytes against ``MAX_FILE_BYTES`` (413) before and
-    after decoding; a ``data:`` URL that is not base64 or names another
-    media type than the part is a 400. Nothing is written here."""
+    """The file parts of a user message, checked, and its ``data:`` parts
+    decoded; None when it has no file part. Every file part's
+    ``mediaType`` must be one media type (400) that ``ALLOWED_MEDIA_TYPES``
+    takes (415), and is replaced by its normalised form; a ``data:`` part's
+    bytes are checked against ``MAX_FILE_BYTES`` (413) before and after
+    decoding; a ``data:`` URL that is not base64 or names another media
+    type than the part is a 400. Nothing is written here."""
     max_bytes = uistream_settings.MAX_FILE_BYTES
     files: list[DecodedFile] = []
-    for index, part in enumerate(message.get("parts") or ()):
+    parts = list(message.get("parts") or ())
+    for index, part in enumerate(parts):
         if not isinstance(part, Mapping) or part.get("type") != "file":
             continue
         at = f"{where}.parts[{index}]"
-        media_type = str(part.get("mediaType", ""))
-        label = f"{at} ({part.get('filename') or 'a file'}, {media_type or 'no media type'})"
-        if not media_type_allowed(media_type):
+        declared = part.get("mediaType", "")
+        try:
+            media_type = parse_media_type(declared)
+        except MediaTypeError as exc:
+            raise BadRequest(f"{at}.mediaType: {exc}", field=f"{at}.mediaType") from None
+        label = f"{at} ({part.get('filename') or 'a file'}, {media_type})"
+        if not media_type_allowed(str(media_type)):
             raise UnsupportedMediaType(
-                f"{label}: files of type {media_type or '(none)'} are not accepted here", field=f"{at}.mediaType"
+                f"{label}: files of type {media_type} are not accepted here", field=f"{at}.mediaType"
             )
+        parts[index] = {**part, "mediaType": str(media_type)}
         url = part.get("url")
         match = _DATA_URL.fullmatch(url) if isinstance(url, str) else None
         if match is None:
             continue  # a URL of its own (https:, or one of ours resent): kept as it is
         if not match.group(2):
             raise BadRequest(f"{at}.url: a data: URL must be base64", field=f"{at}.url")
+        _check_data_url_type(match.group(1), media_type, at)
         payload = match.group(3)
         # Base64 is 4 bytes for every 3: refuse a large file before decoding it.
         if len(payload) // 4 * 3 - 2 > max_bytes:
@@ -208,8 +225,27 @@ def decode_files(message: Mapping[str, Any], *, where: str = "message") -> Stage
         if len(data) > max_bytes:
             raise _too_big(label, at, max_bytes)
         name = part.get("filename")
-        files.append(DecodedFile(index, uuid.uuid4(), name if isinstance(name, str) else "", media_type, data))
-    return StagedFiles(dict(message), files) if files else None
+        files.append(DecodedFile(index, uuid.uuid4(), name if isinstance(name, str) else "", str(media_type), data))
+    if not has_file_parts(message):
+        return None
+    return StagedFiles({**message, "parts": parts}, files)
+
+
+def _check_data_url_type(declared: str, media_type: MediaType, at: str) -> None:
+    """A ``data:`` URL's own type must be the part's (parameters aside): a
+    ``data:text/html`` URL is not an image because its part says so."""
+    if not declared:
+        raise BadRequest(
+            f"{at}.url: the data: URL names no media type (the part says {media_type.essence})", field=f"{at}.url"
+        )
+    try:
+        own = parse_media_type(declared)
+    except MediaTypeError as exc:
+        raise BadRequest(f"{at}.url: the data: URL's type: {exc}", field=f"{at}.url") from None
+    if own.essence != media_type.essence:
+        raise BadRequest(
+            f"{at}.url: the data: URL is {own.essence}, the part's mediaType {media_type.essence}", field=f"{at}.url"
+        )
 
 
 def _too_big(label: str, at: str, max_bytes: int) -> PayloadTooLarge:

@@ -41,6 +41,7 @@ from typing import Any, Final, TypeVar
 from django.core.exceptions import ImproperlyConfigured
 
 from ..conf import settings as uistream_settings
+from ..protocol.redact import redact
 from ..runs import Tool, ToolError
 from .portal import loop_in_thread
 
@@ -48,6 +49,7 @@ __all__ = [
     "SEPARATOR",
     "MCPConfigError",
     "MCPServerConfig",
+    "MCPServerError",
     "MCPTool",
     "close_all",
     "connection",
@@ -509,7 +511,10 @@ class MCPServerConnection:
 
     async def call_here(self, name: str, arguments: Mapping[str, Any]) -> Any:
         """Call the server's tool ``name`` (on the sessions' loop): its
-        output, or ``ToolError`` with the server's error."""
+        output; ``ToolError`` with our own words when the server can't be
+        reached or dies; ``MCPServerError`` with the server's (redacted) text
+        when it answers an error, which the loop masks for the model and the
+        client and logs for staff, as any tool's exception."""
         # The mcp extra.
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED
@@ -526,7 +531,7 @@ class MCPServerConnection:
                 session.dead = True
                 session.stop.set()
                 raise ToolError(f"The MCP server {self.name!r} closed the connection during the call.") from None
-            raise ToolError(f"The MCP server {self.name!r} answered an error: {exc.message}") from None
+            raise MCPServerError(f"The MCP server {self.name!r} answered an error: {redact(exc.message)}") from None
         except Exception as exc:  # noqa: BLE001 - said to the model as the call's error
             # The transport failed (an HTTP server gone away, a reply that is not MCP).
             logger.warning("MCP server %r: the call of %s failed (%s)", self.name, name, _describe(exc))
@@ -534,12 +539,22 @@ class MCPServerConnection:
             session.stop.set()
             raise ToolError(f"The MCP server {self.name!r} is unavailable.") from None
         if result.is_error:
-            raise ToolError(_content_text(result.content) or f"The MCP tool {name} failed.")
+            said = redact(_content_text(result.content)) or "(no text)"
+            raise MCPServerError(f"The MCP server {self.name!r}: its tool {name} failed: {said}")
         return _output(result)
 
     async def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
         """``call_here`` from any event loop."""
         return await _on_mcp_loop(self.call_here(name, arguments))
+
+
+class MCPServerError(Exception):
+    """An MCP server answered a call with an error: an ``isError`` result or
+    a JSON-RPC error. Its text is the server's (a traceback's last line,
+    pydantic's validation text with its version, whatever the server
+    quotes), so it is not a ``ToolError``: the loop logs it and the model
+    and the client get the masked ``ERROR_TEXT``, as for a Python tool's
+    exception."""
 
 
 def _describe(exc: BaseException) -> str:

@@ -22,6 +22,7 @@ from ..conf import settings as uistream_settings
 from ..models import Message, Run
 from ..protocol.agui.renderer import CARRIER_TYPE
 from ..protocol.agui.state import fold_chunk
+from ..protocol.redact import redact
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
 from .log_writer import LogWriter, _Final, _Job, _outcome
@@ -195,7 +196,8 @@ class RunRecorder:
 
         ``status`` is one of ``Run.Status`` but ``running``;
         ``finish_reason`` defaults to the log's own ``finish`` chunk's;
-        ``usage`` (when given) replaces the run's. Completes even if the
+        ``usage`` (when given) replaces the run's; ``error_detail`` is
+        stored redacted (``protocol.redact``). Completes even if the
         caller is cancelled meanwhile (call it from ``finally``). The first
         call wins: a later one waits for it and returns (its arguments are
         ignored). A call that failed raises, and the next call retries.
@@ -213,7 +215,8 @@ class RunRecorder:
                 ),
                 "usage": usage if usage is not None else self.run.usage,
                 "error_code": _clip(error_code, "error_code"),
-                "error_detail": error_detail,
+                # Whoever wrote the detail, no credential is stored with it.
+                "error_detail": redact(error_detail),
                 "finished_at": self._at(self._offset_ms(self._clock())),
                 "first_chunk_at": self._first_chunk_at,
                 "trace_id": self.run.trace_id,

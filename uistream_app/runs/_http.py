@@ -221,7 +221,7 @@ class HTTPModelBase:
                     text = ""
                 finally:
                     await response.aclose()
-                error = ModelHTTPError(response.status_code, text)
+                error = ModelHTTPError(response.status_code, text, secrets=(self.api_key,))
                 if not error.retryable or attempt >= self.max_retries:
                     raise error
                 wait = retry_after(response.headers)

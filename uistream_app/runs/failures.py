@@ -6,6 +6,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from ..protocol.redact import redact
+
 __all__ = [
     "ModelConnectionError",
     "ModelError",
@@ -19,17 +23,24 @@ __all__ = [
 
 
 class ModelError(Exception):
-    """A model call failed."""
+    """A model call failed. Its text is redacted (``protocol.redact``) as
+    it is made: it goes to the log, ``Run.error_detail`` and a span, and a
+    provider's error may echo the key it was sent."""
 
     retryable: bool = False
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact(arg) if isinstance(arg, str) else arg for arg in args))
 
 
 class ModelHTTPError(ModelError):
     """The provider answered with a non-2xx status before streaming.
-    ``body`` is the start of its response text (for the log, not the
-    wire)."""
+    ``body`` is its response text (for the log, not the wire), redacted:
+    the configured keys, ``secrets`` (the model's own key) and anything
+    shaped like a credential are ``[redacted]``."""
 
-    def __init__(self, status_code: int, body: str = "") -> None:
+    def __init__(self, status_code: int, body: str = "", *, secrets: Iterable[str | None] = ()) -> None:
+        body = redact(body, secrets)
         super().__init__(f"model provider answered HTTP {status_code}: {body[:500]}")
         self.status_code = status_code
         self.body = body

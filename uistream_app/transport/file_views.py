@@ -4,6 +4,11 @@ The stored part of a file a user sent points here (``uistream_app.lifecycle.atta
 The owner of the file's conversation gets its bytes with their media type;
 anyone else, another anonymous session included, gets the one JSON 404 of
 a missing file (``errors.not_found``): no oracle for whose files exist.
+
+The type served is the stored one in its normalised form
+(``protocol.media_types``); a row stored before types were parsed strictly
+whose type does not parse is served as ``application/octet-stream``, a
+download, rather than breaking the response's headers.
 """
 
 from __future__ import annotations
@@ -17,19 +22,23 @@ from django.utils.http import content_disposition_header
 
 from ..errors import not_found
 from ..models import Conversation, StoredFile
+from ..protocol.media_types import OCTET_STREAM, MediaType, served_media_type
 from .pipeline import RequestContext, StreamView
 
 __all__ = ["FileView"]
 
-#: Shown in the browser (an ``<img>``, a plain-text tab); anything else,
-#: PDFs included, is a download. SVG is left out: an image that can carry
-#: script.
-_INLINE_PREFIXES = ("image/", "text/plain")
+#: Shown in the browser (an ``<img>``, a plain-text tab): raster images a
+#: browser decodes as pictures only, and plain text. Anything else, PDFs,
+#: SVG (an image that can carry script), HTML and XML included, is a
+#: download. Compared with the parsed type's essence, so no parameter,
+#: case or trailing text can widen it.
+INLINE_TYPES = frozenset(
+    {"image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp", "image/apng", "text/plain"}
+)
 
 
-def _inline(media_type: str) -> bool:
-    bare = media_type.split(";", 1)[0].strip().lower()
-    return bare != "image/svg+xml" and bare.startswith(_INLINE_PREFIXES)
+def _inline(media_type: MediaType | None) -> bool:
+    return media_type is not None and media_type.essence in INLINE_TYPES
 
 
 class FileView(StreamView):
@@ -49,9 +58,10 @@ class FileView(StreamView):
         data = await sync_to_async(_read, thread_sensitive=False)(row)
         if data is None:
             raise not_found()  # the row outlived its bytes (storage emptied by hand)
-        response = HttpResponse(data, content_type=row.media_type or "application/octet-stream")
+        media_type = served_media_type(row.media_type)
+        response = HttpResponse(data, content_type=str(media_type) if media_type else OCTET_STREAM)
         response["Content-Disposition"] = (
-            content_disposition_header(not _inline(row.media_type), row.name or f"{row.pk}") or "attachment"
+            content_disposition_header(not _inline(media_type), row.name or f"{row.pk}") or "attachment"
         )
         response["X-Content-Type-Options"] = "nosniff"
         # A file a user sent is never a page of this site: no script, no forms.
