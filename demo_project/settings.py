@@ -228,6 +228,11 @@ if os.environ.get("UISTREAM_DEMO_CHAT_RATE"):
     # and AG-UI runs, counted per owner across all three.
     UISTREAM["THROTTLE_CLASSES"] = ["uistream_app.policies.ChatRateThrottle"]
     UISTREAM["THROTTLE_RATES"] = {"chat": os.environ["UISTREAM_DEMO_CHAT_RATE"]}
+if os.environ.get("UISTREAM_DEMO_NUM_PROXIES"):
+    # The proxies in front of the demo that append to X-Forwarded-For: the
+    # throttle counts the hop the outermost one saw; unset, the peer's
+    # address (a client's own header chooses nothing).
+    REST_FRAMEWORK = {"NUM_PROXIES": int(os.environ["UISTREAM_DEMO_NUM_PROXIES"])}
 if os.environ.get("REDIS_URL"):
     UISTREAM["BROKER"] = {"BACKEND": "redis", "URL": os.environ["REDIS_URL"]}
 if os.environ.get("UISTREAM_DEMO_EXECUTOR"):

@@ -481,3 +481,66 @@ def test_w005_is_silenced_by_its_id(monkeypatch: pytest.MonkeyPatch, capsys: pyt
         with override_settings(SILENCED_SYSTEM_CHECKS=[*daphne, "uistream_app.W005"]):
             call_command("check")
         assert "W005" not in capsys.readouterr().err
+
+
+# -- anonymous throttles and caps (W040, W041) ----------------------------------------------
+
+CHAT_RATE = {
+    "ALLOW_ANONYMOUS": True,
+    "THROTTLE_CLASSES": ["uistream_app.policies.ChatRateThrottle"],
+    "THROTTLE_RATES": {"chat": "5/min"},
+}
+
+
+@pytest.mark.parametrize(
+    ("uistream", "rest_framework", "expected"),
+    [
+        (CHAT_RATE, {}, ["uistream_app.W040"]),
+        (CHAT_RATE, {"NUM_PROXIES": 1}, []),
+        (CHAT_RATE, {"NUM_PROXIES": 0}, []),
+        ({**CHAT_RATE, "ALLOW_ANONYMOUS": False}, {}, []),
+        ({**CHAT_RATE, "THROTTLE_CLASSES": ["rest_framework.throttling.AnonRateThrottle"]}, {}, ["uistream_app.W040"]),
+        ({"ALLOW_ANONYMOUS": True}, {}, []),  # the session caps are on by default
+        (
+            {
+                "ALLOW_ANONYMOUS": True,
+                "MAX_ACTIVE_RUNS_PER_SESSION": None,
+                "MAX_STORED_BYTES_PER_SESSION_PER_DAY": None,
+            },
+            {},
+            ["uistream_app.W041"],
+        ),
+        ({"ALLOW_ANONYMOUS": True, "MAX_ACTIVE_RUNS_PER_SESSION": None}, {}, []),
+    ],
+)
+def test_anonymous_chats_bounded_by_a_throttle_or_a_cap(
+    uistream: dict[str, Any], rest_framework: dict[str, Any], expected: list[str]
+) -> None:
+    from uistream_app.checks import check_anonymous_throttles
+
+    with override_settings(UISTREAM=uistream, REST_FRAMEWORK=rest_framework):
+        messages = check_anonymous_throttles()
+    assert ids(messages) == expected
+    assert all(m.hint for m in messages)
+
+
+def test_w040_says_which_throttles_believe_the_header() -> None:
+    from uistream_app.checks import check_anonymous_throttles
+
+    drf = {**CHAT_RATE, "THROTTLE_CLASSES": ["rest_framework.throttling.AnonRateThrottle"]}
+    with override_settings(UISTREAM=drf, REST_FRAMEWORK={}):
+        (message,) = check_anonymous_throttles()
+    assert "AnonRateThrottle" in message.msg
+    assert "X-Forwarded-For" in message.msg
+    with override_settings(UISTREAM=CHAT_RATE, REST_FRAMEWORK={}):
+        (message,) = check_anonymous_throttles()
+    assert "REMOTE_ADDR" in message.msg
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "8", True])
+def test_an_owner_cap_is_a_whole_number_or_none(value: object) -> None:
+    for key in ("MAX_ACTIVE_RUNS_PER_USER", "MAX_STORED_BYTES_PER_SESSION_PER_DAY"):
+        with override_settings(UISTREAM={key: value}):
+            assert ids([*check_settings(), *check_policies()]) == ["uistream_app.E010"]
+        with override_settings(UISTREAM={key: None}):
+            assert ids([*check_settings(), *check_policies()]) == []

@@ -14,14 +14,14 @@ from django.core.cache import cache
 from django.test import AsyncClient, override_settings
 from django.urls import include, path
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.throttling import UserRateThrottle
+from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
 from demo_project import urls as demo_urls
 from uistream_app.models import Conversation, Run
 from uistream_app.views import ChatView
 
 from .test_bad_input_everywhere import Page, agui_body, assert_error, chat_body, page_of
-from .test_consumer import DEMO, Socket, runs_finished, send_frame
+from .test_consumer import DEMO, Socket, asession_cookie, runs_finished, send_frame
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -195,6 +195,26 @@ async def test_the_throttle_counts_anonymous_visitors_by_address() -> None:
         answer = await Page(newcomer, "", token).post("/api/chat", chat_body("v3"))
     await runs_finished()
     assert_error(answer, 429, "throttled")
+
+
+class AnonOnePerMinute(AnonRateThrottle):
+    """DRF's own anonymous throttle, as a project would list it."""
+
+    rate = "1/min"
+
+
+async def test_drfs_own_anonymous_throttle_works_on_the_socket() -> None:
+    """DRF's ``AnonRateThrottle`` reads ``request.headers``: a socket's
+    send is throttled by it (the ``throttled`` frame), not failed."""
+    with override_settings(UISTREAM={**DEMO, "THROTTLE_CLASSES": ["tests.test_policies.AnonOnePerMinute"]}):
+        async with Socket(await asession_cookie()) as page:
+            await page.send(send_frame("r1", "s1", "count to 2"))
+            assert (await page.until("r1"))[-1]["type"] == "end"
+            await page.send(send_frame("r2", "s2", "count to 2"))
+            (refused,) = await page.until("r2")
+    await runs_finished()
+    assert refused["code"] == "throttled"
+    assert [c.pk async for c in Conversation.objects.all()] == ["s1"]
 
 
 # -- refusals that name their fix ---------------------------------------------------------

@@ -28,6 +28,8 @@
 | W004   | ``MAX_REQUEST_BYTES`` can't carry one file of ``MAX_FILE_BYTES`` as base64 |
 | W003   | the Redis broker cannot be reached (``check --deploy``) |
 | W030   | a cost budget is set but ``PRICES`` is empty: every run costs 0 |
+| W040   | anonymous chats are throttled by address and ``REST_FRAMEWORK["NUM_PROXIES"]`` is not set |
+| W041   | anonymous chats are allowed with no throttle and no cap on a session's runs or storage |
 """
 
 from __future__ import annotations
@@ -143,10 +145,19 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     return errors
 
 
+#: The owner caps: whole numbers of at least 1, or None (E010).
+_COUNTS: Final = (
+    "MAX_ACTIVE_RUNS_PER_USER",
+    "MAX_ACTIVE_RUNS_PER_SESSION",
+    "MAX_STORED_BYTES_PER_USER_PER_DAY",
+    "MAX_STORED_BYTES_PER_SESSION_PER_DAY",
+)
 #: E005 holds every numeric setting to a positive number except these, whose
 #: checks are stricter: SDK_VERSION is one of SDK_VERSIONS (E003); the counts
 #: are whole numbers of at least 1, or None (E010).
-_NUMBERS_CHECKED_ELSEWHERE: Final = frozenset({"SDK_VERSION", "MAX_ACTIVE_RUNS_PER_OWNER", "HISTORY_MAX_MESSAGES"})
+_NUMBERS_CHECKED_ELSEWHERE: Final = frozenset(
+    {"SDK_VERSION", "MAX_ACTIVE_RUNS_PER_OWNER", "HISTORY_MAX_MESSAGES", *_COUNTS}
+)
 #: Where 0 means something: SHUTDOWN_GRACE_SECONDS = 0 interrupts the runs at once.
 _ZERO_ALLOWED: Final = frozenset({"SHUTDOWN_GRACE_SECONDS"})
 
@@ -324,7 +335,7 @@ def check_policies(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                     f"UISTREAM['THROTTLE_RATES'][{scope!r}] = {rate!r} is not a rate.",
                     'Write requests per period, as DRF does: "5/min", "100/hour", "1000/day".',
                 )
-    for key in ("MAX_ACTIVE_RUNS_PER_OWNER", "HISTORY_MAX_MESSAGES"):
+    for key in ("MAX_ACTIVE_RUNS_PER_OWNER", "HISTORY_MAX_MESSAGES", *_COUNTS):
         value = user.get(key, DEFAULTS[key])
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             error(
@@ -579,3 +590,76 @@ def check_usage_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
     except TypeError as exc:
         errors.append(Error(f"UISTREAM['HISTORY_STRATEGY'] cannot be used: {exc}", id="uistream_app.E033"))
     return errors
+
+
+def _throttle_classes(user: dict[str, Any]) -> list[type]:
+    """The importable classes of ``THROTTLE_CLASSES`` (E010 reports the rest)."""
+    value = user.get("THROTTLE_CLASSES", DEFAULTS["THROTTLE_CLASSES"])
+    out: list[type] = []
+    for item in value if isinstance(value, (list, tuple)) else ():
+        try:
+            cls = import_from_string(item, "THROTTLE_CLASSES", entry=True) if isinstance(item, str) else item
+        except ImproperlyConfigured:
+            continue
+        if isinstance(cls, type):
+            out.append(cls)
+    return out
+
+
+#: The session caps: with both off and no throttle, nothing bounds an anonymous visitor (W041).
+_SESSION_CAPS: Final = ("MAX_ACTIVE_RUNS_PER_SESSION", "MAX_STORED_BYTES_PER_SESSION_PER_DAY")
+
+
+@register(Tags.security)
+def check_anonymous_throttles(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W040: a throttle that counts anonymous visitors by address (any of
+    DRF's rate throttles: ``ChatRateThrottle``, ``AnonRateThrottle``…)
+    with no word on the proxies in front (``REST_FRAMEWORK["NUM_PROXIES"]``
+    unset). uistream's throttles then count the peer's address, which
+    behind a proxy is the proxy's, one counter for every visitor; DRF's own
+    believe ``X-Forwarded-For``, which the client writes. W041: anonymous
+    chats with no throttle at all and the session caps off."""
+    from rest_framework.throttling import SimpleRateThrottle  # at check time: DRF reads its settings
+
+    from .policies import ChatRateThrottle  # at check time: it brings the models
+
+    user = getattr(django_settings, "UISTREAM", {})
+    if not isinstance(user, dict) or not user.get("ALLOW_ANONYMOUS", DEFAULTS["ALLOW_ANONYMOUS"]):
+        return []
+    throttles = _throttle_classes(user)
+    out: list[CheckMessage] = []
+    by_address = [cls for cls in throttles if issubclass(cls, SimpleRateThrottle)]
+    rest_framework = getattr(django_settings, "REST_FRAMEWORK", {})
+    if by_address and not (isinstance(rest_framework, dict) and "NUM_PROXIES" in rest_framework):
+        believing = [cls.__name__ for cls in by_address if cls.get_ident is SimpleRateThrottle.get_ident]
+        if believing:
+            what = (
+                f"{', '.join(believing)} (DRF's get_ident) believe the X-Forwarded-For header, which any client "
+                "writes, so a visitor over its rate starts a new count with a header of its own"
+            )
+        else:
+            what = (
+                "they count the peer's address (REMOTE_ADDR): behind a reverse proxy that is the proxy's, "
+                "one counter for every visitor"
+            )
+        out.append(
+            Warning(
+                "Anonymous chats are throttled by client address and REST_FRAMEWORK['NUM_PROXIES'] is not set: "
+                f"{what}.",
+                hint="Set REST_FRAMEWORK = {'NUM_PROXIES': N}, the number of proxies in front of the server that "
+                "append to X-Forwarded-For (0: none, the peer's address is the client's).",
+                id="uistream_app.W040",
+            )
+        )
+    elif not throttles and all(user.get(key, DEFAULTS[key]) is None for key in _SESSION_CAPS):
+        out.append(
+            Warning(
+                "Anonymous chats are allowed with no throttle and no cap: one visitor may start and store "
+                "without bound.",
+                hint=f"List {ChatRateThrottle.__module__}.ChatRateThrottle in UISTREAM['THROTTLE_CLASSES'] with a "
+                "'chat' rate, or leave MAX_ACTIVE_RUNS_PER_SESSION and MAX_STORED_BYTES_PER_SESSION_PER_DAY at "
+                "their defaults.",
+                id="uistream_app.W041",
+            )
+        )
+    return out

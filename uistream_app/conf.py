@@ -61,6 +61,10 @@ DEFAULTS: Final[dict[str, Any]] = {
     "THROTTLE_CLASSES": [],
     "THROTTLE_RATES": {},
     "MAX_ACTIVE_RUNS_PER_OWNER": None,
+    "MAX_ACTIVE_RUNS_PER_USER": 8,
+    "MAX_ACTIVE_RUNS_PER_SESSION": 2,
+    "MAX_STORED_BYTES_PER_USER_PER_DAY": 200 * 1024 * 1024,
+    "MAX_STORED_BYTES_PER_SESSION_PER_DAY": 20 * 1024 * 1024,
     "HISTORY_MAX_MESSAGES": 100,
     "SCHEMA_PUBLIC": False,
     "SHUTDOWN_GRACE_SECONDS": 5,
@@ -195,6 +199,22 @@ DESCRIPTIONS: Final[Mapping[str, str]] = {
     "MAX_ACTIVE_RUNS_PER_OWNER": (
         "With `MaxActiveRunsThrottle`: how many runs one owner may have streaming at once (counted from the "
         "`Run` rows still `running`); `None`: no cap."
+    ),
+    "MAX_ACTIVE_RUNS_PER_USER": (
+        "How many runs one signed-in user may have running at once, across all their chats and every transport "
+        "(counted from the `Run` rows still `running`, the new one included): a turn past it is 429 `throttled`, "
+        "nothing written (see [Owner caps](docs/operations.md#owner-caps)). On by default, whatever "
+        "`THROTTLE_CLASSES` holds; `None`: no cap."
+    ),
+    "MAX_ACTIVE_RUNS_PER_SESSION": ("`MAX_ACTIVE_RUNS_PER_USER` for an anonymous visitor's session. `None`: no cap."),
+    "MAX_STORED_BYTES_PER_USER_PER_DAY": (
+        "How many bytes one signed-in user's turns may store per calendar day (`TIME_ZONE`): the submitted "
+        "messages' parts as JSON and their files (`Run.stored_bytes`). A turn that would pass it is 429 "
+        "`budget_exceeded` with `Retry-After` the seconds until midnight, nothing written. `None`: no cap."
+    ),
+    "MAX_STORED_BYTES_PER_SESSION_PER_DAY": (
+        "`MAX_STORED_BYTES_PER_USER_PER_DAY` for an anonymous visitor's session (20 MiB: two files of the "
+        "default `MAX_FILE_BYTES`). `None`: no cap."
     ),
     "HISTORY_MAX_MESSAGES": (
         "The stored messages a turn's model sees: the last N, starting at a user message (whole turns; a view's "
@@ -465,6 +485,26 @@ class UIStreamSettings:
     @property
     def MAX_ACTIVE_RUNS_PER_OWNER(self) -> int | None:
         value = self._get("MAX_ACTIVE_RUNS_PER_OWNER")
+        return None if value is None else int(value)
+
+    @property
+    def MAX_ACTIVE_RUNS_PER_USER(self) -> int | None:
+        return self._count("MAX_ACTIVE_RUNS_PER_USER")
+
+    @property
+    def MAX_ACTIVE_RUNS_PER_SESSION(self) -> int | None:
+        return self._count("MAX_ACTIVE_RUNS_PER_SESSION")
+
+    @property
+    def MAX_STORED_BYTES_PER_USER_PER_DAY(self) -> int | None:
+        return self._count("MAX_STORED_BYTES_PER_USER_PER_DAY")
+
+    @property
+    def MAX_STORED_BYTES_PER_SESSION_PER_DAY(self) -> int | None:
+        return self._count("MAX_STORED_BYTES_PER_SESSION_PER_DAY")
+
+    def _count(self, name: str) -> int | None:
+        value = self._get(name)
         return None if value is None else int(value)
 
     @property

@@ -183,7 +183,9 @@ CATALOGUE: Final = MappingProxyType(
         ),
         Codes.THROTTLED: CodeInfo(429, "a throttle class refused the request (`Retry-After` when known)"),
         Codes.BUDGET_EXCEEDED: CodeInfo(
-            429, "the owner's budget for the period is spent (`Retry-After`, `budget`, `resets_at`)"
+            429,
+            "the owner's budget for the period is spent, or a turn would pass the day's storage cap "
+            "(`Retry-After`, `budget`, `resets_at`)",
         ),
         Codes.MISCONFIGURED: CodeInfo(
             500,

@@ -252,6 +252,14 @@ class Run(models.Model):
     first_chunk_at = models.DateTimeField(_("first chunk at"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
     chunk_count = models.PositiveIntegerField(_("chunk count"), default=0)
+    stored_bytes = models.PositiveBigIntegerField(
+        _("stored bytes"),
+        default=0,
+        help_text=_(
+            "What the run's turn stored for its owner: the submitted message's parts (JSON) and its files, in "
+            "bytes; counted against the owner's MAX_STORED_BYTES_PER_*_PER_DAY."
+        ),
+    )
     heartbeat_at = models.DateTimeField(
         _("heartbeat at"),
         null=True,

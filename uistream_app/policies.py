@@ -9,6 +9,13 @@ A view lists them as ``authentication_classes``, ``permission_classes`` and
 them to a DRF ``Request`` (HTTP) or a ``SocketRequest`` (one WebSocket
 send) and raises the house's ``BadRequest`` (401, 403, 429 with
 ``Retry-After``).
+
+The address an anonymous visitor is counted by is ``client_address``:
+``REMOTE_ADDR``, unless the project says how many proxies stand in front
+of it (DRF's ``REST_FRAMEWORK["NUM_PROXIES"]``), and only then a hop of
+``X-Forwarded-For``. DRF's own ``get_ident`` believes the whole header when
+``NUM_PROXIES`` is unset, which lets a client pick its own counter; the
+house's throttles don't (check W040 says where DRF's would).
 """
 
 from __future__ import annotations
@@ -18,10 +25,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from django.core.cache import cache
+from django.http.request import HttpHeaders
 from django.utils import timezone
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
+from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
 from .conf import import_from_string
@@ -43,6 +52,7 @@ __all__ = [
     "SocketRequest",
     "anonymous_refusal",
     "check_policies",
+    "client_address",
     "load_classes",
     "translate_api_exception",
 ]
@@ -157,12 +167,31 @@ def session_key_of(request: Any) -> str | None:
     return key if isinstance(key, str) and key else None
 
 
+def client_address(request: Any) -> str | None:
+    """The address a throttle counts an anonymous request by: the peer's
+    (``REMOTE_ADDR``; under a server that rewrites it from proxy headers,
+    as uvicorn does for a trusted peer, what that server made of them),
+    unless ``REST_FRAMEWORK["NUM_PROXIES"]`` says how many proxies append
+    to ``X-Forwarded-For``: then the hop that many from the right (the
+    address the outermost trusted proxy saw), as DRF picks it. ``None`` or
+    ``0``: the header chooses nothing, since any client can send one."""
+    remote = request.META.get("REMOTE_ADDR")
+    proxies = api_settings.NUM_PROXIES
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR")
+    if not proxies or not forwarded:
+        return str(remote) if remote else None
+    hops = str(forwarded).split(",")
+    return hops[-min(int(proxies), len(hops))].strip()
+
+
 class ChatRateThrottle(SimpleRateThrottle):
     """Runs started per owner: a signed-in user by user, an anonymous
     visitor by client address (as DRF's ``AnonRateThrottle``: a session is
     shed by dropping a cookie, and a visitor's first request has none yet),
     counted across the useChat POST, WebSocket sends and AG-UI runs: they
-    share the scope ``chat`` and so one counter. The rate comes from
+    share the scope ``chat`` and so one counter. The address is
+    ``client_address``'s (``X-Forwarded-For`` only behind configured
+    proxies). The rate comes from
     ``UISTREAM["THROTTLE_RATES"]["chat"]`` (e.g. ``"5/min"``), else from
     DRF's ``DEFAULT_THROTTLE_RATES``; none set: no limit."""
 
@@ -178,6 +207,11 @@ class ChatRateThrottle(SimpleRateThrottle):
         user = request.user
         ident = f"user-{user.pk}" if user is not None and user.is_authenticated else self.get_ident(request)
         return self.cache_format % {"scope": self.scope, "ident": ident}
+
+    def get_ident(self, request: Any) -> str:
+        """The anonymous request's address (``client_address``), not DRF's
+        reading of ``X-Forwarded-For``."""
+        return client_address(request) or ""
 
 
 class MaxActiveRunsThrottle(BaseThrottle):
@@ -317,7 +351,8 @@ class MonthlyBudget(OwnerBudget):
 class SocketRequest:
     """One WebSocket send as the request DRF's permission and throttle
     classes read: ``user``, ``session``, ``META`` (the client address and
-    the handshake's headers), ``method``."""
+    the handshake's headers), ``headers`` (the same headers, as Django's
+    ``HttpRequest.headers``: DRF's ``get_ident`` reads them), ``method``."""
 
     method = "POST"
 
@@ -336,6 +371,7 @@ class SocketRequest:
             key = name.decode("latin-1").upper().replace("-", "_")
             meta["HTTP_" + key] = value.decode("latin-1")
         self.META = meta
+        self.headers = HttpHeaders(meta)
 
 
 def check_policies(

@@ -32,6 +32,7 @@ from ..recording import log_writes_inline
 from ..runs import ClientToolResult, ToolApproval
 from ..runs.tools import validate_json
 from .attachments import StagedFiles, decode_files, has_file_parts, referenced_file_ids
+from .caps import OwnerCaps, stored_bytes_of
 from .leases import orphan_ids, settle_chat_orphans
 
 if TYPE_CHECKING:
@@ -340,6 +341,10 @@ class ConversationStore:
         files: StagedFiles | None = None,
     ) -> PreparedRun:
         log_inline = log_writes_inline()  # before this transaction opens
+        if turn.kind == "submit" and turn.message is not None:
+            # Before the files are written: a turn past the day's storage cap writes nothing.
+            file_bytes = sum(len(decoded.data) for decoded in files.files) if files is not None else 0
+            OwnerCaps.of(owner).check_stored_bytes(stored_bytes_of(turn.message, file_bytes))
         if files is None:
             return self._prepare_sync(turn, owner, run_id, channel, version, model_name, log_inline, None)
         # The files' bytes go to storage before the transaction (which stays
@@ -364,16 +369,22 @@ class ConversationStore:
         files: StagedFiles | None,
     ) -> PreparedRun:
         applied: AnswersApplied | None = None
+        caps = OwnerCaps.of(owner)
         with transaction.atomic():
             conversation, new = self._conversation(turn, owner)
             messages = conversation.messages.order_by("position")
             resume_state = None
+            stored = 0
             if turn.kind == "continue":
-                message, applied = self._continue(conversation, turn, owner)
+                message, applied, stored = self._continue(conversation, turn, owner)
+                caps.check_stored_bytes(stored)
                 history = self.choose_history(messages)
                 resume_state = _resume_state(message, run_id)
             else:
                 message, history = self._answer(conversation, messages, turn, new, files)
+                if turn.kind == "submit" and turn.message is not None:
+                    file_bytes = sum(len(decoded.data) for decoded in files.files) if files is not None else 0
+                    stored = stored_bytes_of(turn.message, file_bytes)
             run = _create_run(
                 run_id,
                 conversation,
@@ -382,7 +393,10 @@ class ConversationStore:
                 version,
                 trigger=_TRIGGERS[turn.kind],
                 decisions=applied.decisions if applied is not None else [],
+                stored_bytes=stored,
             )
+            # After the row: the count holds it, and a refusal rolls it back.
+            caps.check_active_runs()
             thread = None
             if self.with_thread:
                 thread = [m.as_ui_message() for m in (history if new else messages)]
@@ -505,9 +519,10 @@ class ConversationStore:
             raise not_found()
         messages.filter(position__gte=target.position).delete()
 
-    def _continue(self, conversation: Conversation, turn: Turn, owner: Owner) -> tuple[Message, AnswersApplied]:
+    def _continue(self, conversation: Conversation, turn: Turn, owner: Owner) -> tuple[Message, AnswersApplied, int]:
         """Check the answers against the stored last message and continue
-        it (same message, same id, as the SDK's own server does)."""
+        it (same message, same id, as the SDK's own server does). Returns
+        it, the answers applied, and the bytes its parts grew by."""
         assert turn.answers is not None
         target = conversation.messages.order_by("-position").first()
         answers = turn.answers(target, conversation)
@@ -522,11 +537,12 @@ class ConversationStore:
             decider="staff" if staff else "user",
             editable=self.editable_tools.get,
         )
+        grown = stored_bytes_of({"parts": applied.parts}) - stored_bytes_of({"parts": target.parts})
         target.parts = applied.parts
         target.save(update_fields=["parts"])
         conversation.updated_at = timezone.now()
         conversation.save(update_fields=["updated_at"])
-        return target, applied
+        return target, applied, max(0, grown)
 
 
 _TRIGGERS = {"submit": "submit-message", "regenerate": "regenerate-message", "continue": "continue"}
@@ -701,6 +717,7 @@ def _create_run(
     *,
     trigger: str,
     decisions: list[dict[str, Any]],
+    stored_bytes: int = 0,
 ) -> Run:
     return Run.objects.create(
         pk=run_id,
@@ -714,6 +731,7 @@ def _create_run(
         sdk_version=version,
         trigger=trigger,
         decisions=decisions,
+        stored_bytes=stored_bytes,
     )
 
 

@@ -1,0 +1,171 @@
+"""Owner caps, on by default and on every transport (``lifecycle.caps``):
+the runs one owner has running at once, and the bytes their turns store
+per day. A turn past a cap is a 429 (``throttled``; ``budget_exceeded``
+with ``Retry-After`` for storage) that writes nothing, over HTTP, the
+WebSocket and AG-UI alike."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from django.test import AsyncClient, override_settings
+
+from uistream_app.conf import settings as uistream_settings
+from uistream_app.lifecycle.caps import stored_bytes_of
+from uistream_app.models import Conversation, Message, Run, StoredFile
+
+from .server import serve_demo
+from .test_bad_input_everywhere import Page, agui_body, assert_error, chat_body, page_of
+from .test_chat_http import Browser
+from .test_consumer import DEMO, Socket, runs_finished, send_frame
+from .test_files import body_with, file_part, png, send, stored_names
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch: pytest.MonkeyPatch, settings: Any, tmp_path: Path) -> None:
+    monkeypatch.setenv("UISTREAM_DEMO_DELAY_MS", "1")
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    cache.clear()
+
+
+async def written() -> tuple[int, int, int, int]:
+    return (
+        await Conversation.objects.acount(),
+        await Message.objects.acount(),
+        await Run.objects.acount(),
+        await StoredFile.objects.acount(),
+    )
+
+
+def test_the_caps_are_on_by_default() -> None:
+    caps = (
+        uistream_settings.MAX_ACTIVE_RUNS_PER_USER,
+        uistream_settings.MAX_ACTIVE_RUNS_PER_SESSION,
+        uistream_settings.MAX_STORED_BYTES_PER_USER_PER_DAY,
+        uistream_settings.MAX_STORED_BYTES_PER_SESSION_PER_DAY,
+    )
+    assert caps == (8, 2, 200 * MiB, 20 * MiB)
+
+
+@pytest.mark.asyncio
+async def test_one_run_too_many_at_once_is_refused_on_every_transport_and_writes_nothing() -> None:
+    alice = await page_of("alice")
+    with override_settings(UISTREAM={**DEMO, "MAX_ACTIVE_RUNS_PER_USER": 1}):
+        long = await alice.post("/api/chat", chat_body("c1", text="count to 3000"))
+        assert long.status_code == 200
+        reader = aiter(long.streaming_content)
+        await anext(reader)  # the run is running
+        before = await written()
+        error = assert_error(await alice.post("/api/chat", chat_body("c2")), 429, "throttled")
+        assert "MAX_ACTIVE_RUNS_PER_USER" in error["message"]
+        assert (error["limit"], error["allowed"]) == ("active_runs", 1)
+        assert_error(await alice.post("/api/agui", agui_body("c3")), 429, "throttled")
+        async with Socket(alice.cookie) as page:
+            await page.send(send_frame("r1", "c4", "count to 2"))
+            (refused,) = await page.until("r1")
+        assert refused["code"] == "throttled"
+        assert await written() == before
+        assert (await alice.post("/api/chat/c1/stop", {})).json() == {"stopped": True}
+        async for _ in reader:
+            pass
+        await runs_finished()
+        again = await alice.post("/api/chat", chat_body("c2"))
+        assert again.status_code == 200
+        async for _ in again.streaming_content:
+            pass
+    await runs_finished()
+    assert [r.status async for r in Run.objects.order_by("started_at")] == ["stopped", "completed"]
+
+
+@pytest.mark.asyncio
+async def test_an_anonymous_session_runs_two_at_once_by_default() -> None:
+    anonymous = AsyncClient(enforce_csrf_checks=True)
+    token = (await anonymous.get("/api/csrf")).json()["csrfToken"]
+    visitor = Page(anonymous, "", token)
+    with override_settings(UISTREAM=DEMO):
+        readers = []
+        for chat_id in ("s1", "s2"):
+            response = await visitor.post("/api/chat", chat_body(chat_id, text="count to 3000"))
+            assert response.status_code == 200
+            readers.append(aiter(response.streaming_content))
+            await anext(readers[-1])
+        error = assert_error(await visitor.post("/api/chat", chat_body("s3")), 429, "throttled")
+        assert "MAX_ACTIVE_RUNS_PER_SESSION" in error["message"]
+        for chat_id in ("s1", "s2"):
+            assert (await visitor.post(f"/api/chat/{chat_id}/stop", {})).json() == {"stopped": True}
+        for reader in readers:
+            async for _ in reader:
+                pass
+    await runs_finished()
+    assert not await Conversation.objects.filter(pk="s3").aexists()
+
+
+@pytest.mark.asyncio
+async def test_a_turn_past_the_days_storage_is_refused_with_when_it_resets() -> None:
+    alice = await page_of("alice")
+    text = "x" * 4000
+    with override_settings(UISTREAM={**DEMO, "MAX_STORED_BYTES_PER_USER_PER_DAY": 10_000}):
+        first = await alice.post("/api/chat", chat_body("b1", text=text))
+        assert first.status_code == 200
+        async for _ in first.streaming_content:
+            pass
+        await runs_finished()
+        stored = (await Run.objects.aget()).stored_bytes
+        message = await Message.objects.aget(role="user")
+        assert stored == stored_bytes_of({"parts": message.parts})
+        assert 4000 < stored < 4100
+        second = await alice.post("/api/chat", chat_body("b2", text=text))
+        assert second.status_code == 200
+        async for _ in second.streaming_content:
+            pass
+        await runs_finished()
+        before = await written()
+        refused = await alice.post("/api/chat", chat_body("b3", text=text))
+        error = assert_error(refused, 429, "budget_exceeded")
+        assert error["budget"] == "day:stored_bytes"
+        assert "MAX_STORED_BYTES_PER_USER_PER_DAY" in error["message"]
+        assert 1 <= int(refused["Retry-After"]) <= 24 * 3600 + 3600
+        async with Socket(alice.cookie) as page:
+            await page.send(send_frame("r1", "b4", text))
+            (frame,) = await page.until("r1")
+        assert frame["code"] == "budget_exceeded"
+        assert_error(await alice.post("/api/agui", agui_body("b5", text=text)), 429, "budget_exceeded")
+        # A short message still fits.
+        fits = await alice.post("/api/chat", chat_body("b6", text="hi"))
+        assert fits.status_code == 200
+        async for _ in fits.streaming_content:
+            pass
+    await runs_finished()
+    assert (await Conversation.objects.acount(), await Run.objects.acount()) == (before[0] + 1, before[2] + 1)
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    yield from serve_demo(monkeypatch, 0)
+
+
+def test_by_default_an_anonymous_visitor_cannot_store_three_large_files_in_one_request(server: str) -> None:
+    # Three files of 7 MiB: within MAX_FILE_BYTES and the body limit, past
+    # the session's 20 MiB a day. Refused before a byte reaches storage.
+    visitor = Browser(server)
+    image = png(7 * MiB)
+    parts = [file_part("image/png", image, f"{n}.png") for n in range(3)]
+    status, body = send(visitor, body_with("big", "look", *parts))
+    assert status == 429
+    assert body["error"]["code"] == "budget_exceeded"
+    assert "MAX_STORED_BYTES_PER_SESSION_PER_DAY" in body["error"]["message"]
+    assert not Conversation.objects.exists()
+    assert stored_names() == set()
+    # Two of them fit, and are counted as the files' bytes.
+    status, _ = send(visitor, body_with("two", "look", *parts[:2]))
+    assert status == 200
+    run = Run.objects.get()
+    assert 2 * len(image) < run.stored_bytes < 2 * len(image) + 1000
