@@ -128,7 +128,7 @@ def test_a_run_is_stored_like_a_chat_run_and_renders_again_the_same(server: str)
     del sent[0]["metadata"]  # the live RUN_STARTED names the stored run
     assert again == sent
     # What a client builds is the stored conversation, in AG-UI's words.
-    stored = [m.as_ui_message() for m in Conversation.objects.get(pk="thread-1").messages.order_by("position")]
+    stored = [m.as_ui_message() for m in Conversation.objects.get(client_id="thread-1").messages.order_by("position")]
     assert stored[0] == {
         "id": "u1",
         "role": "user",
@@ -198,7 +198,7 @@ def test_the_stored_conversation_is_the_truth(server: str) -> None:
     assert response.status_code == 200
     assert_accepted(verify_sse(response.content))
     wait_for(run_finished, "the second run")
-    stored = list(Conversation.objects.get(pk="thread-2").messages.order_by("position"))
+    stored = list(Conversation.objects.get(client_id="thread-2").messages.order_by("position"))
     assert [m.role for m in stored] == ["user", "assistant", "user", "assistant"]
     assert not Message.objects.filter(pk__in=["forged", "sys"]).exists()
     again = post_agui(browser, run_input("thread-2", [*forged], run_id="r3"))
@@ -419,7 +419,7 @@ def test_the_real_http_agent_builds_the_stored_conversation(node: str, server: s
         assert run["finished"]["outcome"] == "success"
         assert_accepted(run["events"])
     wait_for(run_finished, "the runs to be stored")
-    stored = [m.as_ui_message() for m in Conversation.objects.get(pk="thread-13").messages.order_by("position")]
+    stored = [m.as_ui_message() for m in Conversation.objects.get(client_id="thread-13").messages.order_by("position")]
     assert [m["role"] for m in stored] == ["user", "assistant", "user", "assistant"]
     expected = [
         m

@@ -320,7 +320,7 @@ async def test_an_agui_run_shows_agui() -> None:
     await agent.aforce_login(await a_user("bob"))
     result = await agent.run("hi over AG-UI", forwardedProps={"plan": "pro"})
     assert result.ok, result.error
-    run = await Run.objects.aget(conversation_id=agent.thread_id)
+    run = await Run.objects.aget(conversation__client_id=agent.thread_id)
     given = section(await page(await staff_client(), str(run.pk)), "given")
     assert '<code class="uistream-transport">agui</code>' in given
     assert "user=bob transport=agui worker=False request=ASGIRequest plan=pro" in given
@@ -352,7 +352,7 @@ def test_a_worker_run_shows_the_worker_and_the_transport_the_turn_came_over(stac
         _, done = read_chunks(response)
     assert done
     wait_for(lambda: settled("given-on-worker"), "the run to be stored")
-    run = Run.objects.get(conversation_id="given-on-worker")
+    run = Run.objects.get(conversation__client_id="given-on-worker")
     html = admin_client.get(reverse("admin:uistream_app_run_change", args=[run.pk])).content.decode()
     given = section(html, "given")
     assert '<code class="uistream-transport">http</code>' in given

@@ -55,7 +55,7 @@ def fast_demo_model(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @sync_to_async
 def stored_conversation(chat_id: str) -> list[dict[str, Any]]:
-    return [m.as_ui_message() for m in Conversation.objects.get(pk=chat_id).messages.order_by("position")]
+    return [m.as_ui_message() for m in Conversation.objects.get(client_id=chat_id).messages.order_by("position")]
 
 
 @sync_to_async
@@ -228,7 +228,7 @@ async def test_an_anonymous_visitor_keeps_its_session_from_turn_to_turn():
     await chat.send("count to 1")
     again = await chat.send("count to 2")
     assert again.ok, again.error
-    conversation = await Conversation.objects.aget(pk=chat.chat_id)
+    conversation = await Conversation.objects.aget(client_id=chat.chat_id)
     assert conversation.session_key == chat.client.cookies[settings.SESSION_COOKIE_NAME].value
 
 

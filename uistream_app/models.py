@@ -107,12 +107,14 @@ class Conversation(models.Model):
         max_length=128,
         primary_key=True,
         default=new_conversation_key,
-        help_text=_("The server's key of the conversation (the client's chat id is its client id)."),
+        help_text=_("The server's key of the conversation; clients know it by its chat id."),
     )
     client_id = models.CharField(
-        _("client id"),
+        _("chat id"),
         max_length=128,
         blank=True,
+        # The admin's search by the start of a chat id, across owners.
+        db_index=True,
         help_text=_(
             "The client's chat id (useChat's id, AG-UI's threadId): unique among its owner's conversations. "
             "Left empty, it is set to the primary key when the row is saved."

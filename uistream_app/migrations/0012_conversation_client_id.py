@@ -28,9 +28,10 @@ class Migration(migrations.Migration):
             name="client_id",
             field=models.CharField(
                 blank=True,
+                db_index=True,
                 help_text="The client's chat id (useChat's id, AG-UI's threadId): unique among its owner's conversations. Left empty, it is set to the primary key when the row is saved.",
                 max_length=128,
-                verbose_name="client id",
+                verbose_name="chat id",
             ),
         ),
         migrations.RunPython(chat_ids_from_keys, migrations.RunPython.noop, elidable=True),
@@ -39,7 +40,7 @@ class Migration(migrations.Migration):
             name="id",
             field=models.CharField(
                 default=uistream_app.models.new_conversation_key,
-                help_text="The server's key of the conversation (the client's chat id is its client id).",
+                help_text="The server's key of the conversation; clients know it by its chat id.",
                 max_length=128,
                 primary_key=True,
                 serialize=False,
