@@ -252,16 +252,23 @@ def test_a_second_run_while_one_streams_is_409(server: str) -> None:
     assert Run.objects.count() == 1
 
 
-def test_someone_elses_thread_is_a_404_and_nothing_is_written(server: str) -> None:
+def test_someone_elses_thread_id_is_a_new_thread_of_ones_own(server: str) -> None:
+    """Thread ids are per owner: a stranger's run under another owner's
+    thread id starts the stranger's own thread, as a free id would, and
+    leaves the owner's as it was."""
     owner = Browser(server)
     assert post_agui(owner, run_input("thread-6", [user("count to 2")])).status_code == 200
     wait_for(run_finished, "the run")
+    owners = [m.as_ui_message() for m in Conversation.objects.get().messages.order_by("position")]
     stranger = Browser(server)
     response = post_agui(stranger, run_input("thread-6", [user("count to 2", "u9")], run_id="r9"))
-    assert response.status_code == 404
-    assert response.json()["error"]["code"] == "not_found"
-    assert Message.objects.count() == 2
-    assert Run.objects.count() == 1
+    assert response.status_code == 200
+    wait_for(run_finished, "the run")
+    first, second = Conversation.objects.filter(client_id="thread-6").order_by("created_at")
+    assert first.session_key != second.session_key
+    assert [m.as_ui_message() for m in first.messages.order_by("position")] == owners
+    assert [m.ui_id for m in second.messages.filter(role="user")] == ["u9"]
+    assert Run.objects.filter(conversation=second).count() == 1
 
 
 def test_csrf_failure_is_a_json_403(server: str) -> None:

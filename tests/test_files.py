@@ -298,8 +298,10 @@ def test_the_admin_lists_a_conversations_files_and_serves_them_to_staff(server: 
     staff = Client()
     staff.force_login(get_user_model().objects.create_superuser("boss", "boss@example.com", "pw"))
 
-    page = staff.get("/admin/uistream_app/conversation/admin-files/change/")
-    link = f"/admin/uistream_app/conversation/admin-files/files/{stored.pk}/"
+    # The admin's links name the conversation by its key (chat ids are per owner).
+    key = stored.conversation_id
+    page = staff.get(f"/admin/uistream_app/conversation/{key}/change/")
+    link = f"/admin/uistream_app/conversation/{key}/files/{stored.pk}/"
     assert page.status_code == 200
     assert f'<a href="{link}">seen.png</a>' in page.content.decode()
     download = staff.get(link)
