@@ -131,3 +131,17 @@ async def test_a_run_interrupted_then_stopped_ends_only_once_its_outcome_is_stor
         run = await Run.objects.aget(pk=prepared.run.pk)
     assert run.status == "interrupted"
     assert run.finish_reason == "interrupted"
+
+
+async def test_two_owners_first_messages_under_one_chat_id_start_two_chats() -> None:
+    """Chat ids are per owner, and so is the run slot: two owners starting a
+    chat of the same id at once each get theirs, neither a 409."""
+    alice, bob = Owner.of_session("a" * 32), Owner.of_session("b" * 32)
+    handles = await asyncio.gather(
+        start(submit("same", "u-a", "first"), alice), start(submit("same", "u-b", "second"), bob)
+    )
+    await asyncio.gather(*(h.task for h in handles))
+    assert handles[0].run.conversation_id != handles[1].run.conversation_id
+    stored = Conversation.objects.filter(client_id="same").order_by("session_key").values_list("session_key", flat=True)
+    assert [key async for key in stored] == ["a" * 32, "b" * 32]
+    assert await Run.objects.filter(conversation__client_id="same", status="completed").acount() == 2
