@@ -318,7 +318,7 @@ def test_a_text_plain_body_without_id_starts_a_chat_and_names_it(server: str) ->
     [run] = Run.objects.all()
     assert first.headers["x-workflow-run-id"] == str(run.pk)
     chat_id = first.headers["x-uistream-chat-id"]
-    assert run.conversation_id == chat_id
+    assert run.conversation.client_id == chat_id
     assert events(first)[-1] == "[DONE]"
     wait_for(run_ended(), "the run to be stored")
 
@@ -360,7 +360,7 @@ def test_a_body_with_id_keeps_its_chat_and_gets_the_run_header(server: str) -> N
     [run] = Run.objects.all()
     assert response.headers["x-workflow-run-id"] == str(run.pk)
     assert response.headers["x-uistream-chat-id"] == "mine"
-    assert run.conversation_id == "mine"
+    assert run.conversation.client_id == "mine"
 
 
 @pytest.mark.parametrize("version", [7, 6, 5])
