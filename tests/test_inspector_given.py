@@ -27,7 +27,7 @@ from django.test import AsyncClient, Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import path, reverse
 
-from uistream_app.models import Run
+from uistream_app.models import Conversation, Run
 from uistream_app.owners import Owner
 from uistream_app.runs import Tool
 from uistream_app.testing import AGUIClient, ChatClient, ScriptedModel, SocketChatClient, call, user_message
@@ -193,11 +193,12 @@ async def test_an_anonymous_run_shows_a_fingerprint_never_the_session_key() -> N
     key = visitor.client.cookies[settings.SESSION_COOKIE_NAME].value
     assert len(key) == 32
     admin = await staff_client()
+    conversation = await Conversation.objects.aget(client_id=visitor.chat_id)  # the admin names it by its key
     pages = [
         await page(admin, result.run_id),
         (await admin.get(reverse("admin:uistream_app_run_changelist"))).content.decode(),
         (await admin.get(reverse("admin:uistream_app_conversation_changelist"))).content.decode(),
-        (await admin.get(reverse("admin:uistream_app_conversation_change", args=[visitor.chat_id]))).content.decode(),
+        (await admin.get(reverse("admin:uistream_app_conversation_change", args=[conversation.pk]))).content.decode(),
     ]
     for html in pages:
         assert f"anonymous visitor {fingerprint(key)}" in html
