@@ -22,7 +22,7 @@ class DemoAGUIView(AGUIView):
     """``AGUIView`` keeping ``{"turns": N}`` per thread (the module docstring)."""
 
     def get_state(self, run: PreparedRun) -> Any:
-        stored = stored_state(run.chat_id)
+        stored = stored_state(run)
         turns = stored.get("turns") if isinstance(stored, dict) else None
         return {"turns": turns if isinstance(turns, int) else 0}
 

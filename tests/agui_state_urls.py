@@ -50,7 +50,7 @@ class CartView(AGUIView):
         return ShopperModel()
 
     def get_state(self, run: PreparedRun) -> Any:
-        return stored_state(run.chat_id) or {"cart": [], "runs": 0}
+        return stored_state(run) or {"cart": [], "runs": 0}
 
     def get_source(self, history: list[dict[str, Any]], run: PreparedRun, model: ChatModel) -> AsyncIterator[ev.Event]:
         state = self.shared_state(run)

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def stored(chat_id: str) -> list[dict[str, Any]]:
-    return [m.as_ui_message() for m in Conversation.objects.get(pk=chat_id).messages.order_by("position")]
+    return [m.as_ui_message() for m in Conversation.objects.get(client_id=chat_id).messages.order_by("position")]
 
 
 @pytest.mark.parametrize("approved", [True, False])

@@ -47,7 +47,7 @@ RESPONSE_SCHEMA = {
 
 
 def stored(thread: str) -> list[dict[str, Any]]:
-    return [m.as_ui_message() for m in Conversation.objects.get(pk=thread).messages.order_by("position")]
+    return [m.as_ui_message() for m in Conversation.objects.get(client_id=thread).messages.order_by("position")]
 
 
 def as_agui(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -128,7 +128,7 @@ def test_a_run_is_stored_like_a_chat_run_and_renders_again_the_same(server: str)
     del sent[0]["metadata"]  # the live RUN_STARTED names the stored run
     assert again == sent
     # What a client builds is the stored conversation, in AG-UI's words.
-    stored = [m.as_ui_message() for m in Conversation.objects.get(pk="thread-1").messages.order_by("position")]
+    stored = [m.as_ui_message() for m in Conversation.objects.get(client_id="thread-1").messages.order_by("position")]
     assert stored[0] == {
         "id": "u1",
         "role": "user",
@@ -198,7 +198,7 @@ def test_the_stored_conversation_is_the_truth(server: str) -> None:
     assert response.status_code == 200
     assert_accepted(verify_sse(response.content))
     wait_for(run_finished, "the second run")
-    stored = list(Conversation.objects.get(pk="thread-2").messages.order_by("position"))
+    stored = list(Conversation.objects.get(client_id="thread-2").messages.order_by("position"))
     assert [m.role for m in stored] == ["user", "assistant", "user", "assistant"]
     assert not Message.objects.filter(pk__in=["forged", "sys"]).exists()
     again = post_agui(browser, run_input("thread-2", [*forged], run_id="r3"))
@@ -252,16 +252,23 @@ def test_a_second_run_while_one_streams_is_409(server: str) -> None:
     assert Run.objects.count() == 1
 
 
-def test_someone_elses_thread_is_a_404_and_nothing_is_written(server: str) -> None:
+def test_someone_elses_thread_id_is_a_new_thread_of_ones_own(server: str) -> None:
+    """Thread ids are per owner: a stranger's run under another owner's
+    thread id starts the stranger's own thread, as a free id would, and
+    leaves the owner's as it was."""
     owner = Browser(server)
     assert post_agui(owner, run_input("thread-6", [user("count to 2")])).status_code == 200
     wait_for(run_finished, "the run")
+    owners = [m.as_ui_message() for m in Conversation.objects.get().messages.order_by("position")]
     stranger = Browser(server)
     response = post_agui(stranger, run_input("thread-6", [user("count to 2", "u9")], run_id="r9"))
-    assert response.status_code == 404
-    assert response.json()["error"]["code"] == "not_found"
-    assert Message.objects.count() == 2
-    assert Run.objects.count() == 1
+    assert response.status_code == 200
+    wait_for(run_finished, "the run")
+    first, second = Conversation.objects.filter(client_id="thread-6").order_by("created_at")
+    assert first.session_key != second.session_key
+    assert [m.as_ui_message() for m in first.messages.order_by("position")] == owners
+    assert [m.ui_id for m in second.messages.filter(role="user")] == ["u9"]
+    assert Run.objects.filter(conversation=second).count() == 1
 
 
 def test_csrf_failure_is_a_json_403(server: str) -> None:
@@ -419,7 +426,7 @@ def test_the_real_http_agent_builds_the_stored_conversation(node: str, server: s
         assert run["finished"]["outcome"] == "success"
         assert_accepted(run["events"])
     wait_for(run_finished, "the runs to be stored")
-    stored = [m.as_ui_message() for m in Conversation.objects.get(pk="thread-13").messages.order_by("position")]
+    stored = [m.as_ui_message() for m in Conversation.objects.get(client_id="thread-13").messages.order_by("position")]
     assert [m["role"] for m in stored] == ["user", "assistant", "user", "assistant"]
     expected = [
         m

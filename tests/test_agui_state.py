@@ -54,7 +54,7 @@ def state_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def runs_of(thread: str) -> list[Run]:
-    return list(Run.objects.filter(conversation_id=thread).order_by("started_at"))
+    return list(Run.objects.filter(conversation__client_id=thread).order_by("started_at"))
 
 
 def test_the_real_client_applies_snapshot_and_delta_and_holds_the_state_we_stored(node: str, server: str) -> None:
@@ -137,7 +137,7 @@ def test_a_stored_state_the_log_does_not_carry_is_sent_first_on_replay(
     response = post_agui(browser, run_input("thread-kept", [user("hello")]), path="/api/agui-mailer")
     assert response.status_code == 200
     wait_for(run_finished, "the run to be stored")
-    run = Run.objects.get(conversation_id="thread-kept")
+    run = Run.objects.get(conversation__client_id="thread-kept")
     Run.objects.filter(pk=run.pk).update(state={"cart": ["tea"], "step": 2})
     run.refresh_from_db()
     replay = asyncio.run(render_stored_run(run))
@@ -185,7 +185,7 @@ def test_the_apps_own_endpoint_shares_no_state(plain_server: str) -> None:
     assert response.status_code == 200
     assert state_events(verify_sse(response.content)) == []
     wait_for(run_finished, "the run to be stored")
-    assert Run.objects.get(conversation_id="thread-plain").state is None
+    assert Run.objects.get(conversation__client_id="thread-plain").state is None
 
 
 # -- SharedState --------------------------------------------------------------------------
@@ -265,6 +265,6 @@ def test_a_get_state_that_fails_fails_the_run_in_band(cart_server: str, monkeypa
     assert events[-1]["type"] == "RUN_ERROR"
     assert events[-1]["message"] == "An error occurred."  # masked
     wait_for(run_finished, "the run to be stored")
-    run = Run.objects.get(conversation_id="thread-broken")
+    run = Run.objects.get(conversation__client_id="thread-broken")
     assert run.status == "failed"
     assert run.state is None

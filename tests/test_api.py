@@ -123,7 +123,7 @@ def test_permission_matrix(action: str, who: str, alice: Any, bob: Any, staff: A
     assert response.status_code == expected, content(response)
     if expected == 404:
         # The same answer as for a chat that does not exist.
-        assert Conversation.objects.filter(pk="chat-1", title="Weather in Paris").exists()
+        assert Conversation.objects.filter(client_id="chat-1", title="Weather in Paris").exists()
 
 
 def test_lists_show_only_ones_own(alice: Any, bob: Any, staff: Any) -> None:
@@ -165,7 +165,7 @@ def test_csrf_is_enforced_for_session_owners(alice: Any) -> None:
     assert created.status_code == 201
     chat_id = created.json()["id"]
     assert anon.delete(conversation(chat_id)).status_code == 403  # no token: refused
-    assert Conversation.objects.filter(pk=chat_id).exists()
+    assert Conversation.objects.filter(client_id=chat_id).exists()
     user = APIClient(enforce_csrf_checks=True)
     user.force_login(alice)
     assert user.post(conversations(), {"title": "x"}, format="json").status_code == 403
@@ -186,10 +186,10 @@ def test_create_rename_delete(alice: Any) -> None:
         "created_at": None,
         "updated_at": None,
     }
-    assert Conversation.objects.get(pk="my-chat_1").owner == alice
+    assert Conversation.objects.get(client_id="my-chat_1").owner == alice
     generated = client.post(conversations(), {}, format="json").json()["id"]
     assert len(generated) >= 16
-    assert Conversation.objects.filter(pk=generated, owner=alice).exists()
+    assert Conversation.objects.filter(client_id=generated, owner=alice).exists()
     assert client.post(conversations(), {"id": "my-chat_1"}, format="json").status_code == 409
     bad = client.post(conversations(), {"id": "no spaces/here"}, format="json")
     assert bad.status_code == 400
@@ -200,10 +200,10 @@ def test_create_rename_delete(alice: Any) -> None:
     assert renamed.status_code == 200
     assert renamed.json()["title"] == "Renamed"
     assert renamed.json()["id"] == "my-chat_1"  # a chat keeps its id
-    assert Conversation.objects.get(pk="my-chat_1").title == "Renamed"
+    assert Conversation.objects.get(client_id="my-chat_1").title == "Renamed"
 
     assert client.delete(conversation("my-chat_1")).status_code == 204
-    assert not Conversation.objects.filter(pk="my-chat_1").exists()
+    assert not Conversation.objects.filter(client_id="my-chat_1").exists()
     assert client.get(conversation("my-chat_1")).status_code == 404
 
 
@@ -218,7 +218,7 @@ def test_a_chat_with_a_reply_streaming_is_not_deleted(alice: Any, monkeypatch: p
     response = client_for(alice).delete(conversation("chat-1"))
     assert response.status_code == 409
     assert "stop it first" in response.json()["detail"]
-    assert Conversation.objects.filter(pk="chat-1").exists()
+    assert Conversation.objects.filter(client_id="chat-1").exists()
 
 
 def test_messages_are_uimessages_for_use_chat(alice: Any) -> None:
@@ -242,7 +242,7 @@ def test_messages_are_uimessages_for_use_chat(alice: Any) -> None:
 def test_conversation_filters_search_ordering_and_paging(alice: Any) -> None:
     for n in range(25):
         Conversation.objects.create(pk=f"c{n:02}", owner=alice, title=f"Topic {n:02}")
-    Conversation.objects.filter(pk="c03").update(title="Weather talk")
+    Conversation.objects.filter(client_id="c03").update(title="Weather talk")
     client = client_for(alice)
     page = client.get(conversations()).json()
     assert page["count"] == 25

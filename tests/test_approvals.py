@@ -30,7 +30,7 @@ def idle() -> bool:
 
 
 def stored(chat_id: str) -> list[dict[str, Any]]:
-    return [m.as_ui_message() for m in Conversation.objects.get(pk=chat_id).messages.order_by("position")]
+    return [m.as_ui_message() for m in Conversation.objects.get(client_id=chat_id).messages.order_by("position")]
 
 
 def email_part(message: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +72,7 @@ def test_the_admin_shows_who_decided_when_and_why(node: str, server: str, admin_
     wait_for(idle, "the runs to be stored")
     continued = Run.objects.get(trigger="continue")
     (decision,) = continued.decisions
-    session_key = Conversation.objects.get(pk="apv-admin").session_key
+    session_key = Conversation.objects.get(client_id="apv-admin").session_key
     assert decision["decidedBy"].startswith("anonymous visitor ")
     assert session_key
     assert session_key not in decision["decidedBy"]  # a digest, never the key

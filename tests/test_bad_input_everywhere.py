@@ -104,21 +104,38 @@ def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
     return error
 
 
+async def bobs_chat_as_it_was() -> list[tuple[str, str]]:
+    """Bob's chat ``bob-chat``, message by message: what another owner's
+    requests must leave as it is."""
+    chat = await Conversation.objects.aget(pk="bob-chat")
+    return [(m.pk, m.role) async for m in chat.messages.order_by("position")]
+
+
 @pytest.mark.parametrize("endpoint", list(HTTP))
-async def test_another_owners_chat_is_the_404_of_a_missing_one(endpoint: str, bob_chat: None) -> None:
+async def test_another_owners_chat_id_is_answered_as_a_free_one(endpoint: str, bob_chat: None) -> None:
+    """Chat ids are per owner: Bob's chat id, sent by Alice, names no chat
+    of hers, exactly as a free id does: a message starts a chat of her own
+    under it, anything else is the one 404. Bob's chat is not touched."""
     alice = await page_of("alice")
-    before = await nothing_written()
+    bobs = await bobs_chat_as_it_was()
     with override_settings(UISTREAM=DEMO):
         foreign = await HTTP[endpoint](alice, "bob-chat")
+        if endpoint in BODIES:
+            async for _ in foreign.streaming_content:
+                pass
         missing = await HTTP[endpoint](alice, "no-such-chat")
-    assert_error(foreign, 404, "not_found")
-    if endpoint in BODIES:  # a new chat id starts a chat
-        assert missing.status_code == 200
+    if endpoint in BODIES:  # a message starts a chat of Alice's own
+        assert (foreign.status_code, missing.status_code) == (200, 200)
         await runs_finished()
+        alice_user = await get_user_model().objects.aget(username="alice")
+        hers = Conversation.objects.filter(owner=alice_user).order_by("client_id").values_list("client_id", flat=True)
+        assert [c async for c in hers] == ["bob-chat", "no-such-chat"]
     else:
+        before = await nothing_written()
         assert_error(missing, 404, "not_found")
         assert missing.content == foreign.content
         assert await nothing_written() == before
+    assert await bobs_chat_as_it_was() == bobs
 
 
 @pytest.mark.parametrize("frame", ["send", "resume"])
@@ -254,22 +271,26 @@ async def test_a_websocket_frame_that_cannot_be_read_closes_the_socket() -> None
 
 
 @pytest.mark.parametrize("endpoint", BODIES)
-async def test_a_new_visitor_asking_for_another_owners_chat_gets_no_session(endpoint: str, bob_chat: None) -> None:
-    """The 404 comes before anything is made for the visitor: no session
-    for a request about a chat that is not theirs."""
+async def test_a_new_visitor_sending_another_owners_chat_id_starts_a_chat_of_their_own(
+    endpoint: str, bob_chat: None
+) -> None:
+    """A visitor's first message under Bob's chat id is a new chat, theirs
+    (their session is made for it, as for any first message); Bob's chat
+    is not touched."""
     from django.contrib.sessions.models import Session
 
+    bobs = await bobs_chat_as_it_was()
     anonymous = AsyncClient(enforce_csrf_checks=True)
     token = (await anonymous.get("/api/csrf")).json()["csrfToken"]
     page = Page(anonymous, "", token)
     with override_settings(UISTREAM=DEMO):
-        assert_error(await HTTP[endpoint](page, "bob-chat"), 404, "not_found")
-        assert settings.SESSION_COOKIE_NAME not in anonymous.cookies
-        assert not await Session.objects.aexists()
-        # A chat of their own does make one.
-        response = await HTTP[endpoint](page, "mine")
+        response = await HTTP[endpoint](page, "bob-chat")
         assert response.status_code == 200
         async for _ in response.streaming_content:
             pass
     await runs_finished()
     assert await Session.objects.acount() == 1
+    theirs = await Conversation.objects.aget(owner=None, client_id="bob-chat")
+    assert theirs.pk != "bob-chat"
+    assert theirs.session_key == anonymous.cookies[settings.SESSION_COOKIE_NAME].value
+    assert await bobs_chat_as_it_was() == bobs

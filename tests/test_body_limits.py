@@ -176,7 +176,7 @@ def test_a_body_over_data_upload_max_memory_size_within_ours_is_read(monkeypatch
             body = browser.chat_body("roomy", "count to 2 " + "x" * (3 * MB))
             response = browser.post("/api/chat", body)
             assert response.status_code == 200, response.text[:300]
-            assert Conversation.objects.filter(pk="roomy").exists()
+            assert Conversation.objects.filter(client_id="roomy").exists()
 
 
 def test_a_body_within_the_limit_sent_chunked_still_starts_a_chat(unguarded: str) -> None:

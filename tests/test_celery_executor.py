@@ -174,7 +174,9 @@ def answer_text(message: dict[str, Any]) -> str:
 
 
 def run_status(chat_id: str) -> list[str]:
-    return list(Run.objects.filter(conversation_id=chat_id).order_by("started_at").values_list("status", flat=True))
+    return list(
+        Run.objects.filter(conversation__client_id=chat_id).order_by("started_at").values_list("status", flat=True)
+    )
 
 
 def settled(chat_id: str) -> bool:
@@ -244,7 +246,7 @@ def test_a_post_gets_its_headers_while_no_worker_runs_yet(stack: Stack) -> None:
         # response is already open.
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
-        assert Run.objects.get(conversation_id="waiting").status == "running"
+        assert Run.objects.get(conversation__client_id="waiting").status == "running"
         stack.worker()
         chunks, done = read_chunks(response)
     assert done
@@ -376,7 +378,7 @@ def test_an_agui_run_through_a_worker_is_the_in_process_run(stack: Stack) -> Non
     assert [e["type"] for e in on_worker if e["type"].startswith("STATE_")] == ["STATE_SNAPSHOT", "STATE_DELTA"]
     wait_for(lambda: settled("agui-worker"), "the run to be stored")
     assert run_status("agui-worker") == ["completed"]
-    assert Run.objects.get(conversation_id="agui-worker").state == {"turns": 1}
+    assert Run.objects.get(conversation__client_id="agui-worker").state == {"turns": 1}
 
 
 def test_a_run_that_cannot_be_enqueued_fails_in_band(stack: Stack) -> None:
@@ -390,7 +392,7 @@ def test_a_run_that_cannot_be_enqueued_fails_in_band(stack: Stack) -> None:
     assert chunks[-1] == {"type": "error", "errorText": "An error occurred."}
     wait_for(lambda: settled("unqueued"), "the run to be stored")
     assert run_status("unqueued") == ["failed"]
-    assert Run.objects.get(conversation_id="unqueued").error_detail
+    assert Run.objects.get(conversation__client_id="unqueued").error_detail
 
 
 @pytest.mark.parametrize("approved", [True, False])
@@ -408,5 +410,5 @@ def test_an_approval_crosses_to_the_worker(node: str, stack: Stack, approved: bo
     assert [m["role"] for m in messages] == ["user", "assistant"]  # the same message went on
     (part,) = [p for p in messages[1]["parts"] if p["type"] == "tool-send_email"]
     assert part["state"] == ("output-available" if approved else "output-denied")
-    continued = Run.objects.get(conversation_id="approval", trigger="continue")
+    continued = Run.objects.get(conversation__client_id="approval", trigger="continue")
     assert continued.decisions[0]["approved"] is approved

@@ -247,7 +247,7 @@ async def test_regenerating_someone_elses_message_is_a_404_and_changes_nothing()
         assert response.json()["error"]["code"] == "not_found"
     assert await Message.objects.filter(conversation=conversation).acount() == 2
     assert await Run.objects.acount() == 0
-    assert not await Conversation.objects.filter(pk="mine").aexists()
+    assert not await Conversation.objects.filter(client_id="mine").aexists()
 
 
 #: JSON that orjson refuses, as the tail of a body; a body this long or longer

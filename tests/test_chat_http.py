@@ -222,19 +222,27 @@ def test_csrf_and_ownership_on_every_path(server: str) -> None:
         no_csrf = mallory.client.post("/api/chat", json=mallory.chat_body("chat-x", "hi"))
         assert no_csrf.status_code == 403
         assert no_csrf.json()["error"]["code"] == "csrf_failed"
-        # Someone else's chat is a 404 everywhere, like a missing one.
+        # Someone else's chat id names no chat of hers: a 404 like a free one.
         for resp in (
             mallory.client.get("/api/chat/chat-7/stream"),
             mallory.post("/api/chat/chat-7/stop"),
-            mallory.post("/api/chat", mallory.chat_body("chat-7", "hijack", message_id="m9")),
             mallory.client.get("/api/chat/no-such-chat/stream"),
         ):
             assert resp.status_code == 404, resp.text
             assert resp.json()["error"]["code"] == "not_found", resp.text
+        # And a message under it starts her own chat, beside Alice's run.
+        with mallory.stream("chat-7", "count to 3", message_id="m9") as own:
+            assert own.status_code == 200
+            chunks, done = read_chunks(own)
+        assert done
+        assert text_of(chunks).split() == ["1", "2", "3"]
         assert alice.post("/api/chat/chat-7/stop").json() == {"stopped": True}
         read_chunks(response)
     wait_for(run_finished, "the run to end")
-    assert not Message.objects.filter(pk="m9").exists()
+    statuses = sorted(Run.objects.values_list("status", flat=True))
+    assert statuses == ["completed", "stopped"]
+    assert Message.objects.get(client_id="", pk="m9").conversation.client_id == "chat-7"
+    assert Message.objects.filter(role="user").count() == 2
 
 
 def test_chunks_reach_the_database_while_the_model_stalls(server: str, monkeypatch: pytest.MonkeyPatch) -> None:

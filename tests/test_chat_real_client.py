@@ -44,7 +44,7 @@ def run_client(node: str, base: str, browser: Browser, **options: Any) -> dict[s
 
 
 def stored_messages(chat_id: str) -> list[dict[str, Any]]:
-    conversation = Conversation.objects.get(pk=chat_id)
+    conversation = Conversation.objects.get(client_id=chat_id)
     return [m.as_ui_message() for m in conversation.messages.order_by("position")]
 
 

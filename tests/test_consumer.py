@@ -388,7 +388,12 @@ async def test_resume_from_a_last_sequence_continues_the_numbering() -> None:
 
 @db
 @pytest.mark.asyncio
-async def test_someone_elses_chat_reads_as_a_missing_one() -> None:
+async def test_someone_elses_chat_id_reads_as_a_free_one() -> None:
+    """Chat ids are per owner: Alice's chat id, on Mallory's socket, names
+    no chat of Mallory's, exactly as a free id does. Resuming or
+    regenerating it is the one ``not_found``; a message starts Mallory's
+    own chat under it, which streams beside Alice's run (their slots are
+    apart), and neither touches the other."""
     alice, mallory = await asession_cookie(), await asession_cookie()
     async with Socket(alice) as page, Socket(mallory) as other:
         await page.send(send_frame("a", "chat-alice", "count to 300"))
@@ -396,18 +401,27 @@ async def test_someone_elses_chat_reads_as_a_missing_one() -> None:
         await other.send(resume_frame("m1", "chat-alice"))
         await other.send(resume_frame("m2", "no-such-chat"))
         await other.send(resume_frame("m3", "../not an id"))
-        await other.send(send_frame("m4", "chat-alice", "hijack", message_id="m9"))
         regenerate = {**send_frame("m5", "chat-alice", "x"), "trigger": "regenerate-message", "messages": []}
         await other.send(regenerate)
         await other.send({**regenerate, "requestId": "m6", "id": "no-such-chat"})
-        answers = {rid: await other.until(rid) for rid in ("m1", "m2", "m3", "m4", "m5", "m6")}
+        answers = {rid: await other.until(rid) for rid in ("m1", "m2", "m3", "m5", "m6")}
+        await other.send(send_frame("m4", "chat-alice", "count to 3", message_id="m9"))
+        own = await other.until("m4")
         await page.send({"type": "abort", "requestId": "a"})
         await runs_finished()
-    # Resume and send answer alike, as the HTTP endpoints' 404 does.
-    for rid in ("m1", "m2", "m3", "m4", "m5", "m6"):
+    for rid in ("m1", "m2", "m3", "m5", "m6"):
         assert answers[rid] == [{"type": "error", "requestId": rid, "code": "not_found", "errorText": NOT_FOUND_TEXT}]
-    assert not await Message.objects.filter(pk="m9").aexists()
-    assert not await Conversation.objects.filter(pk="no-such-chat").aexists()
+    assert own[-1] == {"type": "end", "requestId": "m4"}
+    assert text_of(chunks_of(own)).split() == ["1", "2", "3"]
+    chats = {c.session_key: c async for c in Conversation.objects.filter(client_id="chat-alice")}
+    assert len(chats) == 2
+    alices, mallorys = chats[alice.split("=", 1)[1]], chats[mallory.split("=", 1)[1]]
+    assert [m.role async for m in alices.messages.order_by("position")] == ["user", "assistant"]
+    assert [m.ui_id async for m in mallorys.messages.filter(role="user")] == ["m9"]
+    statuses = {r.conversation_id: r.status async for r in Run.objects.all()}
+    # Alice's run was stopped by her abort, not by Mallory's chat of its id.
+    assert statuses == {alices.pk: "stopped", mallorys.pk: "completed"}
+    assert not await Conversation.objects.filter(client_id="no-such-chat").aexists()
 
 
 @db
@@ -422,7 +436,7 @@ async def test_two_chats_on_one_socket_and_an_abort_while_both_stream() -> None:
         short = await page.until("short")
         await runs_finished()
     assert text_of(chunks_of(short)).split() == [str(n) for n in range(1, 41)]
-    statuses = {r.conversation_id: r.status async for r in Run.objects.all()}
+    statuses = {r.conversation.client_id: r.status async for r in Run.objects.select_related("conversation")}
     assert statuses == {"chat-long": "stopped", "chat-short": "completed"}
 
 
@@ -476,7 +490,7 @@ async def test_a_lone_surrogate_in_a_send_is_refused_and_writes_nothing() -> Non
         await page.send(json.dumps(send_frame("r2", "chat-s", "a whole \ud83d\ude80 pair")))
         assert (await page.until("r2"))[-1]["type"] == "end"
         await runs_finished()
-    stored = [m.parts async for m in Message.objects.filter(conversation_id="chat-s", role="user")]
+    stored = [m.parts async for m in Message.objects.filter(conversation__client_id="chat-s", role="user")]
     assert stored == [[{"type": "text", "text": "a whole \U0001f680 pair"}]]
 
 
@@ -700,7 +714,7 @@ def wait_runs_finished(timeout: float = 20) -> None:
 
 
 def stored_messages(chat_id: str) -> list[dict[str, Any]]:
-    conversation = Conversation.objects.get(pk=chat_id)
+    conversation = Conversation.objects.get(client_id=chat_id)
     return [m.as_ui_message() for m in conversation.messages.order_by("position")]
 
 

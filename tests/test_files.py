@@ -216,9 +216,9 @@ def test_deleting_a_conversation_deletes_its_files_from_storage(server: str) -> 
     for chat in ("keep", "gone"):
         assert send(browser, body_with(chat, "describe the attachment", file_part("image/png", png())))[0] == 200
         wait_for(idle, "the run to be stored")
-    kept = StoredFile.objects.get(conversation_id="keep").file.name
-    gone = StoredFile.objects.get(conversation_id="gone")
-    url = Message.objects.get(conversation_id="gone", role="user").parts[1]["url"]
+    kept = StoredFile.objects.get(conversation__client_id="keep").file.name
+    gone = StoredFile.objects.get(conversation__client_id="gone")
+    url = Message.objects.get(conversation__client_id="gone", role="user").parts[1]["url"]
 
     deleted = browser.client.delete("/api/conversations/gone/", headers={"X-CSRFToken": browser.token})
     assert deleted.status_code == 204
@@ -227,7 +227,7 @@ def test_deleting_a_conversation_deletes_its_files_from_storage(server: str) -> 
     assert default_storage.exists(kept)
     assert browser.client.get(url).status_code == 404
     # The cascade from the model (the admin's delete) does the same.
-    Conversation.objects.filter(pk="keep").delete()
+    Conversation.objects.filter(client_id="keep").delete()
     assert not default_storage.exists(kept)
     assert stored_names() == set()
 
@@ -298,8 +298,10 @@ def test_the_admin_lists_a_conversations_files_and_serves_them_to_staff(server: 
     staff = Client()
     staff.force_login(get_user_model().objects.create_superuser("boss", "boss@example.com", "pw"))
 
-    page = staff.get("/admin/uistream_app/conversation/admin-files/change/")
-    link = f"/admin/uistream_app/conversation/admin-files/files/{stored.pk}/"
+    # The admin's links name the conversation by its key (chat ids are per owner).
+    key = stored.conversation_id
+    page = staff.get(f"/admin/uistream_app/conversation/{key}/change/")
+    link = f"/admin/uistream_app/conversation/{key}/files/{stored.pk}/"
     assert page.status_code == 200
     assert f'<a href="{link}">seen.png</a>' in page.content.decode()
     download = staff.get(link)

@@ -132,7 +132,7 @@ def estimated(messages: Any) -> int:
 
 
 async def recorded(chat_id: str) -> dict[str, Any]:
-    run = await Run.objects.filter(conversation_id=chat_id).order_by("-started_at").afirst()
+    run = await Run.objects.filter(conversation__client_id=chat_id).order_by("-started_at").afirst()
     assert run is not None
     assert run.history is not None
     return run.history
@@ -203,7 +203,7 @@ async def test_the_summary_is_written_once_and_reused_on_the_next_turn() -> None
     verbatim = questions(sent)
     assert verbatim == list(range(291, 301))  # the last 20 messages
     assert_tool_calls_paired(sent)
-    stored = (await Conversation.objects.aget(pk="h-sum")).history_summary
+    stored = (await Conversation.objects.aget(client_id="h-sum")).history_summary
     assert stored["through"] == "h-sum-a290"
     assert stored["model"] == "summariser"
     record = await recorded("h-sum")
@@ -237,5 +237,5 @@ async def test_the_runs_own_model_writes_the_summary_by_default() -> None:
         "Summary of the earlier conversation:\nWeather questions about 280 cities, all sunny."
     )
     assert questions(sent) == list(range(281, 301))
-    stored = (await Conversation.objects.aget(pk="h-own")).history_summary
+    stored = (await Conversation.objects.aget(client_id="h-own")).history_summary
     assert stored["model"] == "recorder"

@@ -27,7 +27,7 @@ from django.test import AsyncClient, Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import path, reverse
 
-from uistream_app.models import Run
+from uistream_app.models import Conversation, Run
 from uistream_app.owners import Owner
 from uistream_app.runs import Tool
 from uistream_app.testing import AGUIClient, ChatClient, ScriptedModel, SocketChatClient, call, user_message
@@ -193,11 +193,12 @@ async def test_an_anonymous_run_shows_a_fingerprint_never_the_session_key() -> N
     key = visitor.client.cookies[settings.SESSION_COOKIE_NAME].value
     assert len(key) == 32
     admin = await staff_client()
+    conversation = await Conversation.objects.aget(client_id=visitor.chat_id)  # the admin names it by its key
     pages = [
         await page(admin, result.run_id),
         (await admin.get(reverse("admin:uistream_app_run_changelist"))).content.decode(),
         (await admin.get(reverse("admin:uistream_app_conversation_changelist"))).content.decode(),
-        (await admin.get(reverse("admin:uistream_app_conversation_change", args=[visitor.chat_id]))).content.decode(),
+        (await admin.get(reverse("admin:uistream_app_conversation_change", args=[conversation.pk]))).content.decode(),
     ]
     for html in pages:
         assert f"anonymous visitor {fingerprint(key)}" in html
@@ -320,7 +321,7 @@ async def test_an_agui_run_shows_agui() -> None:
     await agent.aforce_login(await a_user("bob"))
     result = await agent.run("hi over AG-UI", forwardedProps={"plan": "pro"})
     assert result.ok, result.error
-    run = await Run.objects.aget(conversation_id=agent.thread_id)
+    run = await Run.objects.aget(conversation__client_id=agent.thread_id)
     given = section(await page(await staff_client(), str(run.pk)), "given")
     assert '<code class="uistream-transport">agui</code>' in given
     assert "user=bob transport=agui worker=False request=ASGIRequest plan=pro" in given
@@ -352,7 +353,7 @@ def test_a_worker_run_shows_the_worker_and_the_transport_the_turn_came_over(stac
         _, done = read_chunks(response)
     assert done
     wait_for(lambda: settled("given-on-worker"), "the run to be stored")
-    run = Run.objects.get(conversation_id="given-on-worker")
+    run = Run.objects.get(conversation__client_id="given-on-worker")
     html = admin_client.get(reverse("admin:uistream_app_run_change", args=[run.pk])).content.decode()
     given = section(html, "given")
     assert '<code class="uistream-transport">http</code>' in given

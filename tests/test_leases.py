@@ -116,7 +116,7 @@ def new_turn_works(browser: Browser, chat_id: str) -> None:
         chunks, done = read_chunks(response)
     assert done
     assert numbers(text_of(chunks)) == ["1", "2", "3"]
-    wait_for(lambda: Run.objects.filter(conversation_id=chat_id, status="completed").exists(), "the new run")
+    wait_for(lambda: Run.objects.filter(conversation__client_id=chat_id, status="completed").exists(), "the new run")
 
 
 @pytest.mark.parametrize("kind", ["daphne", "uvicorn"])
@@ -130,7 +130,7 @@ def test_a_killed_servers_run_is_settled_by_the_next_server(kind: str) -> None:
             rest, done = read_until_gone(response)
     assert not done
     received_text = text_of(received + rest)
-    run = Run.objects.get(conversation_id="chat-k1")
+    run = Run.objects.get(conversation__client_id="chat-k1")
     assert run.status == "running"
     wait_for(lambda: lease_expired(run), "the killed run's lease to run out", timeout=LEASE + 10)
 
@@ -145,7 +145,7 @@ def test_a_killed_servers_run_is_settled_by_the_next_server(kind: str) -> None:
     assert run.finished_at is not None
     log = [e.chunk for e in read_log(run)]
     assert log[-1] == {"type": "error", "errorText": ERROR_TEXT}
-    assert Run.objects.filter(conversation_id="chat-k1", status="running").count() == 0
+    assert Run.objects.filter(conversation__client_id="chat-k1", status="running").count() == 0
     # The message holds what the log holds, which is what the client got
     # but for at most FLUSH_EVERY_MS of deltas (the in-process broker died
     # with the process: nothing else holds what was not flushed).
@@ -167,7 +167,7 @@ def test_a_run_longer_than_its_lease_lives_while_its_process_renews_it() -> None
     assert chunks[-1]["type"] == "finish"
     assert numbers(text_of(chunks)) == [str(n) for n in range(1, 301)]
     wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be stored")
-    run = Run.objects.get(conversation_id="chat-k5")
+    run = Run.objects.get(conversation__client_id="chat-k5")
     assert run.status == "completed"
     assert [e.chunk for e in read_log(run)] == chunks  # and no sweeper's error chunk in it
 
@@ -200,7 +200,7 @@ def test_a_resumer_on_another_process_ends_with_the_error_and_loses_nothing(
     assert done
     assert received[-1] == {"type": "error", "errorText": ERROR_TEXT}
     assert ended_after < LEASE + 10
-    run = Run.objects.get(conversation_id="chat-k2")
+    run = Run.objects.get(conversation__client_id="chat-k2")
     assert run.status == "interrupted"
     # Completed from the broker's stream: not one number the resumer got is missing.
     assert stored_text(str(run.message_id)) == text_of(received)
@@ -219,7 +219,7 @@ def test_stop_from_another_process_settles_a_dead_run_at_once(
     other = same_visitor(browser, second)
     answer = other.post("/api/chat/chat-k3/stop")
     assert answer.json() == {"stopped": True}
-    run = Run.objects.get(conversation_id="chat-k3")
+    run = Run.objects.get(conversation__client_id="chat-k3")
     assert run.status == "interrupted"  # when stop answers, not a lease later
     assert [e.chunk for e in read_log(run)][-1] == {"type": "error", "errorText": ERROR_TEXT}
     # Nothing runs any more: a second stop stops nothing, a new message is
@@ -253,7 +253,7 @@ def test_the_real_client_resuming_on_another_process_ends_with_the_error_and_kee
     result = json.loads(out)
     assert result["status"] == "error"
     assert result["error"] is not None
-    run = Run.objects.get(conversation_id="chat-k4")
+    run = Run.objects.get(conversation__client_id="chat-k4")
     assert run.status == "interrupted"
     (shown,) = result["messages"]
     assert shown == Message.objects.get(pk=run.message_id).as_ui_message()

@@ -1,6 +1,7 @@
 """Migrations that move stored data: 0003 moves the chunk log from a row per
 chunk to a row per batch (a log stored before it reads back the same after
-it, and back); 0005 makes message ids per chat."""
+it, and back); 0005 makes message ids per chat; 0012 makes chat ids per
+owner."""
 
 from __future__ import annotations
 
@@ -83,5 +84,47 @@ def test_messages_stored_before_per_chat_ids_keep_their_ids() -> None:
         assert list(Current.objects.filter(conversation_id="c1").with_client_id("u1")) == [stored]
         apps = migrate([("uistream_app", "0004_admin_indexes")])
         assert apps.get_model("uistream_app", "Message").objects.get(pk="u1").parts == [{"type": "text"}]
+    finally:
+        migrate(executor_leaf())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_conversations_stored_before_per_owner_chat_ids_keep_their_ids_and_rows() -> None:
+    """Migration 0012 (chat ids unique per owner) keeps each stored chat
+    under its key, so its messages, runs and files still point at it, and
+    gives it its old id as the chat id its owner finds it by; after it, a
+    second owner can have a chat of the same id."""
+    from django.contrib.auth import get_user_model
+
+    alice = get_user_model().objects.create_user("alice-m")
+    bob = get_user_model().objects.create_user("bob-m")
+    apps = migrate([("uistream_app", "0011_run_setup")])
+    try:
+        Conversation = apps.get_model("uistream_app", "Conversation")
+        Message = apps.get_model("uistream_app", "Message")
+        Run = apps.get_model("uistream_app", "Run")
+        StoredFile = apps.get_model("uistream_app", "StoredFile")
+        chat = Conversation.objects.create(id="c1", owner_id=alice.pk)
+        Conversation.objects.create(id="anon-1", session_key="s" * 32)
+        message = Message.objects.create(id="u1", conversation=chat, role="user", position=0, parts=[])
+        run = Run.objects.create(conversation=chat, message=message)
+        StoredFile.objects.create(conversation=chat, message=message, file="f", media_type="text/plain", size=1)
+        migrate([("uistream_app", "0012_conversation_client_id")])
+        from uistream_app.models import Conversation as Current
+        from uistream_app.owners import Owner
+
+        stored = Current.objects.owned_by(Owner.of_user(alice)).with_client_id("c1").get()
+        assert (stored.pk, stored.ui_id) == ("c1", "c1")
+        assert [m.pk for m in stored.messages.all()] == ["u1"]
+        assert [str(r.pk) for r in stored.runs.all()] == [str(run.pk)]
+        assert stored.files.count() == 1
+        anonymous = Current.objects.owned_by(Owner.of_session("s" * 32)).with_client_id("anon-1").get()
+        assert anonymous.pk == "anon-1"
+        bobs = Current.objects.create(client_id="c1", owner=bob)
+        assert bobs.pk != "c1"
+        assert Current.objects.owned_by(Owner.of_user(bob)).with_client_id("c1").get() == bobs
+        bobs.delete()
+        apps = migrate([("uistream_app", "0011_run_setup")])
+        assert apps.get_model("uistream_app", "Message").objects.get(pk="u1").conversation_id == "c1"
     finally:
         migrate(executor_leaf())

@@ -106,7 +106,7 @@ def test_conversation_owner_and_defaults() -> None:
     user = get_user_model().objects.create_user("ada")
     conversation = Conversation.objects.create(id="c", owner=user)
     assert list(user.uistream_conversations.all()) == [conversation]  # type: ignore[attr-defined]
-    stored = Conversation.objects.get(pk="c")
+    stored = Conversation.objects.get(client_id="c")
     assert (stored.title, stored.session_key, stored.metadata) == ("", "", {})
     anonymous = Conversation.objects.create(id="anon", session_key="s" * 40)
     assert anonymous.owner is None

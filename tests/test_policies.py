@@ -72,7 +72,7 @@ async def test_one_chat_throttle_counts_an_owner_across_http_websocket_and_agui(
         assert (await alice.client.get("/api/chat/a1/stream")).status_code == 204
         assert (await alice.post("/api/chat/a1/stop", {})).status_code == 200
     await runs_finished()
-    assert not await Conversation.objects.filter(pk__in=["a4", "a5"]).aexists()
+    assert not await Conversation.objects.filter(client_id__in=["a4", "a5"]).aexists()
 
 
 class OnePerMinute(UserRateThrottle):
@@ -173,7 +173,7 @@ async def test_a_token_client_without_cookies_needs_no_csrf_token() -> None:
         )
         assert_error(wrong, 401, "not_authenticated")
     await runs_finished()
-    conversation = await Conversation.objects.select_related("owner").aget(pk="t1")
+    conversation = await Conversation.objects.select_related("owner").aget(client_id="t1")
     assert conversation.owner.username == "carol"
 
 

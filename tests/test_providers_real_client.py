@@ -96,7 +96,7 @@ def idle() -> bool:
 
 
 def stored(chat_id: str) -> list[dict[str, Any]]:
-    return [m.as_ui_message() for m in Conversation.objects.get(pk=chat_id).messages.order_by("position")]
+    return [m.as_ui_message() for m in Conversation.objects.get(client_id=chat_id).messages.order_by("position")]
 
 
 def approve_email(node: str, server: str, chat_id: str) -> dict[str, Any]:
@@ -275,7 +275,9 @@ def send_files(node: str, server: str, chat_id: str, files: list[tuple[str, str,
 def assert_files_came_from_storage(chat_id: str) -> None:
     (user, _) = stored(chat_id)
     assert "data:" not in json.dumps(user["parts"])
-    assert len(StoredFile.objects.filter(conversation_id=chat_id)) == sum(p["type"] == "file" for p in user["parts"])
+    assert len(StoredFile.objects.filter(conversation__client_id=chat_id)) == sum(
+        p["type"] == "file" for p in user["parts"]
+    )
 
 
 @pytest.mark.parametrize(

@@ -144,7 +144,7 @@ def test_killing_redis_mid_answer_ends_every_stream_with_an_error(node: str, red
     answered(browser, "outage-1", "count to 3")  # the visitor's session
     client = start_client(node, site, browser, chatId="outage-1", steps=[{"send": "count to 3000"}])
     try:
-        wait_for(lambda: Run.objects.filter(conversation_id="outage-1", status="running").exists(), "the run")
+        wait_for(lambda: Run.objects.filter(conversation__client_id="outage-1", status="running").exists(), "the run")
         # A second subscriber: a resume from another tab, over plain HTTP.
         resumer = httpx.Client(base_url=site, headers={"Cookie": cookie_of(browser)}, timeout=END_WITHIN)
         with resumer.stream("GET", "/api/chat/outage-1/stream") as resumed:
@@ -176,7 +176,7 @@ def test_killing_redis_mid_answer_ends_every_stream_with_an_error(node: str, red
 
     # The run: failed, naming the broker; its log holds what was sent.
     wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be settled", END_WITHIN)
-    run = Run.objects.filter(conversation_id="outage-1").latest("started_at")
+    run = Run.objects.filter(conversation__client_id="outage-1").latest("started_at")
     assert (run.status, run.error_code) == ("failed", "BrokerUnavailable")
     log = [entry.chunk for entry in read_log(run)]
     assert log[-1] == {"type": "error", "errorText": ERROR_TEXT}
@@ -192,7 +192,7 @@ def test_killing_redis_mid_answer_ends_every_stream_with_an_error(node: str, red
     after = client_result(start_client(node, site, browser, chatId="outage-1", steps=[{"send": "count to 4"}]), 30)
     assert (after["status"], after["error"]) == ("ready", None)
     assert message_text(after["messages"][-1]) == "1 2 3 4"
-    latest = Run.objects.filter(conversation_id="outage-1").latest("started_at")
+    latest = Run.objects.filter(conversation__client_id="outage-1").latest("started_at")
     wait_for(lambda: Run.objects.get(pk=latest.pk).status == "completed", "the new run to be stored")
 
 
@@ -219,8 +219,8 @@ def test_while_redis_is_down_requests_get_503_json_and_nothing_is_written(redis:
         assert answer.headers["content-type"] == "application/json", what
         assert answer.json()["error"]["code"] == "broker_unavailable", what
     assert stored_counts() == before
-    assert not Conversation.objects.filter(pk__in=["down-2", "down-3"]).exists()
-    assert Message.objects.filter(conversation_id="down-1").count() == 2  # the first turn's, untouched
+    assert not Conversation.objects.filter(client_id__in=["down-2", "down-3"]).exists()
+    assert Message.objects.filter(conversation__client_id="down-1").count() == 2  # the first turn's, untouched
 
     # Back: the same requests work, the first one included.
     redis.start()
@@ -263,7 +263,7 @@ def test_an_agui_stream_ends_with_run_error_when_redis_goes_away(redis: RedisPro
     assert events[-1]["message"] == ERROR_TEXT
     assert not [e for e in events if e["type"] == "RUN_FINISHED"]
     wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be settled", END_WITHIN)
-    run = Run.objects.get(conversation_id="agui-1")
+    run = Run.objects.get(conversation__client_id="agui-1")
     assert (run.status, run.error_code) == ("failed", "BrokerUnavailable")
 
 
@@ -328,7 +328,7 @@ def test_a_socket_request_ends_with_an_error_frame_when_redis_goes_away(redis: R
             frames = frames_until_the_end(socket, "q3", time.monotonic() + 30)
             assert frames[-1]["type"] == "end"
             assert text_of([f["chunk"] for f in frames if f["type"] == "chunk"]) == "1 2 3"
-    failed = Run.objects.get(conversation_id="ws-1", status="failed")
+    failed = Run.objects.get(conversation__client_id="ws-1", status="failed")
     assert failed.error_code == "BrokerUnavailable"
 
 
@@ -352,7 +352,7 @@ def test_a_redis_restarted_at_once_still_ends_open_streams_with_an_error(redis: 
     assert received.endswith(b"data: [DONE]\n\n")
     assert sse_chunks(received)[-1] == {"type": "error", "errorText": ERROR_TEXT}
     wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be settled", END_WITHIN)
-    run = Run.objects.get(conversation_id="restart-1")
+    run = Run.objects.get(conversation__client_id="restart-1")
     assert run.status == "failed"
     assert run.error_code in ("BrokerUnavailable", "RunLost")
     assert text_of(answered(browser, "restart-1", "count to 3", message_id="u2")) == "1 2 3"
@@ -381,6 +381,6 @@ def test_a_redis_that_hangs_ends_open_streams_within_the_socket_timeout(redis: R
         wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be settled", END_WITHIN)
     finally:
         redis.resume()
-    run = Run.objects.get(conversation_id="hang-1")
+    run = Run.objects.get(conversation__client_id="hang-1")
     assert (run.status, run.error_code) == ("failed", "BrokerUnavailable")
-    assert not Conversation.objects.filter(pk="hang-2").exists()
+    assert not Conversation.objects.filter(client_id="hang-2").exists()

@@ -41,7 +41,7 @@ def server_env(**uistream: Any) -> dict[str, str]:
 
 
 def stored_answer(chat_id: str) -> dict[str, Any]:
-    return Message.objects.get(conversation_id=chat_id, role="assistant").as_ui_message()
+    return Message.objects.get(conversation__client_id=chat_id, role="assistant").as_ui_message()
 
 
 def built_by_reader(chunks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -69,7 +69,7 @@ def carry_on(server: str, env: dict[str, str], browsers: dict[str, Browser]) -> 
             assert text_of(chunks) == "1 2 3"
         wait_for(lambda: not Run.objects.filter(status="running").exists(), "the new runs to be stored")
     for chat_id in browsers:
-        roles = [m.role for m in Conversation.objects.get(pk=chat_id).messages.order_by("position")]
+        roles = [m.role for m in Conversation.objects.get(client_id=chat_id).messages.order_by("position")]
         assert roles == ["user", "assistant", "user", "assistant"]
 
 
@@ -98,7 +98,7 @@ def test_sigterm_ends_five_open_streams_with_an_error_chunk_and_settles_their_ru
     assert sorted(Run.objects.values_list("status", flat=True)) == ["interrupted"] * 5
     for chat_id, chunks in got.items():
         assert stored_answer(chat_id) == built_by_reader(chunks)
-        run = Run.objects.get(conversation_id=chat_id)
+        run = Run.objects.get(conversation__client_id=chat_id)
         assert run.chunk_count == len(chunks)
     carry_on(server, env, browsers)
 
@@ -149,7 +149,7 @@ def test_the_real_client_shows_the_interruption_and_keeps_what_was_stored(node: 
         )
         try:
             wait_for(
-                lambda: Run.objects.filter(conversation_id="real-term", first_chunk_at__isnull=False).exists(),
+                lambda: Run.objects.filter(conversation__client_id="real-term", first_chunk_at__isnull=False).exists(),
                 "the client's answer to be streaming",
             )
             stop(process)
@@ -162,9 +162,9 @@ def test_the_real_client_shows_the_interruption_and_keeps_what_was_stored(node: 
     out = json.loads(stdout)
     assert out["status"] == "error"
     assert out["error"] == INTERRUPTED_TEXT
-    run = Run.objects.get(conversation_id="real-term")
+    run = Run.objects.get(conversation__client_id="real-term")
     assert run.status == "interrupted", server_log
     assert run.finish_reason == "interrupted"  # ai@7's word: the answer did not finish
-    stored = [m.as_ui_message() for m in Conversation.objects.get(pk="real-term").messages.order_by("position")]
+    stored = [m.as_ui_message() for m in Conversation.objects.get(client_id="real-term").messages.order_by("position")]
     assert out["messages"] == stored
     assert stored[-1]["parts"]  # what was streamed before the stop is kept

@@ -61,12 +61,12 @@ async def test_two_first_messages_racing_for_one_chat_store_one_turn() -> None:
     await started[0].task
 
     def stored() -> list[tuple[str, str]]:
-        messages = Conversation.objects.get(pk="race-1").messages.order_by("position")
+        messages = Conversation.objects.get(client_id="race-1").messages.order_by("position")
         return [(m.role, m.pk) for m in messages]
 
     turn = await sync_to_async(stored)()
     assert [role for role, _ in turn] == ["user", "assistant"]  # the loser's message is not there
-    assert await Run.objects.filter(conversation_id="race-1").acount() == 1
+    assert await Run.objects.filter(conversation__client_id="race-1").acount() == 1
 
 
 async def test_a_refused_request_frees_the_slot_for_the_next_one() -> None:
@@ -77,13 +77,13 @@ async def test_a_refused_request_frees_the_slot_for_the_next_one() -> None:
     await first.task
     with pytest.raises(BadRequest):
         await start(ChatRequest(chat_id="chat-a", messages=[], trigger="regenerate-message", message_id="u-1"), owner)
-    assert await Run.objects.filter(conversation_id="chat-a").acount() == 1
+    assert await Run.objects.filter(conversation__client_id="chat-a").acount() == 1
     with pytest.raises(BadRequest):
         await start(ChatRequest(chat_id="chat-b", messages=[], trigger="regenerate-message"), owner)
-    assert not await Message.objects.filter(conversation_id="chat-b").aexists()
+    assert not await Message.objects.filter(conversation__client_id="chat-b").aexists()
     again = await start(submit("chat-b", "u-2", "hello"), owner)
     await again.task
-    assert await Run.objects.filter(conversation_id="chat-b", status="completed").acount() == 1
+    assert await Run.objects.filter(conversation__client_id="chat-b", status="completed").acount() == 1
 
 
 async def test_a_run_is_live_in_its_process_until_its_task_ends() -> None:
@@ -131,3 +131,17 @@ async def test_a_run_interrupted_then_stopped_ends_only_once_its_outcome_is_stor
         run = await Run.objects.aget(pk=prepared.run.pk)
     assert run.status == "interrupted"
     assert run.finish_reason == "interrupted"
+
+
+async def test_two_owners_first_messages_under_one_chat_id_start_two_chats() -> None:
+    """Chat ids are per owner, and so is the run slot: two owners starting a
+    chat of the same id at once each get theirs, neither a 409."""
+    alice, bob = Owner.of_session("a" * 32), Owner.of_session("b" * 32)
+    handles = await asyncio.gather(
+        start(submit("same", "u-a", "first"), alice), start(submit("same", "u-b", "second"), bob)
+    )
+    await asyncio.gather(*(h.task for h in handles))
+    assert handles[0].run.conversation_id != handles[1].run.conversation_id
+    stored = Conversation.objects.filter(client_id="same").order_by("session_key").values_list("session_key", flat=True)
+    assert [key async for key in stored] == ["a" * 32, "b" * 32]
+    assert await Run.objects.filter(conversation__client_id="same", status="completed").acount() == 2

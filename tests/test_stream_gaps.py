@@ -52,7 +52,7 @@ def test_a_continuation_begins_with_start_like_stream_texts(node: str, server: s
     out = run_client(node, server, browser, chatId=chat_id, version=7, steps=[{"send": EMAIL}, {"approve": approved}])
     assert out["error"] is None
     settled()
-    _first, continuation = Run.objects.filter(conversation_id=chat_id).order_by("started_at")
+    _first, continuation = Run.objects.filter(conversation__client_id=chat_id).order_by("started_at")
     answer = stored_messages(chat_id)[-1]
     sent = chunks_of(continuation)
     # start (the same message), then the answer to the pending call, and
@@ -72,7 +72,7 @@ def test_message_metadata_on_start_and_finish(node: str, server: str) -> None:
         out = run_client(node, server, browser, chatId="meta", version=7, steps=[{"send": "count to 4"}])
         assert out["error"] is None
         settled()
-    run = Run.objects.get(conversation_id="meta")
+    run = Run.objects.get(conversation__client_id="meta")
     sent = chunks_of(run)
     start, finish = sent[0], sent[-1]
     assert start["type"] == "start"
@@ -97,7 +97,7 @@ def test_without_the_setting_no_metadata_is_sent(node: str, server: str) -> None
     browser = Browser(server)
     out = run_client(node, server, browser, chatId="no-meta", version=7, steps=[{"send": "count to 2"}])
     settled()
-    sent = chunks_of(Run.objects.get(conversation_id="no-meta"))
+    sent = chunks_of(Run.objects.get(conversation__client_id="no-meta"))
     assert "messageMetadata" not in sent[0]
     assert "messageMetadata" not in sent[-1]
     assert "metadata" not in out["messages"][-1]

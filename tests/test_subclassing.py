@@ -115,7 +115,7 @@ async def test_the_readme_subclass_runs_its_prompt_tools_and_model() -> None:
     first = MODEL.requests[-2]
     assert first.messages[0] == SystemMessage("You are our support agent. The plan is free.")
     assert [t.name for t in first.tools] == ["get_weather"]
-    stored = await Message.objects.filter(conversation_id="s1", role="assistant").aget()
+    stored = await Message.objects.filter(conversation__client_id="s1", role="assistant").aget()
     assert [p["text"] for p in stored.parts if p["type"] == "text"] == ["It is 18 °C in Paris."]
 
 

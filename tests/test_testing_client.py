@@ -22,8 +22,7 @@ from django.test import TestCase, override_settings
 from django.urls import path
 
 from uistream_app.consumers import ChatConsumer
-from uistream_app.errors import NOT_FOUND_TEXT
-from uistream_app.models import Conversation, Message, Run
+from uistream_app.models import Conversation, Run
 from uistream_app.protocol.agui.messages import agui_user_message, ui_messages_to_agui
 from uistream_app.recording import read_log
 from uistream_app.runs import tool
@@ -55,7 +54,7 @@ def fast_demo_model(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @sync_to_async
 def stored_conversation(chat_id: str) -> list[dict[str, Any]]:
-    return [m.as_ui_message() for m in Conversation.objects.get(pk=chat_id).messages.order_by("position")]
+    return [m.as_ui_message() for m in Conversation.objects.get(client_id=chat_id).messages.order_by("position")]
 
 
 @sync_to_async
@@ -200,26 +199,34 @@ async def test_nothing_pending_is_a_lookup_error_before_anything_is_sent():
 
 
 @async_db
-async def test_another_users_chat_is_a_404_on_every_transport():
+async def test_another_users_chat_id_is_a_new_chat_on_every_transport():
+    """Chat ids are per owner: under Alice's chat id, Bob (HTTP), Carol
+    (the WebSocket) and Dave (AG-UI) each start a chat of their own, and
+    Alice's is as it was."""
     alice = ChatClient()
     await alice.aforce_login(await a_user("alice"))
     await alice.send("count to 2")
+
     bob = ChatClient(chat_id=alice.chat_id)
     await bob.aforce_login(await a_user("bob"))
-    before = await Message.objects.acount()
+    own = await bob.send("count to 2")
+    assert own.ok, own.error
+    assert [m["role"] for m in bob.messages()] == ["user", "assistant"]
+    carol = ChatClient()
+    await carol.aforce_login(await a_user("carol"))
+    async with SocketChatClient(chat_id=alice.chat_id, client=carol.client) as socket:
+        over_socket = await socket.send("count to 2")
+    assert over_socket.ok, over_socket.error
+    dave = ChatClient()
+    await dave.aforce_login(await a_user("dave"))
+    agui = await AGUIClient(thread_id=alice.chat_id, client=dave.client).run("count to 2")
+    assert agui.ok, agui.error
 
-    refused = await bob.send("count to 2")
-    assert (refused.status, refused.error) == (404, {"code": "not_found", "message": NOT_FOUND_TEXT})
-    assert (refused.ok, refused.chunks, refused.message) == (False, [], None)
-    assert bob.messages() == []
-    async with SocketChatClient(chat_id=alice.chat_id, client=bob.client) as socket:
-        refused = await socket.send("count to 2")
-    assert (refused.status, refused.error) == (None, {"code": "not_found", "message": NOT_FOUND_TEXT})
-    agui = await AGUIClient(thread_id=alice.chat_id, client=bob.client).run("count to 2")
-    assert (agui.status, agui.error) == (404, {"code": "not_found", "message": NOT_FOUND_TEXT})
-
-    assert await Message.objects.acount() == before
-    assert await Run.objects.acount() == 1
+    assert await Conversation.objects.filter(client_id=alice.chat_id).acount() == 4
+    alices = await Conversation.objects.aget(owner__username="alice")
+    assert [m.role async for m in alices.messages.order_by("position")] == ["user", "assistant"]
+    assert await Run.objects.filter(conversation=alices).acount() == 1
+    assert await Run.objects.acount() == 4
 
 
 @async_db
@@ -228,7 +235,7 @@ async def test_an_anonymous_visitor_keeps_its_session_from_turn_to_turn():
     await chat.send("count to 1")
     again = await chat.send("count to 2")
     assert again.ok, again.error
-    conversation = await Conversation.objects.aget(pk=chat.chat_id)
+    conversation = await Conversation.objects.aget(client_id=chat.chat_id)
     assert conversation.session_key == chat.client.cookies[settings.SESSION_COOKIE_NAME].value
 
 

@@ -42,7 +42,7 @@ BLOCKED_REASON = "blocked.test is on the demo's list of blocked domains"
 
 
 def stored(chat_id: str) -> list[dict[str, Any]]:
-    return [m.as_ui_message() for m in Conversation.objects.get(pk=chat_id).messages.order_by("position")]
+    return [m.as_ui_message() for m in Conversation.objects.get(client_id=chat_id).messages.order_by("position")]
 
 
 def parts_of(message: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -56,7 +56,7 @@ def text(message: dict[str, Any]) -> str:
 def emails_sent(chat_id: str) -> int:
     return sum(
         1
-        for m in Message.objects.filter(conversation_id=chat_id, role="assistant")
+        for m in Message.objects.filter(conversation__client_id=chat_id, role="assistant")
         for p in m.parts
         if p.get("type") == "tool-send_email" and p.get("state") == "output-available"
     )

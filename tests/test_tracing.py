@@ -204,7 +204,9 @@ def test_a_two_step_tool_run_is_a_tree_under_the_request(server: str, django_use
     assert agent["name"] == "invoke_agent uistream-demo"
     assert agent["kind"] == "INTERNAL"
     assert agent["attributes"][GA.GEN_AI_OPERATION_NAME] == GA.GenAiOperationNameValues.INVOKE_AGENT.value
-    assert agent["attributes"][GA.GEN_AI_CONVERSATION_ID] == "weather-1"
+    # The conversation's key: chat ids are only unique per owner.
+    assert agent["attributes"][GA.GEN_AI_CONVERSATION_ID] == run.conversation_id
+    assert run.conversation.client_id == "weather-1"
     assert agent["attributes"]["uistream.owner.kind"] == "anonymous"
     assert agent["attributes"]["uistream.run.status"] == "completed"
     assert agent["attributes"][GA.GEN_AI_RESPONSE_FINISH_REASONS] == ["stop"]

@@ -150,12 +150,12 @@ def test_a_users_tools_are_the_same_on_every_transport_and_executor(node: str, s
         assert done
         assert chunks[-1] == {"type": "error", "errorText": "An error occurred."}
         wait_for(lambda: settled("refused-on-worker"), "the run to be stored")
-        run = Run.objects.get(conversation_id="refused-on-worker")
+        run = Run.objects.get(conversation__client_id="refused-on-worker")
         assert run.status == "failed"
         assert "no tools on a worker" in run.error_detail
     # Each turn stored once, as the client read it.
-    assert Run.objects.filter(conversation_id=f"staff-{executor}-http", status="completed").count() == 1
-    stored = Message.objects.get(conversation_id=f"staff-{executor}-ws", role="assistant")
+    assert Run.objects.filter(conversation__client_id=f"staff-{executor}-http", status="completed").count() == 1
+    stored = Message.objects.get(conversation__client_id=f"staff-{executor}-ws", role="assistant")
     assert "refund_order" in stored.parts[-1]["text"]
 
 

@@ -37,7 +37,7 @@ def cut_run(node: str, server: str, chat_id: str, text: str) -> tuple[dict[str, 
     browser = Browser(server)
     out = run_client(node, server, browser, chatId=chat_id, version=7, steps=[{"send": text}])
     wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be stored")
-    run = Run.objects.get(conversation_id=chat_id)
+    run = Run.objects.get(conversation__client_id=chat_id)
     return out, run, stored_messages(chat_id)[-1]
 
 
@@ -119,7 +119,7 @@ def test_the_real_agui_client_sees_the_limit_as_run_error(node: str, server: str
     (run_out,) = out["runs"]
     assert run_out["runError"]["message"] == "usage_limit: the run reached its tool_calls limit (0)"
     wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to be stored")
-    run = Run.objects.get(conversation_id="lim-agui")
+    run = Run.objects.get(conversation__client_id="lim-agui")
     assert (run.status, run.error_code) == ("failed", "usage_limit")
 
 
@@ -135,6 +135,6 @@ def test_a_limited_run_can_still_be_stopped(server: str, settings: Any) -> None:
     assert rest[-1] == {"type": "abort", "reason": "stopped"}
     wait_for(lambda: not Run.objects.filter(status="running").exists(), "the run to end")
     assert (
-        Run.objects.get(conversation_id="lim-stop").status,
-        Run.objects.get(conversation_id="lim-stop").error_code,
+        Run.objects.get(conversation__client_id="lim-stop").status,
+        Run.objects.get(conversation__client_id="lim-stop").error_code,
     ) == ("stopped", "")

@@ -181,7 +181,7 @@ def visitor(server: str) -> Browser:
 
 def transport_runs() -> list[Run]:
     """The runs of the chats the transport started (not ``earlier``)."""
-    return list(Run.objects.exclude(conversation_id="earlier"))
+    return list(Run.objects.exclude(conversation__client_id="earlier"))
 
 
 def stored_chunks(run: Run) -> list[dict[str, Any]]:
@@ -189,7 +189,7 @@ def stored_chunks(run: Run) -> list[dict[str, Any]]:
 
 
 def stored_messages(chat_id: str) -> list[dict[str, Any]]:
-    conversation = Conversation.objects.get(pk=chat_id)
+    conversation = Conversation.objects.get(client_id=chat_id)
     return [m.as_ui_message() for m in conversation.messages.order_by("position")]
 
 
@@ -239,7 +239,7 @@ def test_the_transport_survives_two_cuts_mid_event_and_one_after_the_run_finishe
     [run] = Run.objects.all()
     assert out["runIds"] == [str(run.pk)]
     chat_id = out["chatIds"][0]
-    assert Conversation.objects.filter(pk=chat_id).exists()
+    assert Conversation.objects.filter(client_id=chat_id).exists()
     # Each reconnect asked for the run by id, from the events it had whole.
     assert proxy.requests == [
         ("POST", "/api/chat"),
@@ -280,7 +280,7 @@ def test_a_run_stopped_while_the_client_is_cut_off_settles_within_three_reconnec
         # The reconnect is held here until the run was stopped through the
         # stop endpoint (the chat id is the one the server chose).
         if not stopped.is_set():
-            chat_id = Conversation.objects.exclude(pk="earlier").values_list("pk", flat=True).get()
+            chat_id = Conversation.objects.exclude(client_id="earlier").values_list("client_id", flat=True).get()
             assert browser.post(f"/api/chat/{chat_id}/stop").json() == {"stopped": True}
             wait_for(run_ended("stopped"), "the run to be stored as stopped")
             stopped.set()
@@ -318,7 +318,7 @@ def test_a_text_plain_body_without_id_starts_a_chat_and_names_it(server: str) ->
     [run] = Run.objects.all()
     assert first.headers["x-workflow-run-id"] == str(run.pk)
     chat_id = first.headers["x-uistream-chat-id"]
-    assert run.conversation_id == chat_id
+    assert run.conversation.client_id == chat_id
     assert events(first)[-1] == "[DONE]"
     wait_for(run_ended(), "the run to be stored")
 
@@ -360,7 +360,7 @@ def test_a_body_with_id_keeps_its_chat_and_gets_the_run_header(server: str) -> N
     [run] = Run.objects.all()
     assert response.headers["x-workflow-run-id"] == str(run.pk)
     assert response.headers["x-uistream-chat-id"] == "mine"
-    assert run.conversation_id == "mine"
+    assert run.conversation.client_id == "mine"
 
 
 @pytest.mark.parametrize("version", [7, 6, 5])
@@ -489,7 +489,7 @@ def test_an_approval_through_the_transport_continues_the_same_chat(node: str, se
     assert len(set(out["chatIds"])) == 1
     chat_id = out["chatIds"][0]
     wait_for(lambda: not Run.objects.filter(status="running").exists(), "the runs to be stored")
-    assert Run.objects.filter(conversation_id=chat_id).count() == 2
+    assert Run.objects.filter(conversation__client_id=chat_id).count() == 2
     stored = stored_messages(chat_id)
     assert out["messages"] == stored
     [call] = [p for p in stored[-1]["parts"] if p["type"] == "tool-send_email"]

@@ -363,7 +363,7 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_filter = (OwnerKindFilter, RunStatusFilter, "updated_at", MessageTextSearch)
     # What the search box searches is get_search_results; these name it for
     # the admin (which shows the box only when search_fields is set).
-    search_fields = ("id", "title", "session_key", *(f"owner__{name}" for name in _user_search_fields()))
+    search_fields = ("client_id", "id", "title", "session_key", *(f"owner__{name}" for name in _user_search_fields()))
     search_help_text = _(
         "The start of a chat id, a title, or an owner's username or email; or a whole session key. "
         "Choose “search also: the words of messages” to search what was said too (slow)."
@@ -371,6 +371,7 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     date_hierarchy = "updated_at"
     ordering = ("-updated_at",)
     fields = (
+        "client_id",
         "id",
         "title",
         "owner_display",
@@ -402,7 +403,7 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Conversation], search_term: str
     ) -> tuple[QuerySet[Conversation], bool]:
-        """Conversations whose chat id, title (any case), owner's username
+        """Conversations whose chat id (or key), title (any case), owner's username
         or email (any case) start with the term, or whose session key is
         it: each an index lookup (the title through ``Lower("title")``, the
         owner through the user table and then the owner index). With
@@ -419,7 +420,8 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             title = prefix_q("title_lower", _ascii_lower(term), vendor)
         else:
             title = Q(title_lower__startswith=term.lower())
-        match = prefix_q("pk", term, vendor) | Q(session_key=term) | title | Q(owner__in=users.values("pk"))
+        chat_id = prefix_q("client_id", term, vendor) | prefix_q("pk", term, vendor)
+        match = chat_id | Q(session_key=term) | title | Q(owner__in=users.values("pk"))
         if request.GET.get(MessageTextSearch.parameter_name) == "1":
             match |= Q(Exists(Message.objects.filter(conversation=OuterRef("pk"), parts__icontains=term)))
         return queryset.alias(title_lower=Lower("title")).filter(match), False
@@ -468,7 +470,7 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description=_("title"), ordering="title")
     def display_title(self, conversation: Conversation) -> str:
-        return conversation.title or f"({conversation.id})"
+        return conversation.title or f"({conversation.ui_id})"
 
     @admin.display(description=_("owner"), ordering="owner")
     def owner_display(self, conversation: Conversation) -> SafeString:
@@ -533,7 +535,7 @@ class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display_links = ("short_id",)
     list_select_related = ("conversation", "conversation__owner")
     list_filter = ("status", "model", "finish_reason", "sdk_version", "started_at")
-    search_fields = ("=conversation__id", "conversation__title", "model", "error_code")
+    search_fields = ("=conversation__client_id", "=conversation__id", "conversation__title", "model", "error_code")
     search_help_text = _("Chat id, conversation title, model, or error code.")
     date_hierarchy = "started_at"
     ordering = ("-started_at",)

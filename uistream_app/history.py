@@ -97,6 +97,7 @@ class Build:
     object is shared by every request, so per-turn state lives here)."""
 
     model: ChatModel
+    #: The client's chat id (unique per owner only).
     chat_id: str
     #: The estimated tokens of what is sent anyway (the system prompt).
     fixed_tokens: int = 0
@@ -104,6 +105,12 @@ class Build:
     record: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: The ``Usage`` of model calls made while building (a summary's).
     usage: list[Usage] = dataclasses.field(default_factory=list)
+    #: The conversation's key (``Conversation.pk``): what to look it up by.
+    conversation_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.conversation_id:
+            self.conversation_id = self.chat_id
 
 
 class HistoryStrategy:
@@ -133,19 +140,29 @@ class HistoryStrategy:
         return history, []
 
     async def build(
-        self, history: list[UIMessage], *, system_prompt: str | None, model: ChatModel, chat_id: str
+        self,
+        history: list[UIMessage],
+        *,
+        system_prompt: str | None,
+        model: ChatModel,
+        chat_id: str,
+        conversation_id: str = "",
     ) -> tuple[list[ModelMessage], Build]:
         """The model messages of a turn, and the build (its ``record`` of
-        what they hold, stored as ``Run.history``)."""
+        what they hold, stored as ``Run.history``). ``chat_id`` is the
+        client's; ``conversation_id`` the conversation's key (default: the
+        chat id, as keys were before chat ids were per owner)."""
         prompt = [SystemMessage(system_prompt)] if system_prompt else []
-        build = Build(model, chat_id, sum(message_tokens(m, self.estimate) for m in prompt))
+        build = Build(
+            model, chat_id, sum(message_tokens(m, self.estimate) for m in prompt), conversation_id=conversation_id
+        )
         record = build.record
         record.update({"strategy": self.name, "stored_messages": len(history)})
         kept, before = await self.choose(history, build)
         messages: list[ModelMessage] = list(prompt)
         messages += before
         messages += self.shorten(ui_to_model_messages(kept), record)
-        messages = await attach_files(messages, chat_id)  # stored files read from storage
+        messages = await attach_files(messages, build.conversation_id)  # stored files read from storage
         record["messages"] = [str(m.get("id", "")) for m in kept]
         record["model_messages"] = len(messages)
         record["estimated_tokens"] = sum(message_tokens(m, self.estimate) for m in messages)
@@ -187,7 +204,13 @@ class HistoryStrategy:
     async def _source(
         self, history: list[UIMessage], run: Any, model: ChatModel, system_prompt: str | None, loop: ToolLoop
     ) -> AsyncGenerator[Event, None]:
-        messages, build = await self.build(history, system_prompt=system_prompt, model=model, chat_id=run.chat_id)
+        messages, build = await self.build(
+            history,
+            system_prompt=system_prompt,
+            model=model,
+            chat_id=run.chat_id,
+            conversation_id=run.conversation_id,
+        )
         await _store_record(run, build.record)
         for spent in build.usage:  # a summary's model call is the run's spend too
             yield spent
@@ -345,8 +368,8 @@ class SummarizeOlder(HistoryStrategy):
         return list(messages)
 
     async def choose(self, history: list[UIMessage], build: Build) -> tuple[list[UIMessage], list[ModelMessage]]:
-        chat_id, record = build.chat_id, build.record
-        conversation = await Conversation.objects.filter(pk=chat_id).only("history_summary").afirst()
+        key, record = build.conversation_id, build.record
+        conversation = await Conversation.objects.filter(pk=key).only("history_summary").afirst()
         summary = conversation.history_summary if conversation is not None else None
         ids = [str(m.get("id", "")) for m in history]
         rest = history
@@ -364,7 +387,7 @@ class SummarizeOlder(HistoryStrategy):
             text = await self.summarize(text, older, build)
             through = older[-1]
             position = (
-                await Message.objects.filter(conversation_id=chat_id)
+                await Message.objects.filter(conversation_id=key)
                 .with_client_id(str(through["id"]))
                 .values_list("position", flat=True)
                 .afirst()
@@ -377,7 +400,7 @@ class SummarizeOlder(HistoryStrategy):
                 "model": model_name(self._model(build.model)),
                 "created_at": timezone.now().isoformat(),
             }
-            await Conversation.objects.filter(pk=chat_id).aupdate(history_summary=summary)
+            await Conversation.objects.filter(pk=key).aupdate(history_summary=summary)
             record["summary_written"] = True
         if summary is None:
             return rest, []

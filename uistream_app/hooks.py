@@ -614,6 +614,7 @@ class ChatHooks:
             history=list(history),
             messages=messages,
             chat_id=run.chat_id,
+            conversation_id=run.conversation_id,
             run_id=str(run_id),
             message_id=run.message_id,
             continues=run.continues,

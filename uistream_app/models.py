@@ -41,6 +41,7 @@ __all__ = [
     "RunQuerySet",
     "StoredFile",
     "StoredJSONEncoder",
+    "new_conversation_key",
 ]
 
 # An escaped NUL that is not itself an escaped backslash followed by "u0000".
@@ -65,6 +66,11 @@ class ConversationQuerySet(models.QuerySet["Conversation"]):
             return self.none()
         return self.filter(**owner.filter_kwargs())
 
+    def with_client_id(self, client_id: str) -> ConversationQuerySet:
+        """The conversation the client knows as ``client_id`` (filter by
+        owner first: a chat id is only unique within one owner's)."""
+        return self.filter(client_id=client_id)
+
 
 class RunQuerySet(models.QuerySet["Run"]):
     def owned_by(self, owner: Owner) -> RunQuerySet:
@@ -81,14 +87,38 @@ class MessageQuerySet(models.QuerySet["Message"]):
         return self.filter(Q(client_id=client_id) | Q(pk=client_id, client_id=""))
 
 
+def new_conversation_key() -> str:
+    """A conversation's primary key: the server's, never a client's."""
+    return uuid.uuid4().hex
+
+
 class Conversation(models.Model):
-    """A chat: the client's chat id, its owner, and its messages."""
+    """A chat: the client's chat id, its owner, and its messages.
+
+    Chat ids are the client's, unique within one owner's conversations (a
+    user's, or an anonymous session's): two owners may each have a chat
+    ``"abc"``, and neither can tell the other's exists. The primary key is
+    the server's (``new_conversation_key``); everything keyed by a chat on
+    the server (the broker's run slot, its stop signal) uses it, and
+    everything a client sees shows ``client_id``."""
 
     id = models.CharField(
         _("id"),
         max_length=128,
         primary_key=True,
-        help_text=_("The client's chat id."),
+        default=new_conversation_key,
+        help_text=_("The server's key of the conversation; clients know it by its chat id."),
+    )
+    client_id = models.CharField(
+        _("chat id"),
+        max_length=128,
+        blank=True,
+        # The admin's search by the start of a chat id, across owners.
+        db_index=True,
+        help_text=_(
+            "The client's chat id (useChat's id, AG-UI's threadId): unique among its owner's conversations. "
+            "Left empty, it is set to the primary key when the row is saved."
+        ),
     )
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -132,9 +162,37 @@ class Conversation(models.Model):
             models.Index(fields=["-updated_at"], name="uistream_conv_recent"),
             models.Index(models.Func("title", function="LOWER"), name="uistream_conv_title_lower"),
         )
+        constraints = (
+            # Each serves its owner's lookups by chat id as well.
+            models.UniqueConstraint(
+                fields=["owner", "client_id"],
+                condition=Q(owner__isnull=False),
+                name="uistream_conv_user_client_id_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["session_key", "client_id"],
+                condition=Q(owner__isnull=True),
+                name="uistream_conv_session_client_id_unique",
+            ),
+        )
 
     def __str__(self) -> str:
-        return self.title or self.id
+        return self.title or self.ui_id
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # A row made without a chat id (the admin, a fixture) is known to
+        # the client by its key, as every conversation was before 0012.
+        if not self.client_id:
+            self.client_id = str(self.pk)
+            update_fields = kwargs.get("update_fields")
+            if update_fields is not None:
+                kwargs["update_fields"] = {*update_fields, "client_id"}
+        super().save(*args, **kwargs)
+
+    @property
+    def ui_id(self) -> str:
+        """The id the client knows the conversation by (its chat id)."""
+        return self.client_id or str(self.pk)
 
 
 class Message(models.Model):

@@ -12,7 +12,7 @@ from ..test_chat_http import Browser, read_chunks, text_of
 
 def stored(chat_id: str) -> list[dict[str, Any]]:
     """The chat's stored messages as UIMessages, oldest first."""
-    return [m.as_ui_message() for m in Conversation.objects.get(pk=chat_id).messages.order_by("position")]
+    return [m.as_ui_message() for m in Conversation.objects.get(client_id=chat_id).messages.order_by("position")]
 
 
 def text(message: dict[str, Any]) -> str:

@@ -232,7 +232,7 @@ def test_stop_cancels_the_agent_run(server: str, monkeypatch: pytest.MonkeyPatch
     browser.post(API, browser.chat_body("pai-after-stop", "count to 3"))
     wait_for(lambda: Run.objects.filter(status="completed").exists(), "the second run")
     assert len(paced) == at_stop + 3
-    stopped = Message.objects.get(conversation_id="pai-stop", role="assistant")
+    stopped = Message.objects.get(conversation__client_id="pai-stop", role="assistant")
     said = "".join(p.get("text", "") for p in stopped.parts if p["type"] == "text")
     assert said.split() == [str(n) for n in range(1, len(said.split()) + 1)]
     assert len(said.split()) < 200

@@ -81,6 +81,7 @@ class AgentTurn:
     #: The same as neutral model messages (``runs.messages``), the system
     #: prompt first when the view has one.
     messages: list[ModelMessage]
+    #: The client's chat id (useChat's id, AG-UI's threadId): unique per owner only.
     chat_id: str
     run_id: str
     message_id: str
@@ -101,6 +102,15 @@ class AgentTurn:
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: The text a tool failure shows the model and the client.
     error_text: str = "An error occurred."
+    #: The conversation's key (``Conversation.pk``), unique across owners:
+    #: what to key an agent framework's own per-chat state by (a
+    #: checkpointer's thread). Empty: the chat id.
+    conversation_id: str = ""
+
+    @property
+    def thread_key(self) -> str:
+        """The key of this chat's state in a store shared by every owner."""
+        return self.conversation_id or self.chat_id
 
     def approval_id(self) -> str:
         """A new, unguessable approval id: the store accepts an answer only

@@ -626,7 +626,9 @@ class LangGraphAdapter(AgentAdapter):
             saved = turn.resume_state
             if not isinstance(saved, Mapping) or saved.get("v") != STATE_VERSION:
                 raise RuntimeError("this LangGraph run continues pending calls, but no saved graph state came with it")
-        thread_id = str(saved["thread_id"]) if saved else turn.chat_id
+        # The conversation's key, not the chat id: a checkpointer of the
+        # project's own is shared by every owner, and chat ids are per owner.
+        thread_id = str(saved["thread_id"]) if saved else turn.thread_key
         saver = own if own is not None else InMemorySaver()
         if own is None and saved is not None:
             load_saver(saver, saved["checkpoint"])  # type: ignore[arg-type]

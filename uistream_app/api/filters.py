@@ -65,7 +65,7 @@ class RunFilter(BaseFilterBackend):
         params = request.query_params
         conversation = params.get("conversation")
         if conversation:
-            queryset = queryset.filter(conversation_id=conversation)
+            queryset = queryset.filter(conversation__client_id=conversation)  # the owner's runs already
         status = params.get("status")
         if status:
             if status not in Run.Status.values:

@@ -68,6 +68,7 @@ FIELD_MAPPING: dict[type[models.Field[Any, Any]], type[serializers.Field[Any, An
 class ConversationSerializer(serializers.ModelSerializer[Conversation]):
     id = serializers.RegexField(
         rf"^(?:{ID_RE.pattern})\Z",
+        source="client_id",
         max_length=128,
         required=False,
         help_text="The chat id (useChat's `id`): letters, digits, '-' and '_'. Generated when left out.",
@@ -116,6 +117,9 @@ def _ms(delta: Any) -> int | None:
 
 
 class RunSerializer(serializers.ModelSerializer[Run]):
+    conversation = serializers.CharField(
+        source="conversation.ui_id", read_only=True, help_text="The chat id of the run's conversation."
+    )
     time_to_first_chunk_ms = serializers.SerializerMethodField()
     duration_ms = serializers.SerializerMethodField()
     transcripts = serializers.SerializerMethodField()

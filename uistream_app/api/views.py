@@ -77,7 +77,7 @@ class ConversationListView(OwnedMixin, generics.ListCreateAPIView[Conversation])
     permission_classes = (ChatOwner,)
     pagination_class = ConversationPagination
     filter_backends = (UpdatedRangeFilter, ApiSearchFilter, ApiOrderingFilter)
-    search_fields = ("title", "=id")
+    search_fields = ("title", "=client_id")
     ordering_fields = ("updated_at", "created_at", "title")
     ordering = ("-updated_at",)
 
@@ -85,15 +85,17 @@ class ConversationListView(OwnedMixin, generics.ListCreateAPIView[Conversation])
         return self.owned_conversations().annotate(message_count=Count("messages"))
 
     def perform_create(self, serializer: BaseSerializer[Conversation]) -> None:
-        chat_id = serializer.validated_data.get("id") or new_chat_id()
-        if Conversation.objects.filter(pk=chat_id).exists():
-            raise Conflict("that conversation id is taken", code=Codes.DUPLICATE)
+        # Chat ids are per owner: only the owner's own chat of that id is a
+        # conflict; another owner's is not looked at, and nothing tells it exists.
+        chat_id = serializer.validated_data.get("client_id") or new_chat_id()
+        if self.owned_conversations().filter(client_id=chat_id).exists():
+            raise Conflict("you have a conversation of that id already", code=Codes.DUPLICATE)
         owner = self.get_owner(create_session=True)
         try:
             with transaction.atomic():
-                serializer.save(id=chat_id, **owner.create_kwargs())
+                serializer.save(client_id=chat_id, **owner.create_kwargs())
         except IntegrityError:
-            raise Conflict("that conversation id is taken", code=Codes.DUPLICATE) from None
+            raise Conflict("you have a conversation of that id already", code=Codes.DUPLICATE) from None
 
 
 class ConversationDetailView(OwnedMixin, generics.RetrieveUpdateDestroyAPIView[Conversation]):
@@ -102,6 +104,9 @@ class ConversationDetailView(OwnedMixin, generics.RetrieveUpdateDestroyAPIView[C
 
     serializer_class = ConversationSerializer
     permission_classes = (ChatOwner,)
+    # The URL names the chat by the client's id, among the owner's.
+    lookup_field = "client_id"
+    lookup_url_kwarg = "pk"
 
     def get_queryset(self) -> QuerySet[Conversation]:
         return self.owned_conversations().annotate(message_count=Count("messages"))
@@ -125,7 +130,7 @@ class ConversationMessagesView(OwnedMixin, generics.ListAPIView[Message]):
     def get_queryset(self) -> QuerySet[Message]:
         if getattr(self, "swagger_fake_view", False):
             return Message.objects.none()
-        conversation = get_object_or_404(self.owned_conversations(), pk=self.kwargs["pk"])
+        conversation = get_object_or_404(self.owned_conversations(), client_id=self.kwargs["pk"])
         return Message.objects.filter(conversation=conversation).order_by("position")
 
 
@@ -138,7 +143,7 @@ class RunListView(OwnedMixin, generics.ListAPIView[Run]):
     filter_backends = (RunFilter,)
 
     def get_queryset(self) -> QuerySet[Run]:
-        return self.owned_runs().order_by("-started_at")
+        return self.owned_runs().select_related("conversation").order_by("-started_at")
 
 
 class RunDetailView(OwnedMixin, generics.RetrieveAPIView[Run]):
@@ -148,7 +153,7 @@ class RunDetailView(OwnedMixin, generics.RetrieveAPIView[Run]):
     permission_classes = (ChatOwner,)
 
     def get_queryset(self) -> QuerySet[Run]:
-        return self.owned_runs()
+        return self.owned_runs().select_related("conversation")
 
 
 _FORMATS_HELP = "One of: " + ", ".join(f"`{f.name}` ({f.label})" for f in transcript_formats()) + "."

@@ -113,7 +113,7 @@ def _agui(run: Run) -> TranscriptRenderer:
     # continuation's first event, an interrupt's last but one) are there too.
     history = stored_history_sync(run)
     return AGUIRenderer(
-        str(run.conversation_id),
+        run.conversation.ui_id,
         str(run.pk),
         history=history,
         continues=history is not None and run.trigger == "continue",

@@ -274,7 +274,7 @@ def _reader(name: str) -> Any:
     return read
 
 
-def _attach_sync(messages: list[ModelMessage], chat_id: str) -> list[ModelMessage]:
+def _attach_sync(messages: list[ModelMessage], conversation_id: str) -> list[ModelMessage]:
     wanted = {
         file_id
         for m in messages
@@ -288,7 +288,7 @@ def _attach_sync(messages: list[ModelMessage], chat_id: str) -> list[ModelMessag
     # (someone else's) reads nothing, whatever its URL says.
     rows = {
         str(row.pk): row
-        for row in StoredFile.objects.filter(conversation_id=chat_id, pk__in=[uuid.UUID(i) for i in wanted])
+        for row in StoredFile.objects.filter(conversation_id=conversation_id, pk__in=[uuid.UUID(i) for i in wanted])
     }
     out: list[ModelMessage] = []
     for message in messages:
@@ -305,10 +305,11 @@ def _attach_sync(messages: list[ModelMessage], chat_id: str) -> list[ModelMessag
     return out
 
 
-async def attach_files(messages: list[ModelMessage], chat_id: str) -> list[ModelMessage]:
+async def attach_files(messages: list[ModelMessage], conversation_id: str) -> list[ModelMessage]:
     """``messages`` with each stored file (a ``FilePart`` whose URL is one
-    of this chat's ``/api/files/<id>``) given its size and a loader that
-    reads its bytes from storage when a provider needs them."""
+    of the chat's ``/api/files/<id>``; ``conversation_id`` is the
+    conversation's key) given its size and a loader that reads its bytes
+    from storage when a provider needs them."""
     if not any(isinstance(m, UserMessage) and m.files for m in messages):
         return messages
-    return await sync_to_async(_attach_sync, thread_sensitive=True)(messages, chat_id)
+    return await sync_to_async(_attach_sync, thread_sensitive=True)(messages, conversation_id)

@@ -131,6 +131,7 @@ def run_payload(hooks_class: type[Any], prepared: PreparedRun, metadata: Any) ->
         "hooks": f"{hooks_class.__module__}.{hooks_class.__qualname__}",
         "run_id": str(prepared.run.pk),
         "chat_id": prepared.chat_id,
+        "conversation_id": prepared.conversation_id,
         "kind": prepared.turn.kind,
         "extra": extra,
         "with_thread": prepared.thread is not None,
@@ -201,7 +202,7 @@ class CeleryRunner(Runner):
             logger.exception("run %s could not be enqueued", payload["run_id"])
             failure = RuntimeError("the run could not be handed to a worker")
             return await Runner().start(prepared, failing_source(failure))
-        return WorkerRunHandle(prepared.run, task, prepared, conversation_id=prepared.chat_id)
+        return WorkerRunHandle(prepared.run, task, prepared, conversation_id=prepared.conversation_id)
 
 
 #: Seconds between the executor's own time limit and Celery's hard one.
@@ -226,7 +227,9 @@ async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None
     if not isinstance(broker, RedisBroker):
         raise ImproperlyConfigured("UISTREAM['EXECUTOR'] = 'celery' needs the Redis broker (check E020).")
     run_id, chat_id = payload["run_id"], payload["chat_id"]
-    channel = await broker.adopt_run(chat_id, run_id)
+    # A task enqueued before chat ids were per owner names no key: its
+    # conversation's key was its chat id then (migration 0012).
+    channel = await broker.adopt_run(payload.get("conversation_id", chat_id), run_id)
     if channel is None:
         logger.info("run %s is not active any more (or was adopted before): nothing to execute", run_id)
         return "not-active"

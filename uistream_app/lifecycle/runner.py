@@ -78,7 +78,7 @@ class Runner:
         # The run's span (a child of the request's), current in its task.
         context, prepared.run.trace_id = telemetry.start_run(
             run_id=str(prepared.run.pk),
-            conversation_id=prepared.chat_id,
+            conversation_id=prepared.conversation_id,
             model=prepared.run.model,
             owner_kind="user" if prepared.owner.user is not None else "anonymous",
             content=uistream_settings.TRACE_CONTENT,

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from ..errors import BadRequest, Codes, Conflict, not_found
 from ..live import RunAlreadyActive, RunChannel, get_broker
-from ..models import Conversation, Message, MessageQuerySet, Run, StoredFile
+from ..models import Conversation, Message, MessageQuerySet, Run, StoredFile, new_conversation_key
 from ..owners import Owner
 from ..protocol.ui.parts import is_tool_part, tool_name, tool_parts
 from ..recording import log_writes_inline
@@ -151,7 +151,14 @@ class PreparedRun:
 
     @property
     def chat_id(self) -> str:
+        """The client's chat id (unique per owner only)."""
         return self.turn.chat_id
+
+    @property
+    def conversation_id(self) -> str:
+        """The conversation's key: what the broker's slot and anything
+        else the server keys by chat goes by."""
+        return str(self.run.conversation_id)
 
     @property
     def message_id(self) -> str:
@@ -166,22 +173,17 @@ class PreparedRun:
         return self.turn.extra
 
 
-def _check_chat(chat_id: str, owner: Owner) -> list[str]:
-    """Before a turn: the 404 when ``chat_id`` is someone else's chat; else
-    the ids of its orphaned runs (``leases.orphan_ids``). One query for a
-    new chat, two for an existing one. Synchronous."""
-    rows = Conversation.objects.filter(pk=chat_id).values_list("owner_id", "session_key")[:1]
-    if not rows:
-        return []
-    owner_id: Any
-    owner_id, session_key = rows[0]
-    if owner.user is not None:
-        mine = owner_id == owner.user.pk
-    else:
-        mine = owner_id is None and session_key == (owner.session_key or "")
-    if not mine:
-        raise not_found()
-    return orphan_ids(conversation_id=chat_id)
+def _check_chat(chat_id: str, owner: Owner) -> tuple[str | None, list[str]]:
+    """Before a turn: the key of ``owner``'s conversation ``chat_id`` (None
+    when the owner has none: a new chat, whoever else has a chat of that
+    id) and the ids of its orphaned runs (``leases.orphan_ids``). One query
+    for a new chat, two for an existing one. Synchronous."""
+    if not owner.is_known:
+        return None, []
+    key = Conversation.objects.owned_by(owner).with_client_id(chat_id).values_list("pk", flat=True).first()
+    if key is None:
+        return None, []
+    return key, orphan_ids(conversation_id=key)
 
 
 def _all_messages(messages: MessageQuerySet) -> list[Message]:
@@ -222,16 +224,20 @@ class ConversationStore:
         model_name: str,
         claim_owner: Callable[[], Awaitable[Owner]] | None = None,
     ) -> PreparedRun:
-        """Apply ``turn`` for ``owner``; raises ``BadRequest`` (404 for a chat
-        that is not the owner's, 409 while another run streams in it) with
-        nothing written and the slot free again. ``claim_owner`` is awaited
-        once the chat is known not to be someone else's, before anything is
-        written (it gives an anonymous visitor the session that will own
-        the chat), and its owner is the one the turn is applied for."""
-        # Strangers get the 404 of any foreign chat, not the 409, and can't
-        # hold the slot of a chat they don't own (nor get a session for it).
+        """Apply ``turn`` for ``owner``; raises ``BadRequest`` (404 for a turn
+        that needs a chat the owner does not have, 409 while another run
+        streams in it) with nothing written and the slot free again.
+        ``claim_owner`` is awaited before anything is written (it gives an
+        anonymous visitor the session that will own the chat), and its
+        owner is the one the turn is applied for.
+
+        Chat ids are per owner: ``turn.chat_id`` names the owner's chat of
+        that id, and another owner's chat of the same id is never looked at,
+        so a submit to it starts a chat of the owner's own. The run slot is
+        the conversation's key's (a new one's, made here), so two owners'
+        chats of one id never share a slot, a stream or a stop signal."""
         # The chat's orphans are found in the same hop to the database.
-        orphans = await sync_to_async(_check_chat, thread_sensitive=True)(turn.chat_id, owner)
+        key, orphans = await sync_to_async(_check_chat, thread_sensitive=True)(turn.chat_id, owner)
         # Attached files are decoded and checked (413, 415) before anything
         # is written, the visitor's session included (off the event loop:
         # base64 of a large file takes a while).
@@ -240,13 +246,15 @@ class ConversationStore:
             files = await sync_to_async(decode_files)(turn.message)
         if claim_owner is not None:
             owner = await claim_owner()
-        if orphans:
-            await self.settle_orphans(turn.chat_id)
+        if key is None:
+            key = new_conversation_key()
+        elif orphans:
+            await self.settle_orphans(key)
         # The slot is taken before anything is written: of two requests
         # racing for one chat, the loser writes nothing.
         run_id = str(uuid.uuid4())
         try:
-            channel = await get_broker().open_run(turn.chat_id, run_id)
+            channel = await get_broker().open_run(key, run_id)
         except RunAlreadyActive:
             raise Conflict("a reply is still streaming in this chat", code=Codes.RUN_ACTIVE) from None
         try:
@@ -319,13 +327,14 @@ class ConversationStore:
             resume_state=_resume_state(message, run_id) if turn.kind == "continue" else None,
         )
 
-    async def settle_orphans(self, chat_id: str) -> None:
+    async def settle_orphans(self, conversation_id: str) -> None:
         """Called by ``prepare`` before it takes the chat's slot when the
-        chat has runs whose process died: settle them (``leases``), so
-        that a new turn never runs beside one, nor gets a 409 from its
-        slot. (Whether there are any is asked in the ownership check's
-        query hop; with none, this is not called.)"""
-        await settle_chat_orphans(chat_id)
+        chat (the conversation of key ``conversation_id``) has runs whose
+        process died: settle them (``leases``), so that a new turn never
+        runs beside one, nor gets a 409 from its slot. (Whether there are
+        any is asked in the ownership check's query hop; with none, this is
+        not called.)"""
+        await settle_chat_orphans(conversation_id)
 
     # -- the transaction ---------------------------------------------------------------
 
@@ -371,7 +380,7 @@ class ConversationStore:
         applied: AnswersApplied | None = None
         caps = OwnerCaps.of(owner)
         with transaction.atomic():
-            conversation, new = self._conversation(turn, owner)
+            conversation, new = self._conversation(turn, owner, channel.conversation_id)
             messages = conversation.messages.order_by("position")
             resume_state = None
             stored = 0
@@ -414,20 +423,29 @@ class ConversationStore:
             resume_state=resume_state,
         )
 
-    def _conversation(self, turn: Turn, owner: Owner) -> tuple[Conversation, bool]:
-        """The turn's conversation, locked; created for a new chat's first
-        message. 404 for anyone else's, and for anything but a submit to a
-        chat that does not exist."""
-        conversation = Conversation.objects.select_for_update().filter(pk=turn.chat_id).first()
+    def _conversation(self, turn: Turn, owner: Owner, key: str) -> tuple[Conversation, bool]:
+        """The owner's conversation ``turn.chat_id``, locked; created under
+        ``key`` (the slot ``prepare`` took) for a new chat's first message.
+        404 for anything but a submit to a chat the owner does not have;
+        409 when another request made the chat since ``prepare`` looked
+        (its slot is not the one this turn holds)."""
+        conversation = Conversation.objects.select_for_update().owned_by(owner).with_client_id(turn.chat_id).first()
         if conversation is not None:
-            if not owner.owns(conversation):
-                raise not_found()
+            if conversation.pk != key:
+                raise Conflict("a reply is still streaming in this chat", code=Codes.RUN_ACTIVE)
             return conversation, False
         if turn.kind != "submit" or turn.edit_of is not None:
             raise not_found()  # nothing to regenerate, edit or continue
         assert turn.message is not None
-        conversation = Conversation(pk=turn.chat_id, title=_title_from(turn.message["parts"]), **owner.create_kwargs())
-        conversation.save(force_insert=True)
+        conversation = Conversation(
+            pk=key, client_id=turn.chat_id, title=_title_from(turn.message["parts"]), **owner.create_kwargs()
+        )
+        try:
+            with transaction.atomic():
+                conversation.save(force_insert=True)
+        except IntegrityError:
+            # The same owner's request for the same new chat won the race.
+            raise Conflict("a reply is still streaming in this chat", code=Codes.RUN_ACTIVE) from None
         return conversation, True
 
     def _answer(

@@ -11,16 +11,19 @@ read the chunk log (``log_reader``) and render it with
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from ..models import Message, Run
+from ..models import Conversation, Message, Run
 from ..protocol.agui.messages import fold_messages, ui_messages_to_agui
 from ..protocol.agui.renderer import AGUIRenderer
 from ..protocol.agui.state import fold_state
 from ..protocol.ui.replay import replay_message
 from .log_reader import load_log, read_log
+
+if TYPE_CHECKING:
+    from ..lifecycle.store import PreparedRun
 
 __all__ = ["render_stored_run", "stored_history", "stored_history_sync", "stored_state"]
 
@@ -29,7 +32,7 @@ async def render_stored_run(run: Run, *, thread_id: str | None = None, run_id: s
     """A stored run as the AG-UI stream a client would have read: its
     canonical log rendered (or, for a message with no log, its parts
     replayed), so any conversation can be served in either dialect.
-    ``thread_id`` defaults to the conversation's id, ``run_id`` to the
+    ``thread_id`` defaults to the conversation's chat id, ``run_id`` to the
     run's. The renderer gets the thread as it stood when the run started
     (``stored_history``), so a continuation starts with its
     ``MESSAGES_SNAPSHOT`` and a run that ended in an interrupt ends with
@@ -46,8 +49,10 @@ async def render_stored_run(run: Run, *, thread_id: str | None = None, run_id: s
     # stored state the log does not carry goes out first instead (rule 16).
     carried = run.state is not None and fold_state(chunks)[0]
     state: dict[str, Any] = {"state": run.state} if run.state is not None and not carried else {}
+    if thread_id is None:
+        thread_id = await Conversation.objects.filter(pk=run.conversation_id).values_list("client_id", flat=True).aget()
     renderer = AGUIRenderer(
-        thread_id or run.conversation_id,
+        thread_id,
         run_id or str(run.pk),
         history=history,
         continues=history is not None and run.trigger == "continue",
@@ -56,11 +61,15 @@ async def render_stored_run(run: Run, *, thread_id: str | None = None, run_id: s
     return renderer.render_many(chunks) + renderer.done()
 
 
-def stored_state(chat_id: str) -> Any:
+def stored_state(thread: PreparedRun | str) -> Any:
     """The AG-UI shared state the thread's latest run that has one left
-    (``Run.state``), or None. Sync (a worker thread, as ``get_state``)."""
+    (``Run.state``), or None. ``thread``: the run being prepared (as
+    ``get_state`` gets it), or a conversation's key
+    (``PreparedRun.conversation_id``), never a thread id, which is only
+    unique per owner. Sync (a worker thread, as ``get_state``)."""
+    conversation_id = thread if isinstance(thread, str) else thread.conversation_id
     run = (
-        Run.objects.filter(conversation_id=chat_id, state__isnull=False)
+        Run.objects.filter(conversation_id=conversation_id, state__isnull=False)
         .order_by("-started_at", "-pk")
         .only("state")
         .first()

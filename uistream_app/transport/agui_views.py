@@ -156,7 +156,7 @@ class AGUIView(ChatHooks, StreamView):
         ``update``; also ``run.extra["state"]``) as a ``STATE_DELTA`` as it happens, and ``end_state``'s
         at its end; the state it leaves is stored (``Run.state``) and a
         replay sends it first (docs/protocols.md, "AG-UI shared state").
-        ``stored_state(run.chat_id)`` is where the thread's last run left it;
+        ``stored_state(run)`` is where the thread's last run left it;
         the client's own ``state`` is ``run.extra["agui"].state``."""
         return None
 

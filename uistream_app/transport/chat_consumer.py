@@ -77,8 +77,10 @@ class _Request:
     kind: Literal["send", "resume"]
     chat_id: str
     task: asyncio.Task[None] | None = None
-    #: The run it streams, once known.
+    #: The run it streams, once known, and its conversation's key (what
+    #: the broker knows the chat by: chat ids are only unique per owner).
     run_id: str | None = None
+    conversation_id: str | None = None
     #: Forwarding frames: cancelling the task now loses nothing.
     streaming: bool = False
     aborted: bool = False
@@ -355,6 +357,7 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
             await self.send(text_data=renderer.error(self.get_error_text(exc), exc.code))
             return
         request.run_id = handle.run_id
+        request.conversation_id = str(handle.run.conversation_id)
         if request.aborted:
             await self._stop(request)
             return
@@ -371,7 +374,8 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
         the ``not_found`` error the HTTP resume answers with a 404."""
         try:
             await self.check_policies(throttle=False)
-            run_id = await self._active_run_of(frame["id"])
+            request.conversation_id = await self._conversation_key(frame["id"])
+            run_id = await get_broker().active_run(request.conversation_id)
         except BadRequest as exc:
             if not request.aborted and not self._closed:
                 await self.send(text_data=renderer.error(self.get_error_text(exc), exc.code))
@@ -384,12 +388,16 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
         last = frame.get("lastSequence")
         await self._forward(request, renderer, 0 if last is None else last + 1)
 
-    async def _active_run_of(self, chat_id: str) -> str | None:
-        """The chat's active run (None: nothing runs); ``not_found`` when the
-        chat is not this socket's owner's (missing and foreign alike)."""
-        if not valid_id(chat_id) or not await Conversation.objects.owned_by(self.owner).filter(pk=chat_id).aexists():
+    async def _conversation_key(self, chat_id: str) -> str:
+        """The key of this socket's owner's chat ``chat_id``; ``not_found``
+        when the owner has none of that id (another owner's is not looked at)."""
+        key = None
+        if valid_id(chat_id):
+            owned = Conversation.objects.owned_by(self.owner).with_client_id(chat_id)
+            key = await owned.values_list("pk", flat=True).afirst()
+        if key is None:
             raise not_found()
-        return await get_broker().active_run(chat_id)
+        return key
 
     async def _forward(self, request: _Request, renderer: ChatFrameRenderer, from_seq: int) -> bool:
         """Send the run's chunks from ``from_seq`` to its end as frames, then
@@ -441,8 +449,9 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
         (not a later run of another tab)."""
         broker = get_broker()
         try:
-            if request.run_id is not None and await broker.active_run(request.chat_id) == request.run_id:
-                await broker.request_stop(request.chat_id)
+            key = request.conversation_id
+            if request.run_id is not None and key is not None and await broker.active_run(key) == request.run_id:
+                await broker.request_stop(key)
         except BrokerError:
             logger.exception("could not stop run %s", request.run_id)
 

@@ -109,10 +109,10 @@ class ChatView(ChatHooks, StreamView):
             found = await (
                 Message.objects.filter(conversation__in=Conversation.objects.owned_by(owner))
                 .filter(Q(client_id__in=ids) | Q(pk__in=ids, client_id=""))
-                .values("conversation")
+                .values("conversation", "conversation__client_id")
                 .annotate(held=Count("pk"))
                 .order_by("-held", "-conversation__updated_at")
-                .values_list("conversation", flat=True)
+                .values_list("conversation__client_id", flat=True)
                 .afirst()
             )
             if found is not None:

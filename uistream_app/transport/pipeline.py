@@ -118,10 +118,11 @@ class RequestContext:
         return self.owner
 
     async def owned_conversation(self, chat_id: str) -> Conversation:
-        """The owner's conversation ``chat_id``; the one 404 otherwise."""
+        """The owner's conversation of chat id ``chat_id``; the one 404
+        otherwise (another owner's chat of that id is not looked at)."""
         conversation = None
         if valid_id(chat_id):
-            conversation = await Conversation.objects.owned_by(self.owner).filter(pk=chat_id).afirst()
+            conversation = await Conversation.objects.owned_by(self.owner).with_client_id(chat_id).afirst()
         if conversation is None:
             raise not_found()
         return conversation

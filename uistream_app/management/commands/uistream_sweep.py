@@ -25,7 +25,7 @@ class Command(BaseCommand):
         settled = async_to_sync(sweep)()
         for run in settled:
             self.stdout.write(
-                f"{run.run_id} (chat {run.conversation_id}): interrupted, {run.chunk_count} chunks logged, "
+                f"{run.run_id} (conversation {run.conversation_id}): interrupted, {run.chunk_count} chunks logged, "
                 f"{run.recovered} recovered from the broker"
             )
         self.stdout.write(f"{len(settled)} orphaned run{'' if len(settled) == 1 else 's'} settled.")
