@@ -1,6 +1,6 @@
 """Migrations that move stored data: 0003 moves the chunk log from a row per
 chunk to a row per batch (a log stored before it reads back the same after
-it, and back); 0005 makes message ids per chat; 0012 makes chat ids per
+it, and back); 0005 makes message ids per chat; 0013 makes chat ids per
 owner."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def test_messages_stored_before_per_chat_ids_keep_their_ids() -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_conversations_stored_before_per_owner_chat_ids_keep_their_ids_and_rows() -> None:
-    """Migration 0012 (chat ids unique per owner) keeps each stored chat
+    """Migration 0013 (chat ids unique per owner) keeps each stored chat
     under its key, so its messages, runs and files still point at it, and
     gives it its old id as the chat id its owner finds it by; after it, a
     second owner can have a chat of the same id."""
@@ -98,7 +98,7 @@ def test_conversations_stored_before_per_owner_chat_ids_keep_their_ids_and_rows(
 
     alice = get_user_model().objects.create_user("alice-m")
     bob = get_user_model().objects.create_user("bob-m")
-    apps = migrate([("uistream_app", "0011_run_setup")])
+    apps = migrate([("uistream_app", "0012_run_stored_bytes")])
     try:
         Conversation = apps.get_model("uistream_app", "Conversation")
         Message = apps.get_model("uistream_app", "Message")
@@ -109,7 +109,7 @@ def test_conversations_stored_before_per_owner_chat_ids_keep_their_ids_and_rows(
         message = Message.objects.create(id="u1", conversation=chat, role="user", position=0, parts=[])
         run = Run.objects.create(conversation=chat, message=message)
         StoredFile.objects.create(conversation=chat, message=message, file="f", media_type="text/plain", size=1)
-        migrate([("uistream_app", "0012_conversation_client_id")])
+        migrate([("uistream_app", "0013_conversation_client_id")])
         from uistream_app.models import Conversation as Current
         from uistream_app.owners import Owner
 
@@ -124,7 +124,7 @@ def test_conversations_stored_before_per_owner_chat_ids_keep_their_ids_and_rows(
         assert bobs.pk != "c1"
         assert Current.objects.owned_by(Owner.of_user(bob)).with_client_id("c1").get() == bobs
         bobs.delete()
-        apps = migrate([("uistream_app", "0011_run_setup")])
+        apps = migrate([("uistream_app", "0012_run_stored_bytes")])
         assert apps.get_model("uistream_app", "Message").objects.get(pk="u1").conversation_id == "c1"
     finally:
         migrate(executor_leaf())

@@ -181,7 +181,7 @@ class Conversation(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         # A row made without a chat id (the admin, a fixture) is known to
-        # the client by its key, as every conversation was before 0012.
+        # the client by its key, as every conversation was before 0013.
         if not self.client_id:
             self.client_id = str(self.pk)
             update_fields = kwargs.get("update_fields")

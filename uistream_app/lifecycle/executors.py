@@ -228,7 +228,7 @@ async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None
         raise ImproperlyConfigured("UISTREAM['EXECUTOR'] = 'celery' needs the Redis broker (check E020).")
     run_id, chat_id = payload["run_id"], payload["chat_id"]
     # A task enqueued before chat ids were per owner names no key: its
-    # conversation's key was its chat id then (migration 0012).
+    # conversation's key was its chat id then (migration 0013).
     channel = await broker.adopt_run(payload.get("conversation_id", chat_id), run_id)
     if channel is None:
         logger.info("run %s is not active any more (or was adopted before): nothing to execute", run_id)

@@ -18,7 +18,7 @@ def chat_ids_from_keys(apps, schema_editor):  # type: ignore[no-untyped-def]
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("uistream_app", "0011_run_setup"),
+        ("uistream_app", "0012_run_stored_bytes"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
