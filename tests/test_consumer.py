@@ -855,7 +855,10 @@ def test_real_client_two_tabs_on_two_processes_through_redis(
             chatId="ws-redis",
             text="count to 400",
             after=10,
+            # Tab B is a page of the second process (the socket's Origin is
+            # checked whole: another port is another site).
             url2=page_of(second, cookie)["url"],
+            origin2=second,
             **page,
         )
         wait_runs_finished()

@@ -156,7 +156,7 @@ def test_the_normalised_type_is_stored_and_a_legacy_type_served_as_a_download(se
     staff.force_login(get_user_model().objects.create_superuser("boss", "boss@example.com", "pw"))
     admin = httpx.Client(base_url=server.url)
     admin.cookies.set(django_settings.SESSION_COOKIE_NAME, staff.cookies[django_settings.SESSION_COOKIE_NAME].value)
-    admin_url = f"/admin/uistream_app/conversation/files/files/{stored.pk}/"
+    admin_url = f"/admin/uistream_app/conversation/{stored.conversation_id}/files/{stored.pk}/"
     for legacy, content_type in LEGACY.items():
         # As a row stored before types were parsed holds it.
         StoredFile.objects.filter(pk=stored.pk).update(media_type=legacy)

@@ -214,7 +214,7 @@ async def test_drfs_own_anonymous_throttle_works_on_the_socket() -> None:
             (refused,) = await page.until("r2")
     await runs_finished()
     assert refused["code"] == "throttled"
-    assert [c.pk async for c in Conversation.objects.all()] == ["s1"]
+    assert [c.client_id async for c in Conversation.objects.all()] == ["s1"]
 
 
 # -- refusals that name their fix ---------------------------------------------------------

@@ -120,7 +120,7 @@ def test_runs_that_finish_within_the_grace_period_complete_even_without_their_cl
     assert done
     assert (head + rest)[-1]["type"] == "finish"
     assert text_of(head + rest) == " ".join(str(n) for n in range(1, 61))
-    assert dict(Run.objects.values_list("conversation_id", "status")) == {
+    assert dict(Run.objects.values_list("conversation__client_id", "status")) == {
         f"{server}-stay": "completed",
         f"{server}-leave": "completed",
     }

@@ -83,7 +83,7 @@ def test_an_anonymous_visitor_over_the_rate_is_throttled_on_the_socket_whatever_
     assert [(f["type"], f.get("code")) for f in refused] == [("error", "throttled")]
     assert (again.status_code, error_code(again)) == (429, "throttled")
     assert int(again.headers["Retry-After"]) >= 1
-    assert set(Conversation.objects.values_list("pk", flat=True)) == {"x-1", "x-2"}
+    assert set(Conversation.objects.values_list("client_id", flat=True)) == {"x-1", "x-2"}
 
 
 def test_behind_a_configured_proxy_the_hop_it_wrote_is_counted() -> None:
@@ -98,4 +98,4 @@ def test_behind_a_configured_proxy_the_hop_it_wrote_is_counted() -> None:
         with ws_connect(handle.url, first, forwarded="8.8.8.8, 10.0.0.1") as socket:
             refused = ws_send(socket, "q1", "p-4")
     assert [(f["type"], f.get("code")) for f in refused] == [("error", "throttled")]
-    assert set(Conversation.objects.values_list("pk", flat=True)) == {"p-1", "p-3"}
+    assert set(Conversation.objects.values_list("client_id", flat=True)) == {"p-1", "p-3"}

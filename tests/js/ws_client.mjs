@@ -18,9 +18,9 @@
 //   the socket is cut (no close frame: a network loss); then resumeStream()
 //   on a new socket. → {statusAfterDrop, status, messages, finishes,
 //   sockets}
-// - tabs {text, after, url2}: tab A sends; once its answer holds `after`
-//   words, tab B (same chat, same cookie, `url2`: another server process)
-//   opens and resumes. → {a: {status, messages}, b: {status, messages}}
+// - tabs {text, after, url2, origin2}: tab A sends; once its answer holds
+//   `after` words, tab B (same chat, same cookie, `url2`: another server
+//   process, whose page is from `origin2`) opens and resumes. → {a: {status, messages}, b: {status, messages}}
 // - no-active: resumeStream() on a chat with nothing running. → {status,
 //   messages, sockets}
 // - approval {text, approved}: send; answer the approval request the answer
@@ -82,7 +82,7 @@ async function tabs(args) {
   await waitFor(() => words(lastAssistant(a.chat)) >= args.after, `${args.after} words`);
   // Tab B loads the page: the stored user message, then resume.
   const userMessage = plain(a.chat.messages.find(m => m.role === 'user'));
-  const b = openChat({ ...args, url: args.url2 ?? args.url, messages: [userMessage] });
+  const b = openChat({ ...args, url: args.url2 ?? args.url, origin: args.origin2 ?? args.origin, messages: [userMessage] });
   const resuming = b.chat.resumeStream();
   await Promise.all([sending, resuming]);
   const result = { a: snapshot(a.chat), b: snapshot(b.chat), wordsWhenBJoined: null };
