@@ -45,7 +45,7 @@ def run_client(node: str, base: str, browser: Browser, **options: Any) -> dict[s
 
 def stored_messages(chat_id: str) -> list[dict[str, Any]]:
     conversation = Conversation.objects.get(client_id=chat_id)
-    return [m.as_ui_message() for m in conversation.messages.order_by("position")]
+    return [m.as_ui_message() for m in conversation.messages.current().order_by("position")]
 
 
 @pytest.mark.parametrize("version", [7, 6, 5])
@@ -88,6 +88,11 @@ def test_regenerate_replaces_the_answer_in_the_client_and_the_database(node: str
     assert out["messages"] == stored
     assert [m["role"] for m in stored] == ["user", "assistant"]
     assert Run.objects.count() == 2
+    # The first answer is kept, off the current branch, with its run.
+    first, second = Run.objects.order_by("started_at")
+    assert first.message is not None and not first.message.current
+    assert second.message is not None and second.message.current
+    assert [m.pk for m in second.message.versions()] == [first.message.pk, second.message.pk]
 
 
 def text(message: dict[str, Any]) -> str:

@@ -715,7 +715,7 @@ def wait_runs_finished(timeout: float = 20) -> None:
 
 def stored_messages(chat_id: str) -> list[dict[str, Any]]:
     conversation = Conversation.objects.get(client_id=chat_id)
-    return [m.as_ui_message() for m in conversation.messages.order_by("position")]
+    return [m.as_ui_message() for m in conversation.messages.current().order_by("position")]
 
 
 @db

@@ -339,7 +339,7 @@ def test_an_edit_that_resends_a_file_by_its_url_keeps_it(server: str) -> None:
     assert text_of(chunks) == f"You sent kept.png (image/png, {len(image)} bytes)."
     wait_for(idle, "the run to be stored")
     stored = StoredFile.objects.get()
-    assert stored.message_id == Message.objects.get(role="user").pk
+    assert stored.message_id == Message.objects.current().get(role="user").pk
     assert default_storage.exists(stored.file.name)
     assert browser.client.get(stored_parts[1]["url"]).content == image
 

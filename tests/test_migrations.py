@@ -76,7 +76,8 @@ def test_messages_stored_before_per_chat_ids_keep_their_ids() -> None:
         Message = apps.get_model("uistream_app", "Message")
         chat = Conversation.objects.create(id="c1")
         Message.objects.create(id="u1", conversation=chat, role="user", position=0, parts=[{"type": "text"}])
-        apps = migrate([("uistream_app", "0005_message_client_id")])
+        # Through 0005, to today's tables (today's model reads them).
+        apps = migrate(executor_leaf())
         from uistream_app.models import Message as Current
 
         stored = Current.objects.get(pk="u1")
@@ -109,7 +110,8 @@ def test_conversations_stored_before_per_owner_chat_ids_keep_their_ids_and_rows(
         message = Message.objects.create(id="u1", conversation=chat, role="user", position=0, parts=[])
         run = Run.objects.create(conversation=chat, message=message)
         StoredFile.objects.create(conversation=chat, message=message, file="f", media_type="text/plain", size=1)
-        migrate([("uistream_app", "0013_conversation_client_id")])
+        # Through 0013, to today's tables (today's model reads them).
+        migrate(executor_leaf())
         from uistream_app.models import Conversation as Current
         from uistream_app.owners import Owner
 
@@ -126,5 +128,40 @@ def test_conversations_stored_before_per_owner_chat_ids_keep_their_ids_and_rows(
         bobs.delete()
         apps = migrate([("uistream_app", "0012_run_stored_bytes")])
         assert apps.get_model("uistream_app", "Message").objects.get(pk="u1").conversation_id == "c1"
+    finally:
+        migrate(executor_leaf())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_messages_stored_before_versions_are_one_current_branch() -> None:
+    """Migration 0014 (every attempt kept) puts every stored message on its
+    conversation's current branch, each one's parent the message before it,
+    so a stored chat loads, regenerates and edits as before; and goes back."""
+    apps = migrate([("uistream_app", "0013_conversation_client_id")])
+    try:
+        Conversation = apps.get_model("uistream_app", "Conversation")
+        Message = apps.get_model("uistream_app", "Message")
+        for key in ("c1", "c2"):
+            chat = Conversation.objects.create(id=key, client_id=key)
+            for position, role in enumerate(["user", "assistant", "user", "assistant"]):
+                Message.objects.create(
+                    id=f"{key}-m{position}", conversation=chat, role=role, position=position, parts=[]
+                )
+        migrate(executor_leaf())
+        from uistream_app.models import Message as Current
+
+        rows = Current.objects.filter(conversation_id="c2").order_by("position")
+        assert [(m.pk, m.parent_key, m.current) for m in rows] == [
+            ("c2-m0", "", True),
+            ("c2-m1", "c2-m0", True),
+            ("c2-m2", "c2-m1", True),
+            ("c2-m3", "c2-m2", True),
+        ]
+        last = rows.last()
+        assert last is not None
+        assert [m.pk for m in last.branch_before()] == ["c2-m0", "c2-m1", "c2-m2"]
+        assert [m.pk for m in last.versions()] == ["c2-m3"]
+        apps = migrate([("uistream_app", "0013_conversation_client_id")])
+        assert apps.get_model("uistream_app", "Message").objects.count() == 8
     finally:
         migrate(executor_leaf())

@@ -392,7 +392,7 @@ class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         # A count per row shown (the position index serves it), not a join
         # of every message grouped before the page is cut.
         count = (
-            Message.objects.filter(conversation=OuterRef("pk"))
+            Message.objects.filter(conversation=OuterRef("pk"), current=True)
             .order_by()
             .values("conversation")
             .annotate(n=Count("pk"))

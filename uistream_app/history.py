@@ -388,6 +388,7 @@ class SummarizeOlder(HistoryStrategy):
             through = older[-1]
             position = (
                 await Message.objects.filter(conversation_id=key)
+                .current()
                 .with_client_id(str(through["id"]))
                 .values_list("position", flat=True)
                 .afirst()

@@ -36,6 +36,7 @@ __all__ = [
     "ChunkBatch",
     "Conversation",
     "ConversationQuerySet",
+    "Feedback",
     "Message",
     "Run",
     "RunQuerySet",
@@ -83,8 +84,14 @@ class RunQuerySet(models.QuerySet["Run"]):
 class MessageQuerySet(models.QuerySet["Message"]):
     def with_client_id(self, client_id: str) -> MessageQuerySet:
         """The message the client knows as ``client_id`` (filter by
-        conversation first: a client id is only unique within one)."""
+        conversation first: a client id is only unique within one, and
+        among its current branch: the versions of one message share it)."""
         return self.filter(Q(client_id=client_id) | Q(pk=client_id, client_id=""))
+
+    def current(self) -> MessageQuerySet:
+        """The messages of the conversations' current branches: what
+        ``useChat`` loads and what a model's history is built from."""
+        return self.filter(current=True)
 
 
 def new_conversation_key() -> str:
@@ -196,7 +203,16 @@ class Conversation(models.Model):
 
 
 class Message(models.Model):
-    """One ``UIMessage`` of a conversation, at its position."""
+    """One ``UIMessage`` of a conversation, at its position.
+
+    Every attempt is kept: a regenerated answer and an edited question are
+    new versions of the message at their position, and what followed the
+    older version stays on its branch. The messages form a tree
+    (``parent_key``: the message before this one on its branch); the
+    conversation's current branch is the rows with ``current`` set, one at
+    each position, and only they are what a client loads and a model is
+    sent. Versions of one message share its parent, its position and the
+    id the client knows it by (``ui_id``)."""
 
     class Role(models.TextChoices):
         SYSTEM = "system", _("system")
@@ -232,18 +248,50 @@ class Message(models.Model):
         ),
     )
 
+    parent_key = models.CharField(
+        _("parent"),
+        max_length=128,
+        blank=True,
+        default="",
+        help_text=_(
+            "The key of the message before this one on its branch (empty for a conversation's first). A plain "
+            "key, not a foreign key: a branch a thousand messages long would cascade a thousand levels deep."
+        ),
+    )
+    current = models.BooleanField(
+        _("on the current branch"),
+        default=True,
+        help_text=_("Part of the conversation's current branch: loaded by clients and sent to the model."),
+    )
+    selected_at = models.DateTimeField(
+        _("selected at"),
+        default=timezone.now,
+        help_text=_(
+            "When the message last joined the current branch; switching to an older version follows, below "
+            "it, the replies most recently selected."
+        ),
+    )
+
     objects = MessageQuerySet.as_manager()
 
     class Meta:
         verbose_name = _("message")
         verbose_name_plural = _("messages")
         ordering = ("position",)
+        indexes = (
+            # A message's versions, and a branch's rows below a position.
+            models.Index(fields=["conversation", "position"], name="uistream_message_versions"),
+        )
         constraints = (
-            models.UniqueConstraint(fields=["conversation", "position"], name="uistream_message_position_unique"),
+            models.UniqueConstraint(
+                fields=["conversation", "position"],
+                condition=Q(current=True),
+                name="uistream_message_current_position_unique",
+            ),
             models.UniqueConstraint(
                 fields=["conversation", "client_id"],
-                condition=~Q(client_id=""),
-                name="uistream_message_client_id_unique",
+                condition=Q(current=True) & ~Q(client_id=""),
+                name="uistream_message_current_client_id_unique",
             ),
         )
 
@@ -254,6 +302,33 @@ class Message(models.Model):
     def ui_id(self) -> str:
         """The id the client knows the message by."""
         return self.client_id or self.id
+
+    def versions(self) -> MessageQuerySet:
+        """The versions of this message (itself among them), oldest first."""
+        return Message.objects.filter(
+            conversation_id=self.conversation_id, position=self.position, parent_key=self.parent_key
+        ).order_by("created_at", "pk")
+
+    def branch_before(self) -> list[Message]:
+        """The messages before this one on its own branch, in order (its
+        ancestors): the current rows before it when it is current; else its
+        parents, followed up from it (one query either way)."""
+        if self.current:
+            return list(
+                Message.objects.filter(
+                    conversation_id=self.conversation_id, current=True, position__lt=self.position
+                ).order_by("position")
+            )
+        rows = {
+            m.pk: m for m in Message.objects.filter(conversation_id=self.conversation_id, position__lt=self.position)
+        }
+        chain: list[Message] = []
+        key = self.parent_key
+        while key in rows:
+            chain.append(rows[key])
+            key = rows[key].parent_key
+        chain.reverse()
+        return chain
 
     def as_ui_message(self) -> dict[str, Any]:
         """The message as the AI SDK's ``UIMessage`` JSON: ``id``, ``role``,
@@ -330,6 +405,12 @@ class Run(models.Model):
         blank=True,
         help_text=_("The OpenTelemetry trace of the run (32 hex digits), when it was traced."),
     )
+    span_id = models.CharField(
+        _("span id"),
+        max_length=16,
+        blank=True,
+        help_text=_("The run's own span in that trace (16 hex digits): what feedback on its answer is sent under."),
+    )
     decisions = models.JSONField(
         _("decisions"),
         default=list,
@@ -405,6 +486,53 @@ class Run(models.Model):
         if self.finished_at is None:
             return None
         return self.finished_at - self.started_at
+
+
+class Feedback(models.Model):
+    """What a message's owner thought of an assistant message: up or
+    down, with an optional reason (``UISTREAM["FEEDBACK_REASONS"]``) and
+    comment; one per message, changed in place. ``run`` is the run that
+    built the answer rated (the last, when a continuation added to it)."""
+
+    class Rating(models.TextChoices):
+        UP = "up", _("up")
+        DOWN = "down", _("down")
+
+    message = models.OneToOneField(
+        Message, on_delete=models.CASCADE, related_name="feedback", verbose_name=_("message")
+    )
+    run = models.ForeignKey(
+        Run,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="feedback",
+        verbose_name=_("run"),
+    )
+    rating = models.CharField(_("rating"), max_length=8, choices=Rating.choices)
+    reason = models.CharField(_("reason"), max_length=64, blank=True)
+    comment = models.TextField(_("comment"), blank=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("feedback")
+        verbose_name_plural = _("feedback")
+        ordering = ("-updated_at",)
+        indexes = (models.Index(fields=["rating", "-updated_at"], name="uistream_feedback_rating"),)
+
+    def __str__(self) -> str:
+        return f"{self.rating} on {self.message_id}"
+
+    def as_json(self) -> dict[str, Any]:
+        """The feedback as the messages API and the feedback endpoint show it."""
+        return {
+            "rating": self.rating,
+            "reason": self.reason,
+            "comment": self.comment,
+            "createdAt": self.created_at.isoformat(),
+            "updatedAt": self.updated_at.isoformat(),
+        }
 
 
 class ChunkBatch(models.Model):

@@ -96,7 +96,7 @@ class ConversationSerializer(serializers.ModelSerializer[Conversation]):
         annotated = getattr(conversation, "message_count", None)
         if annotated is not None:
             return int(annotated)
-        return conversation.messages.count()
+        return conversation.messages.current().count()
 
 
 class UIMessageSerializer(serializers.Serializer[Message]):

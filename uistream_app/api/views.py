@@ -13,7 +13,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.core.handlers.asgi import ASGIRequest
 from django.db import IntegrityError, transaction
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils.http import content_disposition_header
@@ -82,7 +82,7 @@ class ConversationListView(OwnedMixin, generics.ListCreateAPIView[Conversation])
     ordering = ("-updated_at",)
 
     def get_queryset(self) -> QuerySet[Conversation]:
-        return self.owned_conversations().annotate(message_count=Count("messages"))
+        return self.owned_conversations().annotate(message_count=Count("messages", filter=Q(messages__current=True)))
 
     def perform_create(self, serializer: BaseSerializer[Conversation]) -> None:
         # Chat ids are per owner: only the owner's own chat of that id is a
@@ -109,7 +109,7 @@ class ConversationDetailView(OwnedMixin, generics.RetrieveUpdateDestroyAPIView[C
     lookup_url_kwarg = "pk"
 
     def get_queryset(self) -> QuerySet[Conversation]:
-        return self.owned_conversations().annotate(message_count=Count("messages"))
+        return self.owned_conversations().annotate(message_count=Count("messages", filter=Q(messages__current=True)))
 
     def perform_destroy(self, instance: Conversation) -> None:
         # A run whose process died holds the chat's slot until it is settled.
@@ -131,7 +131,7 @@ class ConversationMessagesView(OwnedMixin, generics.ListAPIView[Message]):
         if getattr(self, "swagger_fake_view", False):
             return Message.objects.none()
         conversation = get_object_or_404(self.owned_conversations(), client_id=self.kwargs["pk"])
-        return Message.objects.filter(conversation=conversation).order_by("position")
+        return Message.objects.filter(conversation=conversation).current().order_by("position")
 
 
 class RunListView(OwnedMixin, generics.ListAPIView[Run]):

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from ..errors import BadRequest, Codes, Conflict, not_found
@@ -32,6 +31,7 @@ from ..recording import log_writes_inline
 from ..runs import ClientToolResult, ToolApproval
 from ..runs.tools import validate_json
 from .attachments import StagedFiles, decode_files, has_file_parts, referenced_file_ids
+from .branches import retire_from
 from .caps import OwnerCaps, stored_bytes_of
 from .leases import orphan_ids, settle_chat_orphans
 
@@ -298,7 +298,7 @@ class ConversationStore:
         if run is None or run.message is None:
             return None
         message = run.message
-        messages = run.conversation.messages.order_by("position")
+        messages = run.conversation.messages.current().order_by("position")
         # As ``prepare`` chose it: a new answer is not part of its own
         # history, a continued message is.
         if turn.kind == "continue":
@@ -381,7 +381,7 @@ class ConversationStore:
         caps = OwnerCaps.of(owner)
         with transaction.atomic():
             conversation, new = self._conversation(turn, owner, channel.conversation_id)
-            messages = conversation.messages.order_by("position")
+            messages = conversation.messages.current().order_by("position")
             resume_state = None
             stored = 0
             if turn.kind == "continue":
@@ -465,12 +465,14 @@ class ConversationStore:
         history = [submitted] if new and submitted is not None else self.choose_history(messages)
         if not history or history[-1].role != "user":
             raise BadRequest("there is no user message to answer", code=Codes.NOTHING_TO_ANSWER)
+        answered = history[-1]
         message = Message.objects.create(
             pk=new_message_id(),
             conversation=conversation,
             role="assistant",
             parts=[],
-            position=history[-1].position + 1,
+            position=answered.position + 1,
+            parent_key=answered.pk,
         )
         if not new:  # a new chat was saved with its title just now
             if not conversation.title:
@@ -480,11 +482,12 @@ class ConversationStore:
         return message, history
 
     def _submit(self, conversation: Conversation, turn: Turn, *, new: bool) -> Message:
-        """Store the submitted user message (an edit first deletes the
-        edited message and what follows it)."""
+        """Store the submitted user message. An edit is a new version of
+        the edited message: the edited one and what follows it leave the
+        current branch, kept (``branches``)."""
         message = turn.message
         assert message is not None
-        messages = conversation.messages
+        messages = conversation.messages.current()
         if turn.refuse_while_pending and not new:
             _refuse_while_pending(messages.order_by("-position").first())
         kept: list[Any] = []
@@ -502,16 +505,22 @@ class ConversationStore:
                 ).values_list("pk", flat=True)
             )
             StoredFile.objects.filter(pk__in=kept).update(message=None)
-            messages.filter(position__gte=edited.position).delete()
-        elif not new and messages.with_client_id(message["id"]).exists():
-            raise Conflict("that message was already sent; regenerate or edit instead", code=Codes.DUPLICATE)
-        position = 0 if new else (messages.aggregate(Max("position"))["position__max"] or -1) + 1
+            retire_from(conversation, edited.position)
+            position, parent_key = edited.position, edited.parent_key
+        elif new:
+            position, parent_key = 0, ""
+        else:
+            if messages.with_client_id(message["id"]).exists():
+                raise Conflict("that message was already sent; regenerate or edit instead", code=Codes.DUPLICATE)
+            last = messages.order_by("-position").values_list("position", "pk").first()
+            position, parent_key = (last[0] + 1, last[1]) if last is not None else (0, "")
         fields = {
             "conversation": conversation,
             "role": "user",
             "parts": message["parts"],
             "metadata": message.get("metadata"),
             "position": position,
+            "parent_key": parent_key,
         }
         try:
             with transaction.atomic():
@@ -526,7 +535,9 @@ class ConversationStore:
         return created
 
     def _regenerate(self, conversation: Conversation, turn: Turn) -> None:
-        messages = conversation.messages
+        """A new version of the answer: the one regenerated (and anything
+        after it) leaves the current branch, kept (``branches``)."""
+        messages = conversation.messages.current()
         if turn.edit_of is not None:
             target = messages.with_client_id(turn.edit_of).filter(role="assistant").first()
         else:
@@ -535,14 +546,14 @@ class ConversationStore:
                 target = None
         if target is None:
             raise not_found()
-        messages.filter(position__gte=target.position).delete()
+        retire_from(conversation, target.position)
 
     def _continue(self, conversation: Conversation, turn: Turn, owner: Owner) -> tuple[Message, AnswersApplied, int]:
         """Check the answers against the stored last message and continue
         it (same message, same id, as the SDK's own server does). Returns
         it, the answers applied, and the bytes its parts grew by."""
         assert turn.answers is not None
-        target = conversation.messages.order_by("-position").first()
+        target = conversation.messages.current().order_by("-position").first()
         answers = turn.answers(target, conversation)
         if target is None or target.role != "assistant":
             raise not_found()

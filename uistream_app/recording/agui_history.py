@@ -94,8 +94,8 @@ def stored_history_sync(run: Run) -> list[dict[str, Any]] | None:
     message = Message.objects.filter(pk=run.message_id).first()
     if message is None:
         return None
-    before = Message.objects.filter(conversation_id=message.conversation_id, position__lt=message.position)
-    history = ui_messages_to_agui([m.as_ui_message() for m in before.order_by("position")])
+    # Its own branch's: an older attempt's history is what it answered.
+    history = ui_messages_to_agui([m.as_ui_message() for m in message.branch_before()])
     if run.trigger != "continue":
         return history
     earlier = Run.objects.filter(message_id=message.pk, started_at__lt=run.started_at).order_by("started_at", "pk")

@@ -292,7 +292,7 @@ def interrupt_answers(
 def _resume_answer(entry: ApprovalAnswer, target: Message | None, conversation: Conversation) -> ToolAnswer:
     part = _part_for_interrupt(target, entry.interrupt_id) if target is not None else None
     if part is None:
-        earlier = conversation.messages.filter(role="assistant").exclude(pk=target.pk if target else None)
+        earlier = conversation.messages.current().filter(role="assistant").exclude(pk=target.pk if target else None)
         if any(_part_for_interrupt(m, entry.interrupt_id) is not None for m in earlier):
             raise Conflict(
                 f"{entry.where} answers an interrupt of a message that is no longer the last in this thread",

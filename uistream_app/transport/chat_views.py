@@ -107,7 +107,7 @@ class ChatView(ChatHooks, StreamView):
         ids = [m["id"] for m in chat.messages[-CHAT_LOOKUP_IDS:] if valid_id(m.get("id"))]
         if ids and owner.is_known:
             found = await (
-                Message.objects.filter(conversation__in=Conversation.objects.owned_by(owner))
+                Message.objects.filter(conversation__in=Conversation.objects.owned_by(owner), current=True)
                 .filter(Q(client_id__in=ids) | Q(pk__in=ids, client_id=""))
                 .values("conversation", "conversation__client_id")
                 .annotate(held=Count("pk"))
@@ -327,7 +327,7 @@ class StoredMessageStreamView(StreamView):
         version = resolve_sdk_version(request, uistream_settings.SDK_VERSION)
         message = None
         if valid_id(message_id):
-            message = await conversation.messages.with_client_id(message_id).filter(role="assistant").afirst()
+            message = await conversation.messages.current().with_client_id(message_id).filter(role="assistant").afirst()
         if message is None:
             raise not_found()
         run = await Run.objects.filter(message=message).order_by("-started_at").afirst()
