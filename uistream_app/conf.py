@@ -66,6 +66,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     "MAX_STORED_BYTES_PER_USER_PER_DAY": 200 * 1024 * 1024,
     "MAX_STORED_BYTES_PER_SESSION_PER_DAY": 20 * 1024 * 1024,
     "HISTORY_MAX_MESSAGES": 100,
+    "FEEDBACK_REASONS": ["inaccurate", "unhelpful", "incomplete", "harmful", "other"],
     "SCHEMA_PUBLIC": False,
     "SHUTDOWN_GRACE_SECONDS": 5,
     "EXECUTOR": "inprocess",
@@ -205,6 +206,11 @@ DESCRIPTIONS: Final[Mapping[str, str]] = {
         "(counted from the `Run` rows still `running`, the new one included): a turn past it is 429 `throttled`, "
         "nothing written (see [Owner caps](docs/operations.md#owner-caps)). On by default, whatever "
         "`THROTTLE_CLASSES` holds; `None`: no cap."
+    ),
+    "FEEDBACK_REASONS": (
+        "The reasons a user may give with feedback on an answer "
+        "(`POST conversations/<id>/messages/<message id>/feedback`'s `reason`; listed at "
+        "`conversations/feedback-reasons`): short codes, shown as they are. An empty list: no reason is taken."
     ),
     "MAX_ACTIVE_RUNS_PER_SESSION": ("`MAX_ACTIVE_RUNS_PER_USER` for an anonymous visitor's session. `None`: no cap."),
     "MAX_STORED_BYTES_PER_USER_PER_DAY": (
@@ -481,6 +487,11 @@ class UIStreamSettings:
     def THROTTLE_RATES(self) -> Mapping[str, str | None]:
         value: Mapping[str, str | None] = self._get("THROTTLE_RATES") or {}
         return value
+
+    @property
+    def FEEDBACK_REASONS(self) -> Sequence[str]:
+        value: Sequence[str] = self._get("FEEDBACK_REASONS") or ()
+        return tuple(str(reason) for reason in value)
 
     @property
     def MAX_ACTIVE_RUNS_PER_OWNER(self) -> int | None:

@@ -45,6 +45,7 @@ __all__ = [
     "ChatRateThrottle",
     "DailyBudget",
     "DjangoSessionAuthentication",
+    "FeedbackRateThrottle",
     "MaxActiveRunsThrottle",
     "MonthlyBudget",
     "OwnerBudget",
@@ -212,6 +213,23 @@ class ChatRateThrottle(SimpleRateThrottle):
         """The anonymous request's address (``client_address``), not DRF's
         reading of ``X-Forwarded-For``."""
         return client_address(request) or ""
+
+
+class FeedbackRateThrottle(ChatRateThrottle):
+    """Feedback sent per owner (the conversations API's ``feedback``
+    endpoint), counted as ``ChatRateThrottle`` counts: scope
+    ``feedback``, ``UISTREAM["THROTTLE_RATES"]["feedback"]``, else DRF's
+    ``DEFAULT_THROTTLE_RATES``, else ``DEFAULT_RATE``: a rating is one click,
+    and a client that sends hundreds a minute is not a person."""
+
+    scope = "feedback"
+    DEFAULT_RATE = "60/min"
+
+    def get_rate(self) -> str | None:
+        rates = uistream_settings.THROTTLE_RATES
+        if self.scope in rates:
+            return rates[self.scope]
+        return self.THROTTLE_RATES.get(self.scope, self.DEFAULT_RATE)
 
 
 class MaxActiveRunsThrottle(BaseThrottle):

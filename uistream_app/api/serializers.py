@@ -13,13 +13,25 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import ISO_8601, serializers
 
+from ..conf import settings as uistream_settings
 from ..errors import Codes
 from ..inspect.formats import transcript_formats
-from ..models import Conversation, Message, Run
+from ..models import Conversation, Feedback, Message, Run
 from ..protocol.jsonbody import MAX_DEPTH, NestingError, depth_ok, parse_json
 from ..transport.chat_request import ID_RE
 
-__all__ = ["BoundedJSONField", "ConversationSerializer", "IsoDateTimeField", "RunSerializer", "UIMessageSerializer"]
+__all__ = [
+    "BoundedJSONField",
+    "ConversationSerializer",
+    "FeedbackSerializer",
+    "IsoDateTimeField",
+    "RunSerializer",
+    "UIMessageSerializer",
+    "VersionSwitchSerializer",
+]
+
+#: The longest feedback comment kept (characters).
+MAX_COMMENT_CHARS = 4000
 
 
 class IsoDateTimeField(serializers.DateTimeField):
@@ -110,6 +122,35 @@ class UIMessageSerializer(serializers.Serializer[Message]):
 
     def to_representation(self, instance: Message) -> dict[str, Any]:
         return instance.as_ui_message()
+
+
+class FeedbackSerializer(serializers.Serializer[Feedback]):
+    """A rating of an answer, as sent (``rating``, an optional ``reason``
+    of ``UISTREAM["FEEDBACK_REASONS"]`` and ``comment``) and as shown
+    (``Feedback.as_json``)."""
+
+    rating = serializers.ChoiceField(choices=Feedback.Rating.choices)
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=64, default="")
+    comment = serializers.CharField(
+        required=False, allow_blank=True, max_length=MAX_COMMENT_CHARS, default="", trim_whitespace=True
+    )
+
+    def validate_reason(self, value: str) -> str:
+        reasons = uistream_settings.FEEDBACK_REASONS
+        if value and value not in reasons:
+            allowed = ", ".join(reasons) if reasons else "none"
+            raise serializers.ValidationError(f"{value!r} is not a feedback reason; use one of: {allowed}")
+        return value
+
+    def to_representation(self, instance: Feedback) -> dict[str, Any]:
+        return instance.as_json()
+
+
+class VersionSwitchSerializer(serializers.Serializer[Message]):
+    """Which version of a message the current branch goes through (1 is
+    the oldest)."""
+
+    version = serializers.IntegerField(min_value=1)
 
 
 def _ms(delta: Any) -> int | None:

@@ -10,8 +10,19 @@ from . import views
 
 conversation_patterns = [
     path("", views.ConversationListView.as_view(), name="conversation-list"),
+    path("feedback-reasons", views.FeedbackReasonsView.as_view(), name="feedback-reasons"),
     path("<str:pk>/", views.ConversationDetailView.as_view(), name="conversation-detail"),
     path("<str:pk>/messages/", views.ConversationMessagesView.as_view(), name="conversation-messages"),
+    path(
+        "<str:pk>/messages/<str:message_id>/feedback",
+        views.MessageFeedbackView.as_view(),
+        name="message-feedback",
+    ),
+    path(
+        "<str:pk>/messages/<str:message_id>/versions",
+        views.MessageVersionsView.as_view(),
+        name="message-versions",
+    ),
 ]
 
 run_patterns = [

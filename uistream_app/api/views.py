@@ -20,25 +20,39 @@ from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
-from rest_framework.exceptions import APIException, NotFound
+from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from ..conf import settings as uistream_settings
 from ..errors import Codes
 from ..inspect.formats import astream_transcript, download_name, get_format, stream_transcript, transcript_formats
+from ..lifecycle.branches import switch_to, versions
+from ..lifecycle.feedback import rate, unrate
 from ..lifecycle.leases import settle_chat_orphans
 from ..lifecycle.store import new_chat_id
 from ..live import get_broker
-from ..models import Conversation, Message, Run
+from ..models import Conversation, Feedback, Message, Run
+from ..policies import FeedbackRateThrottle
 from .filters import ApiOrderingFilter, ApiSearchFilter, RunFilter, UpdatedRangeFilter
 from .permissions import ChatOwner, OwnedMixin
-from .serializers import ConversationSerializer, RunSerializer, UIMessageSerializer
+from .serializers import (
+    ConversationSerializer,
+    FeedbackSerializer,
+    RunSerializer,
+    UIMessageSerializer,
+    VersionSwitchSerializer,
+)
 
 __all__ = [
     "ConversationDetailView",
     "ConversationListView",
     "ConversationMessagesView",
+    "FeedbackReasonsView",
+    "MessageFeedbackView",
+    "MessageVersionsView",
     "RunDetailView",
     "RunListView",
     "RunTranscriptView",
@@ -120,8 +134,11 @@ class ConversationDetailView(OwnedMixin, generics.RetrieveUpdateDestroyAPIView[C
 
 
 class ConversationMessagesView(OwnedMixin, generics.ListAPIView[Message]):
-    """The conversation's messages, in order, as ``UIMessage`` objects: pass
-    ``results`` to ``useChat({ id, messages })`` to reload a chat."""
+    """The conversation's current branch, in order, as ``UIMessage``
+    objects: pass ``results`` to ``useChat({ id, messages })`` to reload a
+    chat. Beside them, by message id, the page's ``feedback`` (each rated
+    answer's) and ``versions`` (``{"count", "current"}`` of each message
+    with more than one: a regenerated answer, an edited question)."""
 
     serializer_class = UIMessageSerializer
     permission_classes = (ChatOwner,)
@@ -132,6 +149,139 @@ class ConversationMessagesView(OwnedMixin, generics.ListAPIView[Message]):
             return Message.objects.none()
         conversation = get_object_or_404(self.owned_conversations(), client_id=self.kwargs["pk"])
         return Message.objects.filter(conversation=conversation).current().order_by("position")
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        queryset = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(queryset)
+        if page is None:
+            return Response(self.get_serializer(queryset, many=True).data)
+        rows = list(page)
+        response = self.get_paginated_response(self.get_serializer(rows, many=True).data)
+        by_key = {m.pk: m.ui_id for m in rows}
+        response.data["feedback"] = {
+            by_key[f.message_id]: f.as_json() for f in Feedback.objects.filter(message_id__in=list(by_key))
+        }
+        response.data["versions"] = {by_key[key]: v.as_json() for key, v in versions(rows).items()}
+        return response
+
+
+class _OneMessageMixin(OwnedMixin):
+    """A view of one message of the owner's conversation ``pk``, named by
+    the id its client knows (``message_id``)."""
+
+    def owned_conversation(self) -> Conversation:
+        return get_object_or_404(self.owned_conversations(), client_id=self.kwargs["pk"])
+
+    def not_found(self) -> NotFound:
+        return NotFound("no such message in this conversation")
+
+
+class MessageFeedbackView(_OneMessageMixin, generics.GenericAPIView[Feedback]):
+    """The owner's feedback on an answer (an assistant message, any of its
+    versions): ``POST`` rates it (201, then 200 when it changes it),
+    ``DELETE`` takes the rating back (204). Throttled per owner
+    (``FeedbackRateThrottle``) besides the project's own throttles."""
+
+    serializer_class = FeedbackSerializer
+    permission_classes = (ChatOwner,)
+
+    def get_throttles(self) -> list[Any]:
+        return [*super().get_throttles(), FeedbackRateThrottle()]
+
+    def rated_message(self) -> Message:
+        message = (
+            self.owned_conversation()
+            .messages.filter(role="assistant")
+            .with_client_id(self.kwargs["message_id"])
+            .order_by("-current", "-created_at")
+            .first()
+        )
+        if message is None:
+            raise NotFound("no such answer in this conversation (only assistant messages are rated)")
+        return message
+
+    @extend_schema(responses={200: FeedbackSerializer, 201: FeedbackSerializer})
+    def post(self, request: Request, pk: str, message_id: str) -> Response:
+        message = self.rated_message()
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        feedback, created = rate(message, **serializer.validated_data)
+        return Response(feedback.as_json(), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, pk: str, message_id: str) -> Response:
+        if not unrate(self.rated_message()):
+            raise NotFound("this answer has no feedback")
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class FeedbackReasonsView(OwnedMixin, generics.GenericAPIView[Feedback]):
+    """The reasons feedback may give (``UISTREAM["FEEDBACK_REASONS"]``)."""
+
+    permission_classes = (ChatOwner,)
+    serializer_class = FeedbackSerializer  # for the schema only
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request) -> Response:
+        return Response({"reasons": list(uistream_settings.FEEDBACK_REASONS)})
+
+
+class MessageVersionsView(_OneMessageMixin, generics.GenericAPIView[Message]):
+    """The versions of a message of the current branch (a regenerated
+    answer's, an edited question's), oldest first: ``GET`` lists them,
+    ``POST {"version": N}`` makes the current branch go through version N,
+    with what followed it when it was last current (409 while a reply
+    streams in the chat)."""
+
+    serializer_class = VersionSwitchSerializer
+    permission_classes = (ChatOwner,)
+
+    def current_message(self, conversation: Conversation) -> Message:
+        message = conversation.messages.current().with_client_id(self.kwargs["message_id"]).first()
+        if message is None:
+            raise self.not_found()
+        return message
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request, pk: str, message_id: str) -> Response:
+        message = self.current_message(self.owned_conversation())
+        found = list(message.versions())
+        return Response(
+            {
+                "current": found.index(message) + 1,
+                "results": [
+                    {
+                        "number": number,
+                        "id": version.ui_id,
+                        "current": version.current,
+                        "createdAt": version.created_at.isoformat(),
+                        "message": version.as_ui_message(),
+                    }
+                    for number, version in enumerate(found, 1)
+                ],
+            }
+        )
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT})
+    def post(self, request: Request, pk: str, message_id: str) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        number: int = serializer.validated_data["version"]
+        with transaction.atomic():
+            conversation = self.owned_conversations().select_for_update().filter(client_id=pk).first()
+            if conversation is None:
+                raise NotFound()
+            # Under the row's lock: a turn that took the chat's slot first
+            # is seen here; one that takes it later waits for this switch.
+            async_to_sync(settle_chat_orphans)(conversation.pk)
+            if async_to_sync(get_broker().active_run)(conversation.pk) is not None:
+                raise Conflict("a reply is still streaming in this chat; stop it first", code=Codes.RUN_ACTIVE)
+            found = list(self.current_message(conversation).versions())
+            if number > len(found):
+                raise ValidationError({"version": [f"this message has {len(found)} versions"]})
+            switch_to(conversation, found[number - 1])
+            conversation.save(update_fields=["updated_at"])
+        return Response({"current": number, "count": len(found)})
 
 
 class RunListView(OwnedMixin, generics.ListAPIView[Run]):

@@ -83,6 +83,7 @@ class Runner:
             owner_kind="user" if prepared.owner.user is not None else "anonymous",
             content=uistream_settings.TRACE_CONTENT,
         )
+        prepared.run.span_id = telemetry.run_span_id(context)
         run: Coroutine[Any, Any, None] = execute_run(
             source,
             encoder,

@@ -220,6 +220,7 @@ class RunRecorder:
                 "finished_at": self._at(self._offset_ms(self._clock())),
                 "first_chunk_at": self._first_chunk_at,
                 "trace_id": self.run.trace_id,
+                "span_id": self.run.span_id,
             }
             if self._policy_decisions:
                 fields["decisions"] = [*(self.run.decisions or []), *self._policy_decisions]

@@ -58,6 +58,8 @@ __all__ = [
     "current_context",
     "end_run",
     "in_context",
+    "record_feedback",
+    "run_span_id",
     "start_run",
     "tool_failed",
     "trace_model_call",
@@ -93,6 +95,15 @@ ERROR_TYPE: Final = "error.type"
 RUN_ID: Final = "uistream.run.id"
 RUN_STATUS: Final = "uistream.run.status"
 OWNER_KIND: Final = "uistream.owner.kind"
+# A user's feedback on an answer: the conventions' evaluation event.
+EVALUATION_EVENT: Final = "gen_ai.evaluation.result"
+EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+FEEDBACK_REASON: Final = "uistream.feedback.reason"
+#: ``gen_ai.evaluation.name`` of a user's rating.
+USER_FEEDBACK: Final = "user_feedback"
 TOOL_OUTCOME: Final = "uistream.tool.outcome"
 
 #: ``gen_ai.provider.name`` by the module of a model's class.
@@ -167,6 +178,17 @@ def start_run(
     return context, format(span.get_span_context().trace_id, "032x")
 
 
+def run_span_id(context: contextvars.Context | None) -> str:
+    """The span id (16 hex digits) of the run span current in ``context``
+    (``start_run``'s), or "" when nothing records."""
+    if context is None:
+        return ""
+    run = context.get(_RUN)
+    if run is None:
+        return ""
+    return format(run.span.get_span_context().span_id, "016x")
+
+
 def _enter_run(span: Any, run: _RunTrace) -> None:
     # Never detached: the context is the run task's own and ends with it.
     otel_context.attach(trace.set_span_in_context(span))
@@ -197,6 +219,49 @@ def end_run(
         span.set_attribute(ERROR_TYPE, "interrupted")
         span.set_status(Status(StatusCode.ERROR, "the process stopped before the run ended"))
     span.end()
+
+
+# -- feedback -------------------------------------------------------------------
+
+
+def record_feedback(
+    *, trace_id: str, span_id: str, run_id: str, rating: str, reason: str, comment: str, content: bool = False
+) -> bool:
+    """Send a user's rating of a run's answer as the GenAI conventions'
+    evaluation event (``gen_ai.evaluation.result``, named
+    ``user_feedback``, score 1 up and -1 down), on a span ``feedback``
+    whose parent is the run's span (``trace_id`` / ``span_id``, stored on
+    the run when it was traced), so a tracing backend shows the score on
+    the run's trace. The comment goes on it only with ``content``
+    (``TRACE_CONTENT``: it is the user's words). Returns whether a span
+    was recorded: not without the extra, a provider, or a traced run."""
+    if not ENABLED or not trace_id or not span_id:
+        return False
+    try:
+        parent = trace.SpanContext(
+            trace_id=int(trace_id, 16),
+            span_id=int(span_id, 16),
+            is_remote=True,
+            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+        )
+    except ValueError:
+        return False
+    context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
+    span = _get_tracer().start_span("feedback", context=context, kind=SpanKind.INTERNAL, attributes={RUN_ID: run_id})
+    if not span.is_recording():
+        return False
+    attributes: dict[str, Any] = {
+        EVALUATION_NAME: USER_FEEDBACK,
+        EVALUATION_SCORE_LABEL: rating,
+        EVALUATION_SCORE_VALUE: 1.0 if rating == "up" else -1.0,
+    }
+    if reason:
+        attributes[FEEDBACK_REASON] = reason
+    if content and comment:
+        attributes[EVALUATION_EXPLANATION] = comment
+    span.add_event(EVALUATION_EVENT, attributes=attributes)
+    span.end()
+    return True
 
 
 # -- model calls ----------------------------------------------------------------
