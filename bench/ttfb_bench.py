@@ -34,11 +34,19 @@ from http_bench import Client, Server, encode_request, parse_head
 from uistream_app.protocol.sse import SSEParser
 
 
-def turn(client: Client, chat_id: str, history: list[dict[str, Any]], text: str) -> tuple[float, dict[str, Any]]:
-    """One turn: (seconds to the first body byte, the assistant message)."""
-    message = {"id": "u-" + uuid.uuid4().hex[:16], "role": "user", "parts": [{"type": "text", "text": text}]}
-    history.append(message)
-    body = json.dumps({"id": chat_id, "trigger": "submit-message", "messages": history}).encode()
+def turn(
+    client: Client, chat_id: str, history: list[dict[str, Any]], text: str, *, regenerate: bool = False
+) -> tuple[float, dict[str, Any]]:
+    """One turn: (seconds to the first body byte, the assistant message).
+    ``regenerate``: useChat's ``regenerate()`` of the last answer instead
+    (the history without it, ``messageId`` naming it): a new version."""
+    request: dict[str, Any] = {"id": chat_id, "trigger": "submit-message", "messages": history}
+    if regenerate:
+        request.update(trigger="regenerate-message", messageId=history.pop()["id"])
+    else:
+        message = {"id": "u-" + uuid.uuid4().hex[:16], "role": "user", "parts": [{"type": "text", "text": text}]}
+        history.append(message)
+    body = json.dumps(request).encode()
     raw = encode_request("POST", "/api/chat", body, client.headers(client.chat_headers()))
     data = b""
     with socket.create_connection((HOST, client.port), timeout=120) as sock:
@@ -79,9 +87,34 @@ def turn(client: Client, chat_id: str, history: list[dict[str, Any]], text: str)
     return first, assistant
 
 
+def messages_page(client: Client, chat_id: str) -> tuple[float, int, int]:
+    """``GET conversations/<id>/messages/`` (what a reload loads), as the
+    chat's owner: (median ms of 9, bytes, messages on the page)."""
+    raw = encode_request("GET", f"/api/conversations/{chat_id}/messages/", b"", client.headers())
+    times, data = [], b""
+    for _ in range(9):
+        data = b""
+        with socket.create_connection((HOST, client.port), timeout=120) as sock:
+            t0 = time.perf_counter()
+            sock.sendall(raw)
+            while chunk := sock.recv(1 << 16):
+                data += chunk
+            times.append((time.perf_counter() - t0) * 1000)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    status, headers = parse_head(head)
+    if status != 200:
+        raise RuntimeError(f"messages page: {status} {rest[:300]!r}")
+    if ("Transfer-Encoding", "chunked") in headers:
+        rest, _ = http_bench.dechunk(rest)
+    return statistics.median(times), len(rest), len(json.loads(rest)["results"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=500)
+    parser.add_argument(
+        "--versions", type=int, default=1, help="versions of each answer: each turn regenerated N-1 times (issue 34)"
+    )
     parser.add_argument("--server", choices=sorted(http_bench.SERVERS), default="uvicorn")
     parser.add_argument("--root", type=Path, default=None, help="the checkout the server runs (default: this one)")
     args = parser.parse_args()
@@ -98,7 +131,10 @@ def main() -> None:
         for _ in range(args.turns):
             seconds, _assistant = turn(client, chat_id, history, "count to 3")
             times.append(seconds)
+            for _ in range(args.versions - 1):
+                turn(client, chat_id, history, "", regenerate=True)
         size = len(json.dumps({"id": chat_id, "messages": history}))
+        page_ms, page_bytes, page_count = messages_page(client, chat_id)
     finally:
         server.stop()
     first, last = statistics.median(times[:10]), statistics.median(times[-10:])
@@ -106,6 +142,10 @@ def main() -> None:
     print(f"time to first byte, turns 1-10:   {first * 1000:7.1f} ms (median)")
     print(f"time to first byte, turns {args.turns - 9}-{args.turns}: {last * 1000:7.1f} ms (median)")
     print(f"ratio last / first: {last / first:.2f}x   (request body at the end: {size / 1024:.0f} KiB)")
+    print(
+        f"the messages API's first page ({page_count} messages of {args.versions} version(s) each answer): "
+        f"{page_ms:.1f} ms (median of 9), {page_bytes / 1024:.0f} KiB"
+    )
 
 
 if __name__ == "__main__":

@@ -205,6 +205,9 @@ async def test_the_summary_is_written_once_and_reused_on_the_next_turn() -> None
     assert_tool_calls_paired(sent)
     stored = (await Conversation.objects.aget(client_id="h-sum")).history_summary
     assert stored["through"] == "h-sum-a290"
+    # Its row, by key: the versions of a question share its id.
+    through = await Message.objects.current().aget(conversation__client_id="h-sum", position=stored["through_position"])
+    assert (stored["through_key"], through.ui_id) == (through.pk, "h-sum-a290")
     assert stored["model"] == "summariser"
     record = await recorded("h-sum")
     assert record["summary"]["through"] == "h-sum-a290"

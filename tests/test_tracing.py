@@ -491,6 +491,48 @@ def test_under_wsgi_the_run_is_a_child_of_the_request_span(spans: None, monkeypa
     ]
 
 
+def test_feedback_on_an_answer_is_an_evaluation_on_the_runs_trace(server: str) -> None:
+    """A rating of an answer is the GenAI conventions' evaluation event, on
+    a span under the run's own span, in the run's trace: a tracing backend
+    shows the score beside the run. The comment is the user's words: only
+    with TRACE_CONTENT."""
+    browser = Browser(server)
+    response = browser.post("/api/chat", browser.chat_body("rated-1", "count to 2"))
+    assert response.status_code == 200, response.text
+    wait_for(run_finished, "the run to be stored")
+    run = Run.objects.get()
+    wait_for(lambda: any(r["name"].startswith("invoke_agent") for r in finished()), "the run's span")
+    agent = the(finished(), "invoke_agent")
+    assert (run.trace_id, run.span_id) == (agent["trace_id"], agent["span_id"])
+    answer = run.conversation.messages.get(role="assistant")
+    url = f"/api/conversations/rated-1/messages/{answer.pk}/feedback"
+
+    assert browser.post(url, {"rating": "down", "reason": "inaccurate", "comment": "wrong"}).status_code == 201
+    with override_settings(UISTREAM={**SETTINGS, "TRACE_CONTENT": True}):
+        assert browser.post(url, {"rating": "up", "comment": "fine after all"}).status_code == 200
+
+    first, second = [span for span in EXPORTER.get_finished_spans() if span.name == "feedback"]
+    for span in (first, second):
+        record = span_record(span)
+        assert (record["trace_id"], record["parent_id"]) == (run.trace_id, run.span_id)
+        assert record["attributes"]["uistream.run.id"] == str(run.pk)
+    (down,) = first.events
+    (up,) = second.events
+    assert down.name == up.name == "gen_ai.evaluation.result"
+    assert dict(down.attributes or {}) == {
+        GA.GEN_AI_EVALUATION_NAME: "user_feedback",
+        GA.GEN_AI_EVALUATION_SCORE_LABEL: "down",
+        GA.GEN_AI_EVALUATION_SCORE_VALUE: -1.0,
+        "uistream.feedback.reason": "inaccurate",
+    }
+    assert dict(up.attributes or {}) == {
+        GA.GEN_AI_EVALUATION_NAME: "user_feedback",
+        GA.GEN_AI_EVALUATION_SCORE_LABEL: "up",
+        GA.GEN_AI_EVALUATION_SCORE_VALUE: 1.0,
+        GA.GEN_AI_EVALUATION_EXPLANATION: "fine after all",
+    }
+
+
 # -- the demo's exporter --------------------------------------------------------
 
 

@@ -363,7 +363,7 @@ class SummarizeOlder(HistoryStrategy):
         )
         if isinstance(summary, dict) and isinstance(summary.get("through_position"), int):
             rows = list(messages.filter(position__gte=summary["through_position"]))
-            if rows and rows[0].ui_id == summary.get("through"):
+            if rows and _summary_ends_at(summary, rows[0]):
                 return rows
         return list(messages)
 
@@ -374,6 +374,12 @@ class SummarizeOlder(HistoryStrategy):
         ids = [str(m.get("id", "")) for m in history]
         rest = history
         text = ""
+        if isinstance(summary, dict) and summary.get("through_key"):
+            # Versions of a question share its id: the summary's own row
+            # must be on the current branch, or it summarizes another branch.
+            on_branch = await Message.objects.filter(pk=summary["through_key"], current=True).aexists()
+            if not on_branch:
+                summary = None
         if isinstance(summary, dict) and summary.get("through") in ids:
             rest = history[ids.index(summary["through"]) + 1 :]
             text = str(summary.get("text", ""))
@@ -386,16 +392,18 @@ class SummarizeOlder(HistoryStrategy):
             older, rest = rest[:cut], rest[cut:]
             text = await self.summarize(text, older, build)
             through = older[-1]
-            position = (
+            found = (
                 await Message.objects.filter(conversation_id=key)
                 .current()
                 .with_client_id(str(through["id"]))
-                .values_list("position", flat=True)
+                .values_list("position", "pk")
                 .afirst()
             )
+            position, through_key = found if found is not None else (None, "")
             summary = {
                 "text": text,
                 "through": str(through["id"]),
+                "through_key": through_key,
                 "through_position": position,
                 "covers": (summary or {}).get("covers", 0) + len(older),
                 "model": model_name(self._model(build.model)),
@@ -451,3 +459,12 @@ def load_strategy(value: Any, setting: str = "UISTREAM['HISTORY_STRATEGY']") -> 
     if not isinstance(value, HistoryStrategy):
         raise TypeError(f"a history strategy is a HistoryStrategy, not {value!r}")
     return value
+
+
+def _summary_ends_at(summary: dict[str, Any], message: Message) -> bool:
+    """Whether the stored summary covers the branch up to ``message``: its
+    key, for a summary that stored it (the versions of an edited question
+    share its id); its id, for one written before versions were kept."""
+    if summary.get("through_key"):
+        return bool(message.pk == summary["through_key"])
+    return message.ui_id == summary.get("through")

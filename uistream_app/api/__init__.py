@@ -5,8 +5,16 @@ needs besides the stream itself.
   ``updated_after``/``updated_before``) and create;
 * ``conversations/<id>/``: retrieve, rename (``PATCH {"title": ...}``),
   delete;
-* ``conversations/<id>/messages/``: the messages as ``UIMessage`` objects,
-  ready for ``useChat({ messages })``;
+* ``conversations/<id>/messages/``: the current branch's messages as
+  ``UIMessage`` objects, ready for ``useChat({ messages })``, with the
+  page's ``feedback`` and ``versions`` beside them, by message id;
+* ``conversations/<id>/messages/<message id>/feedback``: ``POST`` rates an
+  answer (``{"rating": "up" | "down", "reason", "comment"}``; 201, then 200
+  when it changes it), ``DELETE`` takes the rating back;
+  ``conversations/feedback-reasons`` lists the reasons;
+* ``conversations/<id>/messages/<message id>/versions``: a regenerated
+  answer's or an edited question's versions (``GET``), and ``POST
+  {"version": N}`` makes the current branch go through the N-th;
 * ``runs/`` (``conversation``, ``status``, ``model`` filters) and
   ``runs/<id>/``: a stored run, never its ``error_detail``;
 * ``runs/<id>/transcript/<format>/``: the run's wire in any registered

@@ -8,7 +8,9 @@ processes, ``limits.py`` cuts it when it spends too much, and
 ``shutdown.py`` ends it in time on SIGTERM. Below them the process's
 resources runs share: the sync lanes (``threads.py``), the WSGI portal's
 event loop (``portal.py``), the MCP servers' sessions (``mcp.py``).
-``spend.py`` totals what the runs of an owner spent.
+``spend.py`` totals what the runs of an owner spent. ``branches.py`` keeps
+every attempt (a regenerate's, an edit's) on its branch and switches the
+current one; ``feedback.py`` stores what a user thought of an answer.
 
 docs/architecture.md, "The flow", walks through it.
 """
