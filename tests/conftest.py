@@ -87,6 +87,7 @@ def _lanes_let_go_of_the_test_database(django_db_setup: None, django_db_blocker:
 ONE_WORKER_MODULES = {
     "tests/test_e2e_browser.py": 2,
     "tests/test_admin_browser.py": 1,
+    "tests/test_feedback_browser.py": 1,
     "tests/test_consumer.py": 1,
     "tests/test_media_types.py": 1,
     "tests/test_packaging.py": 1,
@@ -111,6 +112,7 @@ SLOW_FIRST = (
     "tests/test_threads.py",
     "tests/test_consumer.py",
     "tests/test_admin_browser.py",
+    "tests/test_feedback_browser.py",
 )
 
 

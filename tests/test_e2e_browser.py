@@ -6,7 +6,7 @@ What a newcomer would try: ask about the weather and see the tool cards and
 the answer; reload in the middle of an answer and watch it resume to the
 same final text; stop an answer and find it stopped after a reload; approve
 and deny an email the model wants to send (also after a reload); edit and
-regenerate; the conversation list; a phone-sized screen; the run's
+regenerate, and switch between the versions they keep; the conversation list; a phone-sized screen; the run's
 transcript in the admin; a Markdown table; the WebSocket transport; an
 error and its retry; someone else's chat; a picture attached.
 
@@ -32,6 +32,7 @@ import urllib.request
 import zlib
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -67,30 +68,28 @@ def require(ready: bool, message: str) -> None:
 # -- the demo server and the browser ----------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The demo at http://127.0.0.1:PORT, on its own SQLite database."""
-    require(BUILT_PAGE.is_file(), f"the chat page is not built ({BUILT_PAGE} is missing): run scripts/setup")
-    workdir = tmp_path_factory.mktemp("demo")
+def demo_env(**extra: str) -> dict[str, str]:
+    """The demo server's environment: the demo settings, its offline model
+    pacing its deltas ``DELAY_MS`` apart, in-process, whatever this shell
+    has configured; then ``extra`` (``DATABASE_URL`` at least)."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "demo_project.settings",
-        "DATABASE_URL": f"sqlite:///{workdir / 'db.sqlite3'}",
         "UISTREAM_DEMO_DELAY_MS": DELAY_MS,
         "DJANGO_DEBUG": "1",
-        "DJANGO_SUPERUSER_PASSWORD": ADMIN_PASSWORD,
     }
-    # Offline, in-process: whatever this shell has configured.
     for name in ("REDIS_URL", "OPENAI_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "DJANGO_ALLOWED_HOSTS"):
         env.pop(name, None)
+    return {**env, **extra}
 
-    def manage(*args: str) -> None:
-        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True)
 
-    manage("migrate", "--noinput")
-    manage("createsuperuser", "--noinput", "--username", "admin", "--email", "admin@example.com")
+@contextmanager
+def demo_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """``manage.py runserver`` with ``env`` on a free port, its output in
+    ``log_path``: the demo's base URL once it answers, stopped at the end."""
+    require(BUILT_PAGE.is_file(), f"the chat page is not built ({BUILT_PAGE} is missing): run scripts/setup")
     port = free_port()
-    log = (workdir / "server.log").open("wb")
+    log = log_path.open("wb")
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
         cwd=ROOT,
@@ -109,9 +108,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     log.flush()
-                    raise RuntimeError(
-                        "the demo did not start: " + (workdir / "server.log").read_text()[-2000:]
-                    ) from None
+                    raise RuntimeError("the demo did not start: " + log_path.read_text()[-2000:]) from None
                 time.sleep(0.1)
         yield base
     finally:
@@ -122,6 +119,22 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The demo at http://127.0.0.1:PORT, on its own SQLite database."""
+    require(BUILT_PAGE.is_file(), f"the chat page is not built ({BUILT_PAGE} is missing): run scripts/setup")
+    workdir = tmp_path_factory.mktemp("demo")
+    env = demo_env(DATABASE_URL=f"sqlite:///{workdir / 'db.sqlite3'}", DJANGO_SUPERUSER_PASSWORD=ADMIN_PASSWORD)
+
+    def manage(*args: str) -> None:
+        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True)
+
+    manage("migrate", "--noinput")
+    manage("createsuperuser", "--noinput", "--username", "admin", "--email", "admin@example.com")
+    with demo_server(env, workdir / "server.log") as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
@@ -476,14 +489,29 @@ def test_edit_regenerate_and_the_conversation_list(page: Any, demo: str) -> None
     assert answer_text(page) == "2 + 3 = 5."
     expect(page.locator(".message")).to_have_count(2)
     assert last_answer(page).get_attribute("data-message-id") != answer_id
+    # Both attempts are kept: "‹ 2/2 ›" (tests/test_feedback_browser.py switches between them).
+    expect(last_answer(page).get_by_role("group", name="Versions")).to_contain_text("2/2")
 
-    page.locator(".message.user").get_by_role("button", name="Edit").click()
+    question = page.locator(".message.user")
+    question.get_by_role("button", name="Edit").click()
     page.get_by_label("Edit message").fill("compute 4 * 5")
     page.get_by_role("button", name="Save & resend").click()
     wait_for_text(page, "4 * 5 = 20.")
     wait_ready(page)
     expect(page.locator(".message")).to_have_count(2)
-    expect(page.locator(".message.user")).to_have_text(re.compile("compute 4 \\* 5"))
+    expect(question).to_have_text(re.compile("compute 4 \\* 5"))
+    # The question before its edit is kept too, with the answer last shown under it.
+    versions = question.get_by_role("group", name="Versions")
+    expect(versions).to_contain_text("2/2")
+    versions.get_by_role("button", name="Previous version").click()
+    expect(question).to_have_text(re.compile("compute 2 \\+ 3"))
+    expect(versions).to_contain_text("1/2")
+    expect(last_answer(page).locator(".text")).to_have_text("2 + 3 = 5.")
+    expect(last_answer(page).get_by_role("group", name="Versions")).to_contain_text("2/2")
+    versions.get_by_role("button", name="Next version").click()
+    expect(question).to_have_text(re.compile("compute 4 \\* 5"))
+    expect(last_answer(page).locator(".text")).to_have_text("4 * 5 = 20.")
+    expect(page.locator(".message")).to_have_count(2)
 
     # A new chat, then back to the first one through the list.
     page.get_by_role("button", name="+ New chat").click()

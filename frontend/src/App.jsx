@@ -26,6 +26,8 @@ function rememberMade(id) {
   sessionStorage.setItem(MADE_HERE, JSON.stringify(ids));
 }
 
+const NOTHING_STORED = { messages: [], feedback: {}, versions: {}, statuses: {} };
+
 function chatIdFromAddress() {
   return new URLSearchParams(window.location.search).get('chat');
 }
@@ -146,7 +148,7 @@ export function App() {
   });
   const [conversations, setConversations] = useState([]);
   const [listError, setListError] = useState(null);
-  const [loaded, setLoaded] = useState(null); // {chatId, messages, statuses}
+  const [loaded, setLoaded] = useState(null); // {chatId, messages, feedback, versions, statuses}
   const [loadError, setLoadError] = useState(null);
   const [notFound, setNotFound] = useState(null); // the chat id the server does not know
   const [menuOpen, setMenuOpen] = useState(false);
@@ -174,23 +176,23 @@ export function App() {
     // Once, on mount.
   }, []);
 
-  // The open chat's stored messages (and how its answers ended), before
-  // useChat starts on them.
+  // The open chat's stored messages (with their feedback and versions,
+  // and how its answers ended), before useChat starts on them.
   useEffect(() => {
     const controller = new AbortController();
     setLoadError(null);
     setNotFound(null);
     if (fresh.current.has(chatId)) {
-      setLoaded({ chatId, messages: [], statuses: {} });
+      setLoaded({ chatId, ...NOTHING_STORED });
       return undefined;
     }
     setLoaded(null);
     Promise.all([api.messages(chatId, controller.signal), api.runStatuses(chatId, controller.signal)]).then(
-      ([messages, statuses]) => setLoaded({ chatId, messages, statuses }),
+      ([page, statuses]) => setLoaded({ chatId, ...page, statuses }),
       error => {
         if (error.name === 'AbortError') return;
         if (error.status !== 404) setLoadError(error.message);
-        else if (madeHere().has(chatId)) setLoaded({ chatId, messages: [], statuses: {} });
+        else if (madeHere().has(chatId)) setLoaded({ chatId, ...NOTHING_STORED });
         // Someone else's chat reads the same as a missing one (the server
         // says 404 for both).
         else setNotFound(chatId);
@@ -303,6 +305,8 @@ export function App() {
             key={chatId}
             chatId={chatId}
             initialMessages={loaded.messages}
+            initialFeedback={loaded.feedback}
+            initialVersions={loaded.versions}
             initialStatuses={loaded.statuses}
             onActivity={refreshList}
           />

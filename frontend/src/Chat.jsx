@@ -2,7 +2,10 @@
 // `resume: true` picks up an answer that is still streaming (after a
 // reload, say), stop goes through the server's stop endpoint, and approvals
 // are sent by the chat itself once every pending call is answered. Files
-// chosen in the composer go with the message as file parts.
+// chosen in the composer go with the message as file parts. Each answer can
+// be rated, and a message with several versions (a regenerate, an edit)
+// switches between them through the API: the messages are loaded again
+// after a switch, and the versions after each answer.
 
 import { useChat } from '@ai-sdk/react';
 import {
@@ -13,6 +16,7 @@ import {
 } from 'ai';
 import { WorkflowChatTransport } from '@workflow/ai';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { FeedbackButtons, VersionSwitcher } from './actions.jsx';
 import { agent, api, csrfHeaders, errorText, transportName, urls } from './api.js';
 import { MessageParts } from './parts.jsx';
 
@@ -181,7 +185,7 @@ function Composer({ busy, stopping, onSend, onStop }) {
   );
 }
 
-function UserMessage({ message, editable, onEdit }) {
+function UserMessage({ message, editable, onEdit, versions, switching, onSwitch }) {
   const [draft, setDraft] = useState(null);
   if (draft !== null) {
     return (
@@ -209,11 +213,14 @@ function UserMessage({ message, editable, onEdit }) {
       <div className="bubble">
         <MessageParts message={message} />
       </div>
-      {editable && (
+      {(editable || versions) && (
         <div className="message-actions">
-          <button type="button" className="edit" onClick={() => setDraft(textOf(message))}>
-            Edit
-          </button>
+          {versions && <VersionSwitcher versions={versions} disabled={switching} onSwitch={onSwitch} />}
+          {editable && (
+            <button type="button" className="edit" onClick={() => setDraft(textOf(message))}>
+              Edit
+            </button>
+          )}
         </div>
       )}
     </div>
@@ -225,15 +232,32 @@ function UserMessage({ message, editable, onEdit }) {
 const waitsForApproval = message =>
   message.parts.some(p => isToolUIPart(p) && (p.state === 'approval-requested' || p.state === 'approval-responded'));
 
-function AssistantMessage({ message, runStatus, busy, isLast, onApproval, onRegenerate }) {
+function AssistantMessage({
+  message,
+  runStatus,
+  busy,
+  isLast,
+  onApproval,
+  onRegenerate,
+  feedback,
+  onRate,
+  onUnrate,
+  versions,
+  switching,
+  onSwitch,
+}) {
   const badge = RUN_BADGES[runStatus];
   const canRegenerate = isLast && !busy && !waitsForApproval(message);
+  // The answer on its way is not rated yet (nor stored whole).
+  const streaming = isLast && busy;
   return (
     <div className="message assistant" data-message-id={message.id} data-run-status={runStatus ?? ''}>
       <MessageParts message={message} onApproval={onApproval} busy={busy} markdown />
-      {(badge || canRegenerate) && (
+      {(badge || canRegenerate || versions || !streaming) && (
         <div className="message-actions">
+          {versions && <VersionSwitcher versions={versions} disabled={switching} onSwitch={onSwitch} />}
           {badge && <span className={`badge badge-run-${runStatus}`}>{badge}</span>}
+          {!streaming && <FeedbackButtons feedback={feedback} onRate={onRate} onUnrate={onUnrate} />}
           {canRegenerate && (
             <button type="button" className="regenerate" onClick={onRegenerate}>
               Regenerate
@@ -245,7 +269,7 @@ function AssistantMessage({ message, runStatus, busy, isLast, onApproval, onRege
   );
 }
 
-export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity }) {
+export function ChatPane({ chatId, initialMessages, initialFeedback, initialVersions, initialStatuses, onActivity }) {
   const transport = useMemo(
     () =>
       WORKFLOW
@@ -262,9 +286,30 @@ export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity 
   );
   const [runStatuses, setRunStatuses] = useState(initialStatuses);
   const [stopping, setStopping] = useState(false);
+  // By message id, as the messages page gives them: the feedback on each
+  // rated answer, and {count, current} for each message with several versions.
+  const [feedback, setFeedback] = useState(initialFeedback);
+  const [versions, setVersions] = useState(initialVersions);
+  const [switching, setSwitching] = useState(false);
+  const [actionError, setActionError] = useState(null);
 
   const refreshStatuses = useCallback(() => {
     api.runStatuses(chatId).then(setRunStatuses, () => {});
+  }, [chatId]);
+
+  // After a regenerate's or an edit's answer: it made a new version, whose
+  // "‹ 2/2 ›" the page learns from the messages page.
+  const newVersion = useRef(false);
+  const refreshVersions = useCallback(() => {
+    if (!newVersion.current) return;
+    newVersion.current = false;
+    api.messages(chatId).then(
+      page => {
+        setVersions(page.versions);
+        setFeedback(page.feedback);
+      },
+      () => {},
+    );
   }, [chatId]);
 
   // The socket goes with the chat pane (a later request opens a new one).
@@ -293,10 +338,12 @@ export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity 
     sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
     onFinish: () => {
       refreshStatuses();
+      refreshVersions();
       onActivity();
     },
     onError: () => {
       refreshStatuses();
+      refreshVersions();
       onActivity();
     },
   });
@@ -341,6 +388,39 @@ export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity 
     }
   };
 
+  // Show another version of a message: the server moves the current
+  // branch through it (and, below it, the replies last shown there), and
+  // the page loads that branch.
+  const switchVersion = async (messageId, number) => {
+    setSwitching(true);
+    setActionError(null);
+    try {
+      await api.switchVersion(chatId, messageId, number);
+      const page = await api.messages(chatId);
+      setMessages(page.messages);
+      setVersions(page.versions);
+      setFeedback(page.feedback);
+      refreshStatuses();
+    } catch (failure) {
+      setActionError(failure.message);
+    } finally {
+      setSwitching(false);
+    }
+  };
+
+  const rate = async (messageId, body) => {
+    const stored = await api.rate(chatId, messageId, body);
+    setFeedback(current => ({ ...current, [messageId]: stored }));
+  };
+
+  const unrate = async messageId => {
+    await api.unrate(chatId, messageId);
+    setFeedback(current => {
+      const { [messageId]: _gone, ...rest } = current;
+      return rest;
+    });
+  };
+
   const send = (text, files = []) => {
     clearError();
     pinned.current = true;
@@ -362,6 +442,7 @@ export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity 
       setMessages(messages.slice(0, -1));
       sendMessage({ parts: lastMessage.parts, metadata: lastMessage.metadata });
     } else {
+      newVersion.current = true;
       regenerate();
     }
   };
@@ -400,8 +481,12 @@ export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity 
               editable={!busy}
               onEdit={(messageId, text) => {
                 clearError();
+                newVersion.current = true;
                 sendMessage({ text, messageId });
               }}
+              versions={versions[message.id]}
+              switching={busy || switching}
+              onSwitch={number => switchVersion(message.id, number)}
             />
           ) : message.role === 'assistant' ? (
             <AssistantMessage
@@ -413,8 +498,15 @@ export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity 
               onApproval={addToolApprovalResponse}
               onRegenerate={() => {
                 clearError();
+                newVersion.current = true;
                 regenerate({ messageId: message.id });
               }}
+              feedback={feedback[message.id]}
+              onRate={body => rate(message.id, body)}
+              onUnrate={() => unrate(message.id)}
+              versions={versions[message.id]}
+              switching={busy || switching}
+              onSwitch={number => switchVersion(message.id, number)}
             />
           ) : null,
         )}
@@ -424,6 +516,16 @@ export function ChatPane({ chatId, initialMessages, initialStatuses, onActivity 
               <i />
               <i />
               <i />
+            </span>
+          </div>
+        )}
+        {actionError && (
+          <div className="error-banner" role="alert">
+            <span className="error-text">{actionError}</span>
+            <span className="error-actions">
+              <button type="button" onClick={() => setActionError(null)}>
+                Dismiss
+              </button>
             </span>
           </div>
         )}

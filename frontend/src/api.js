@@ -75,19 +75,48 @@ async function request(url, { method = 'GET', json, signal } = {}) {
 }
 
 const conversationUrl = id => `${urls.conversations}${encodeURIComponent(id)}/`;
+const messageUrl = (id, messageId, what) =>
+  `${conversationUrl(id)}messages/${encodeURIComponent(messageId)}/${what}`;
+
+let reasons; // the promise of the feedback reasons, once asked
 
 export const api = {
   listConversations: signal => request(`${urls.conversations}?page_size=100`, { signal }),
   renameConversation: (id, title) => request(conversationUrl(id), { method: 'PATCH', json: { title } }),
   deleteConversation: id => request(conversationUrl(id), { method: 'DELETE' }),
 
-  // The stored messages as UIMessages, for useChat({ messages }). A chat
-  // the server does not know is a 404 (`error.status`): someone else's, a
+  // The current branch's stored messages as UIMessages (`messages`, for
+  // useChat({ messages })), with the feedback given on them and the
+  // versions of those that have several, both by message id. A chat the
+  // server does not know is a 404 (`error.status`): someone else's, a
   // deleted one, or one made in this tab that has no message yet.
   async messages(id, signal) {
     const page = await request(`${conversationUrl(id)}messages/?page_size=1000`, { signal });
-    return page.results;
+    return { messages: page.results, feedback: page.feedback ?? {}, versions: page.versions ?? {} };
   },
+
+  // The reasons a down rating may give (the server's list), asked once.
+  feedbackReasons() {
+    reasons ??= request(`${urls.conversations}feedback-reasons`).then(
+      body => body.reasons,
+      error => {
+        reasons = undefined; // asked again next time
+        throw error;
+      },
+    );
+    return reasons;
+  },
+
+  // Rate an answer ({rating: "up" | "down", reason?, comment?}): the
+  // stored feedback comes back. A second rating changes the first.
+  rate: (id, messageId, feedback) => request(messageUrl(id, messageId, 'feedback'), { method: 'POST', json: feedback }),
+  unrate: (id, messageId) => request(messageUrl(id, messageId, 'feedback'), { method: 'DELETE' }),
+
+  // Make the current branch go through version `number` (1-based) of a
+  // message; 409 while an answer streams. The messages are to be loaded
+  // again after it.
+  switchVersion: (id, messageId, number) =>
+    request(messageUrl(id, messageId, 'versions'), { method: 'POST', json: { version: number } }),
 
   // How each answer's run ended (message id -> "completed", "stopped"…):
   // the stored message itself does not say it was stopped.
