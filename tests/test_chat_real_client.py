@@ -90,8 +90,10 @@ def test_regenerate_replaces_the_answer_in_the_client_and_the_database(node: str
     assert Run.objects.count() == 2
     # The first answer is kept, off the current branch, with its run.
     first, second = Run.objects.order_by("started_at")
-    assert first.message is not None and not first.message.current
-    assert second.message is not None and second.message.current
+    assert first.message is not None
+    assert not first.message.current
+    assert second.message is not None
+    assert second.message.current
     assert [m.pk for m in second.message.versions()] == [first.message.pk, second.message.pk]
 
 
