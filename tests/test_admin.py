@@ -439,7 +439,7 @@ def test_the_conversation_list_and_search(admin_client: Client, staff: Any) -> N
     found = body(admin_client.get(url, {"q": "chat-1"}))
     assert "/chat-1/" in found
     assert "/chat-2/" not in found
-    found = body(admin_client.get(url, {"owner_kind": "session"}))
+    found = body(admin_client.get(url, {"owner": "anonymous"}))
     assert "/chat-2/" in found
     assert "/chat-1/" not in found
 

@@ -3,14 +3,21 @@
 * Conversations: owner, title, message count, last activity; search by
   chat id, title, owner or session key, each through an index (a search of
   the words of every message is opt-in: it reads every message's JSON); the
-  messages inline, read-only, rendered as the chat the user saw, and the
-  conversation's runs, each a page at a time (the newest first, so a
-  1,000-message chat opens as fast as a short one).
-* Runs: status, finish reason, model, timing, chunk count, error code;
-  filters by status and model. A run's page is the transcript inspector
-  (``inspect.inspector.RunInspector``): the message as the user saw it, the
-  chunk table a page at a time, the arrival timeline, the wire in each
-  dialect with downloads, and the verdict.
+  current branch's messages inline, read-only, rendered as the chat the
+  user saw ("3 versions" where a message has more), and the conversation's
+  runs, each a page at a time (the newest first, so a 1,000-message chat
+  opens as fast as a short one).
+* Runs: status, finish reason, model, timing, chunk count, error code. A
+  run's page is the transcript inspector
+  (``inspect.inspector.RunInspector``): the message as the user saw it with
+  its feedback and its other attempts, the chunk table a page at a time,
+  the arrival timeline, the wire in each dialect with downloads, and the
+  verdict. The action "Export the selected runs as a JSONL dataset"
+  downloads them as ``manage.py uistream_export`` writes them
+  (``inspect.dataset``).
+* Finding the bad ones: both lists filter by feedback, outcome (failed,
+  interrupted, stopped, a tool error, a usage limit), model, owner and
+  date (``inspect.list_filters``: ``Exists()`` subqueries on indexes).
 
 Both are view-only (what was sent is a record, not a draft); staff with the
 delete permission may still delete a conversation or a run. The chunk log
@@ -27,21 +34,43 @@ from typing import Any, ClassVar, Final
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_user_model
+from django.core.handlers.asgi import ASGIRequest
 from django.db import connections
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Lower
 from django.forms.models import BaseInlineFormSet
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBase, QueryDict
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    QueryDict,
+    StreamingHttpResponse,
+)
 from django.template.loader import render_to_string
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.http import content_disposition_header
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
 from .inspect import inspector as admin_views
+from .inspect.dataset import adataset_lines, dataset_lines
+from .inspect.list_filters import (
+    ConversationFeedbackFilter,
+    ConversationModelFilter,
+    ConversationOutcomeFilter,
+    ConversationOwnerFilter,
+    RunFeedbackFilter,
+    RunOutcomeFilter,
+    RunOwnerFilter,
+)
 from .inspect.owner_views import owner_html
 from .inspect.part_views import part_views, pretty_json
 from .inspect.timeline import format_ms
+from .lifecycle.branches import versions
 from .models import Conversation, Message, Run, StoredFile
 from .protocol.media_types import OCTET_STREAM, served_media_type
 
@@ -49,6 +78,7 @@ __all__ = [
     "ConversationAdmin",
     "InlinePage",
     "MessageInline",
+    "MessagePageFormSet",
     "MessageTextSearch",
     "PagedInline",
     "PagedInlineFormSet",
@@ -70,37 +100,6 @@ RUN_RECORDS: Final = ("setup", "history", "agent_state", "state", "decisions", "
 
 def run_url(run: Run) -> str:
     return reverse("admin:uistream_app_run_change", args=[run.pk])
-
-
-class OwnerKindFilter(admin.SimpleListFilter):
-    title = _("owner")
-    parameter_name = "owner_kind"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
-        return [("user", _("a signed-in user")), ("session", _("an anonymous session"))]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        if self.value() == "user":
-            return queryset.filter(owner__isnull=False)
-        if self.value() == "session":
-            return queryset.filter(owner__isnull=True)
-        return queryset
-
-
-class RunStatusFilter(admin.SimpleListFilter):
-    """Conversations with a run in a given status (a failed one, say)."""
-
-    title = _("has a run that is")
-    parameter_name = "run_status"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
-        return list(Run.Status.choices)
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value()
-        if value:
-            return queryset.filter(Exists(Run.objects.filter(conversation=OuterRef("pk"), status=value)))
-        return queryset
 
 
 class ReadOnlyInline:
@@ -222,12 +221,29 @@ class PagedInline(ReadOnlyInline):
         return type(formset.__name__, (formset,), attrs)
 
 
+class MessagePageFormSet(PagedInlineFormSet):
+    """A page of messages, each told how many versions it has: one query
+    for the page (``lifecycle.branches.versions``), not one a message."""
+
+    def get_queryset(self) -> Any:
+        fresh = not hasattr(self, "_queryset")
+        rows = super().get_queryset()
+        if fresh:
+            counts = versions(rows)  # evaluates the page: its rows are the forms' instances
+            for message in rows:
+                message.uistream_versions = counts.get(message.pk)
+        return rows
+
+
 class MessageInline(PagedInline, admin.StackedInline):  # type: ignore[type-arg]
-    """The conversation's messages as a chat: each message's parts rendered
-    (``uistream_app/message.html``), never its raw JSON; 50 a page, the
-    newest first (``?messages_page=N`` for older ones)."""
+    """The conversation's current branch as a chat: each message's parts
+    rendered (``uistream_app/message.html``), never its raw JSON, with
+    "n versions" where it has more (the other versions are off the branch:
+    a run's page links them); 50 a page, the newest first
+    (``?messages_page=N`` for older ones)."""
 
     model = Message
+    formset = MessagePageFormSet
     page_param = "messages_page"
     newest_first = ("-position",)
     display_order = ("position",)
@@ -241,7 +257,7 @@ class MessageInline(PagedInline, admin.StackedInline):  # type: ignore[type-arg]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
         # The run links of the page's messages in one more query, not one each.
-        return super().get_queryset(request).prefetch_related("runs")
+        return super().get_queryset(request).filter(current=True).prefetch_related("runs")
 
     @admin.display(description=_("message"))
     def bubble(self, message: Message) -> SafeString:
@@ -253,6 +269,7 @@ class MessageInline(PagedInline, admin.StackedInline):  # type: ignore[type-arg]
                 "parts": part_views(message.parts),
                 "metadata": pretty_json(message.metadata) if message.metadata is not None else None,
                 "runs": runs,
+                "versions": getattr(message, "uistream_versions", None),
             },
         )
 
@@ -360,7 +377,14 @@ class MessageTextSearch(admin.SimpleListFilter):
 class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("display_title", "owner_display", "message_count", "last_activity", "created_at")
     list_select_related = ("owner",)
-    list_filter = (OwnerKindFilter, RunStatusFilter, "updated_at", MessageTextSearch)
+    list_filter = (
+        ConversationFeedbackFilter,
+        ConversationOutcomeFilter,
+        ConversationModelFilter,
+        ConversationOwnerFilter,
+        "updated_at",
+        MessageTextSearch,
+    )
     # What the search box searches is get_search_results; these name it for
     # the admin (which shows the box only when search_fields is set).
     search_fields = ("client_id", "id", "title", "session_key", *(f"owner__{name}" for name in _user_search_fields()))
@@ -534,7 +558,16 @@ class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     )
     list_display_links = ("short_id",)
     list_select_related = ("conversation", "conversation__owner")
-    list_filter = ("status", "model", "finish_reason", "sdk_version", "started_at")
+    list_filter = (
+        RunFeedbackFilter,
+        RunOutcomeFilter,
+        "status",
+        "model",
+        RunOwnerFilter,
+        "started_at",
+        "finish_reason",
+        "sdk_version",
+    )
     search_fields = ("=conversation__client_id", "=conversation__id", "conversation__title", "model", "error_code")
     search_help_text = _("Chat id, conversation title, model, or error code.")
     date_hierarchy = "started_at"
@@ -542,6 +575,7 @@ class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_per_page = 50
     #: The changelist links the usage report.
     change_list_template = "admin/uistream_app/run/change_list.html"
+    actions = ("export_dataset",)
 
     class Media:
         css: ClassVar[dict[str, tuple[str, ...]]] = {"all": (CSS,)}
@@ -554,6 +588,18 @@ class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return RunChangeList
+
+    @admin.action(description=_("Export the selected runs as a JSONL dataset"), permissions=["view"])
+    def export_dataset(self, request: HttpRequest, queryset: QuerySet[Run]) -> StreamingHttpResponse:
+        """A download of the selected runs (all those the filters leave, with
+        "select all"), a line each, as ``manage.py uistream_export`` writes
+        them: streamed, a chunk of runs per query (``inspect.dataset``)."""
+        body = adataset_lines(queryset) if isinstance(request, ASGIRequest) else dataset_lines(queryset)
+        response = StreamingHttpResponse(body, content_type="application/jsonl; charset=utf-8")
+        name = f"uistream-runs-{timezone.now().strftime('%Y%m%d-%H%M%S')}.jsonl"
+        response["Content-Disposition"] = content_disposition_header(True, name) or "attachment"
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
 
     def get_urls(self) -> list[URLPattern]:
         info = (self.opts.app_label, self.opts.model_name)

@@ -22,6 +22,7 @@
 | E032   | ``PRICES`` is not ``{model: {"input", "output"}}`` of numbers |
 | E033   | ``HISTORY_STRATEGY`` cannot be imported or is not a ``HistoryStrategy`` |
 | E021   | ``MCP_SERVERS`` is malformed, names a command that is not there, or the ``mcp`` SDK is not installed |
+| E050   | ``RETENTION`` is not a dict of ``CHUNK_LOGS_DAYS`` and ``OLD_BRANCHES_DAYS`` (positive numbers or None) |
 | W001   | ``GZipMiddleware`` is installed: it buffers streaming responses |
 | W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
 | W005   | ``runserver`` serves WSGI (no ``"daphne"`` first in ``INSTALLED_APPS``) |
@@ -30,6 +31,7 @@
 | W030   | a cost budget is set but ``PRICES`` is empty: every run costs 0 |
 | W040   | anonymous chats are throttled by address and ``REST_FRAMEWORK["NUM_PROXIES"]`` is not set |
 | W041   | anonymous chats are allowed with no throttle and no cap on a session's runs or storage |
+| W050   | nothing is ever pruned: ``RETENTION`` sets no limit (``check --deploy``) |
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ from .conf import (
     SDK_VERSIONS,
     import_from_string,
     request_bytes_for,
+    retention_problems,
 )
+from .conf import settings as uistream_settings
 from .lifecycle.limits import load_usage_limits
 from .live import BrokerConfigError, BrokerError, broker_from_config, ping
 
@@ -142,6 +146,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
     errors.extend(_check_lease(user))
     errors.extend(_check_file_limits(user))
+    errors.extend(
+        Error(
+            problem,
+            hint='e.g. {"CHUNK_LOGS_DAYS": 30, "OLD_BRANCHES_DAYS": 90}; None (the default) keeps them forever.',
+            id="uistream_app.E050",
+        )
+        for problem in retention_problems(user.get("RETENTION", DEFAULTS["RETENTION"]))
+    )
     return errors
 
 
@@ -468,6 +480,29 @@ def check_broker_reachable(app_configs: Any = None, **kwargs: Any) -> list[Check
             )
         ]
     return []
+
+
+@register(Tags.compatibility, deploy=True)
+def check_retention(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W050, with ``--deploy`` only: every attempt is kept (a regenerate or
+    an edit makes a new version, the older branch stays) and every run's
+    chunk log too, so without ``RETENTION`` the tables only grow. A bad
+    value is E050's to report."""
+    try:
+        retention = uistream_settings.RETENTION
+    except ImproperlyConfigured:
+        return []
+    if retention.prunes:
+        return []
+    return [
+        Warning(
+            "Nothing is ever pruned: UISTREAM['RETENTION'] sets no limit, so every run's chunk log and every "
+            "older version of a message (with its branch, runs and files) are kept forever.",
+            hint='Set UISTREAM["RETENTION"] = {"CHUNK_LOGS_DAYS": 30, "OLD_BRANCHES_DAYS": 90} (days) and run '
+            "`python manage.py uistream_prune` daily from cron (`--dry-run` says what it would delete).",
+            id="uistream_app.W050",
+        )
+    ]
 
 
 @register(Tags.compatibility)

@@ -16,7 +16,7 @@ E002, E010, E020 and E033 report at startup.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar, get_args, get_type_hints
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, NoReturn, TypeVar, get_args, get_type_hints
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
@@ -27,10 +27,13 @@ __all__ = [
     "DEFAULTS",
     "DESCRIPTIONS",
     "NUMERIC_SETTINGS",
+    "RETENTION_KEYS",
+    "Retention",
     "UIStreamSettings",
     "import_from_string",
     "perform_import",
     "request_bytes_for",
+    "retention_problems",
     "settings",
 ]
 
@@ -77,6 +80,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     "MCP_SERVERS": {},
     "MESSAGE_METADATA": False,
     "TRACE_CONTENT": False,
+    "RETENTION": {"CHUNK_LOGS_DAYS": None, "OLD_BRANCHES_DAYS": None},
 }
 
 #: What each key of ``DEFAULTS`` means, in Markdown, one table cell each: the
@@ -275,6 +279,15 @@ DESCRIPTIONS: Final[Mapping[str, str]] = {
         "(`gen_ai.tool.call.arguments` / `.result`), which may hold personal data (`django-uistream[otel]`; see "
         "[Tracing](docs/operations.md#tracing))."
     ),
+    "RETENTION": (
+        "How long `manage.py uistream_prune` keeps what piles up, in days: `CHUNK_LOGS_DAYS`, the chunk logs of "
+        "runs that ended longer ago (the `ChunkBatch` rows; the run and its message stay); `OLD_BRANCHES_DAYS`, "
+        "the messages off the current branch (older versions of regenerated answers and edited questions, what "
+        "followed them, their runs and files). `None`: kept forever. Whatever feedback marks is kept, and a "
+        "`running` run is never touched (see "
+        "[Feedback, attempts and retention](docs/operations.md#feedback-attempts-and-retention); `E050`, and "
+        "`W050` under `check --deploy` while both are `None`)."
+    ),
 }
 
 LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")
@@ -299,6 +312,43 @@ def request_bytes_for(max_file_bytes: int) -> int:
     of the largest plus ``REQUEST_SLACK_BYTES``. 10 MiB files: 42,991,618
     bytes (about 41 MiB)."""
     return -(-max_file_bytes * 4 // 3) * FILES_PER_REQUEST + REQUEST_SLACK_BYTES
+
+
+#: The keys of ``RETENTION``, each a number of days or None (kept forever).
+RETENTION_KEYS: Final = ("CHUNK_LOGS_DAYS", "OLD_BRANCHES_DAYS")
+
+
+class Retention(NamedTuple):
+    """``UISTREAM["RETENTION"]``, typed: how many days ``uistream_prune``
+    keeps runs' chunk logs and the messages off the current branch (None:
+    forever). A named tuple, not a dataclass: docs/mkdocs_hooks.py reads
+    this module on its own, outside ``sys.modules``, where a dataclass
+    can't resolve its annotations."""
+
+    chunk_logs_days: float | None = None
+    old_branches_days: float | None = None
+
+    @property
+    def prunes(self) -> bool:
+        """Whether anything is ever pruned (check W050 says when not)."""
+        return self.chunk_logs_days is not None or self.old_branches_days is not None
+
+
+def retention_problems(value: object) -> list[str]:
+    """What is wrong with a ``RETENTION`` value, one sentence each (empty:
+    nothing): the text of check E050 and of the ``ImproperlyConfigured``
+    that ``settings.RETENTION`` raises, so a command run where no checks
+    ran says the same."""
+    if not isinstance(value, Mapping):
+        return [f"UISTREAM['RETENTION'] = {value!r} must be a dict of {', '.join(RETENTION_KEYS)}."]
+    problems = [
+        f"UISTREAM['RETENTION'] has an unknown key {key!r}." for key in sorted(set(value) - set(RETENTION_KEYS))
+    ]
+    for key in RETENTION_KEYS:
+        days = value.get(key)
+        if days is not None and (isinstance(days, bool) or not isinstance(days, int | float) or not days > 0):
+            problems.append(f"UISTREAM['RETENTION'][{key!r}] = {days!r} must be a positive number of days, or None.")
+    return problems
 
 
 _T = TypeVar("_T")
@@ -548,6 +598,13 @@ class UIStreamSettings:
         value: Mapping[str, Mapping[str, float]] = self._get("PRICES") or {}
         return value
 
+    # -- what is kept -------------------------------------------------------------
+
+    @property
+    def RETENTION(self) -> Retention:
+        """``ImproperlyConfigured`` naming the key for a bad value (check E050)."""
+        return self.derived("RETENTION", _retention)
+
 
 def import_from_string(path: str, setting: str, *, entry: bool = False) -> Any:
     """The object the dotted ``path`` names: the one place a dotted path
@@ -588,6 +645,18 @@ NUMERIC_SETTINGS: Final[frozenset[str]] = frozenset(
     for name, member in vars(UIStreamSettings).items()
     if isinstance(member, property) and name in DEFAULTS and _is_number(get_type_hints(member.fget)["return"])
 )
+
+
+def _retention(value: object) -> Retention:
+    if value is None:
+        value = {}
+    problems = retention_problems(value)
+    if problems:
+        raise ImproperlyConfigured(" ".join(problems))
+    assert isinstance(value, Mapping)
+    days = {key: None if value.get(key) is None else float(value[key]) for key in RETENTION_KEYS}
+    return Retention(chunk_logs_days=days["CHUNK_LOGS_DAYS"], old_branches_days=days["OLD_BRANCHES_DAYS"])
+
 
 settings = UIStreamSettings()
 

@@ -16,4 +16,10 @@ length is never in memory at once:
   encoder's framing rules) plus, for a stored run, the recorder's
   bookkeeping.
 * ``fixture``: a stored run written out as a fixture directory.
+* ``attempts``: a run's other attempts (the versions of its answer and of
+  its question), as its page links them.
+* ``list_filters``: the admin's filters of runs and conversations (feedback,
+  outcome, model, owner), ``Exists()`` subqueries the export shares.
+* ``dataset``: runs as JSONL, a line per run, streamed (the admin's export
+  action and ``manage.py uistream_export``).
 """

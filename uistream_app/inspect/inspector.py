@@ -13,13 +13,20 @@ What it shows, and what each part costs:
 * the verdict, the timeline and the message the log builds, from one pass
   over the log (``inspect.analysis.analyze_run``: ``iter_log`` pages of
   1,000 rows, nothing kept but counters);
+* beside the message, its feedback (the rating, reason and comment) and
+  its other attempts: the versions of the answer and, where the question
+  was edited, of the question, each linking its run's page
+  (``inspect.attempts``: a handful of queries);
 * the chunk table, one page (``PER_PAGE`` rows by ``seq``: the log's
   unique index serves it, however deep the page);
 * the wire of that page in every registered dialect, and downloads of the
   whole wire per dialect plus the log as JSON lines, streamed a page at a
   time (an async iterator under ASGI, so nothing is gathered first).
 
-So a 20,000-chunk run opens in about 21 queries and the memory of one page.
+So a 20,000-chunk run opens in about 25 queries and the memory of one page.
+A run whose log retention pruned (``uistream_prune``: a run that ended with
+chunks and has none stored) says so, and shows its stored message instead
+of the one its log would build.
 Everything shown is escaped by the templates: a model answer holding
 ``<script>`` or ``</textarea>`` appears as text, and so do a system prompt
 and a tool's description (a project may build them from what users wrote).
@@ -43,10 +50,11 @@ from django.utils.translation import gettext as _
 
 from ..conf import settings as uistream_settings
 from ..lifecycle.spend import PERIODS, cost_of, period_bounds, usage_report
-from ..models import Run
+from ..models import Feedback, Run
 from ..protocol.redact import redact
 from ..recording import read_log
 from .analysis import analyze_run
+from .attempts import attempts_of
 from .formats import DIALECTS, astream_transcript, download_name, get_format, stream_transcript, transcript_formats
 from .owner_views import owner_html
 from .part_views import part_views, pretty_json
@@ -167,7 +175,11 @@ class RunInspector:
             for f in transcript_formats()
         ]
         message = report.message
-        stored_differs = any(c.name == "message" and not c.ok for c in report.verdict.checks)
+        log_pruned = self.log_pruned(run, report.rows)
+        if log_pruned:
+            message = run.message.as_ui_message() if run.message is not None else {"parts": []}
+        stored_differs = not log_pruned and any(c.name == "message" and not c.ok for c in report.verdict.checks)
+        feedback = Feedback.objects.filter(message_id=run.message_id).first() if run.message_id else None
         opts = self.model_admin.opts
         context = {
             **self.model_admin.admin_site.each_context(request),
@@ -189,9 +201,13 @@ class RunInspector:
             "history_json": pretty_json(run.history) if run.history else None,
             "sent": run.history.get("sent") if isinstance(run.history, dict) else None,
             "report": report,
+            "log_pruned": log_pruned,
+            "feedback": feedback,
+            "attempts": attempts_of(run.message, self.model_admin.admin_site.name),
             "verdict": report.verdict,
             "types": report.types.most_common(),
             "timeline_svg": render_svg(report.timeline),
+            "message_id": message.get("id", run.message_id or ""),
             "message_parts": part_views(message.get("parts", [])),
             "message_metadata": pretty_json(message["metadata"]) if message.get("metadata") is not None else None,
             "stored_parts": part_views(run.message.parts) if stored_differs and run.message is not None else None,
@@ -209,6 +225,12 @@ class RunInspector:
         }
         request.current_app = self.model_admin.admin_site.name
         return TemplateResponse(request, self.template_name, context)
+
+    @staticmethod
+    def log_pruned(run: Run, rows: int) -> bool:
+        """Whether retention deleted the run's log: it ended having sent
+        chunks (``chunk_count``) and none is stored."""
+        return rows == 0 and run.chunk_count > 0 and run.status != Run.Status.RUNNING
 
     @staticmethod
     def summary(run: Run, continues: int = 0) -> list[tuple[str, str]]:
