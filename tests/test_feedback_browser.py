@@ -13,6 +13,7 @@ stored with the ORM; one page; the demo model's shortest answer
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,7 @@ def answer_id(page: Any) -> str:
     return str(found)
 
 
-def test_rate_down_regenerate_switch_back_and_find_both_after_a_reload(page: Any, demo: str) -> None:
+def test_rate_down_regenerate_switch_back_and_find_both_after_a_reload(page: Any, demo: str, chromium: Any) -> None:
     page.goto(demo + "/")
     send(page, "count to 3")
     wait_for_text(page, "1 2 3")
@@ -161,6 +162,10 @@ def test_rate_down_regenerate_switch_back_and_find_both_after_a_reload(page: Any
     ]
     assert stored.get(pk=second).current is False
 
+    # 6. Staff, in the admin: the runs rated down, the run, its comment and
+    # the other attempt, and the run exported as a dataset.
+    admin_finds_the_rated_run(chromium, demo, feedback.run_id, second)
+
     # While an answer streams, the versions stay as they are.
     versions = page.locator(f".message.assistant[data-message-id='{first}']").get_by_role("group", name="Versions")
     send(page, "count to 20")
@@ -168,3 +173,45 @@ def test_rate_down_regenerate_switch_back_and_find_both_after_a_reload(page: Any
     wait_for_text(page, " 20")
     wait_ready(page)
     expect(versions.get_by_role("button", name="Next version")).to_be_enabled()
+
+
+def admin_finds_the_rated_run(chromium: Any, demo: str, run_id: Any, other_answer: str) -> None:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.hashers import PBKDF2PasswordHasher
+
+    # The password hashed as the demo hashes it (the tests' own hasher is
+    # not among the demo's), so its login form takes it.
+    user = get_user_model().objects.create_superuser("staff", "staff@example.com")
+    hasher = PBKDF2PasswordHasher()
+    user.password = hasher.encode("a staff password", hasher.salt())
+    user.save(update_fields=["password"])
+    context = open_context(chromium, accept_downloads=True)
+    staff = watch(context.new_page())
+    try:
+        staff.goto(demo + "/admin/login/?next=/admin/uistream_app/run/")
+        staff.get_by_label("Username").fill("staff")
+        staff.get_by_label("Password").fill("a staff password")
+        staff.get_by_role("button", name="Log in").click()
+        staff.locator("#changelist-filter").get_by_role("link", name="rated down", exact=True).click()
+        rows = staff.locator("#result_list tbody tr")
+        expect(rows).to_have_count(1)
+        rows.first.locator("th a, td a").first.click()
+        expect(staff.locator("#feedback .uistream-feedback-comment")).to_have_text(COMMENT)
+        expect(staff.locator("#feedback .uistream-feedback-comment b")).to_have_count(0)
+        attempts = staff.locator("#attempts .uistream-versions li")
+        expect(attempts).to_have_count(2)
+        expect(attempts.filter(has_text=other_answer)).to_have_count(1)
+        assert str(run_id) in staff.url
+
+        staff.go_back()
+        rows.first.locator("input.action-select").check()
+        staff.locator("select[name=action]").select_option("export_dataset")
+        with staff.expect_download() as download:
+            staff.locator("#changelist-form button[name=index]").click()
+        lines = Path(download.value.path()).read_text(encoding="utf-8").splitlines()
+        (line,) = [json.loads(text) for text in lines]
+        assert line["feedback"]["comment"] == COMMENT
+        assert line["feedback"]["rating"] == "down"
+        assert staff.errors == []
+    finally:
+        context.close()
