@@ -176,6 +176,8 @@ class _OneMessageMixin(OwnedMixin):
         return NotFound("no such message in this conversation")
 
 
+# On the classes, not on their methods (``base_views``).
+@extend_schema(responses={200: FeedbackSerializer, 201: FeedbackSerializer, 204: None, 404: OpenApiTypes.OBJECT})
 class MessageFeedbackView(_OneMessageMixin, generics.GenericAPIView[Feedback]):
     """The owner's feedback on an answer (an assistant message, any of its
     versions): ``POST`` rates it (201, then 200 when it changes it),
@@ -200,7 +202,6 @@ class MessageFeedbackView(_OneMessageMixin, generics.GenericAPIView[Feedback]):
             raise NotFound("no such answer in this conversation (only assistant messages are rated)")
         return message
 
-    @extend_schema(responses={200: FeedbackSerializer, 201: FeedbackSerializer})
     def post(self, request: Request, pk: str, message_id: str) -> Response:
         message = self.rated_message()
         serializer = self.get_serializer(data=request.data)
@@ -208,24 +209,24 @@ class MessageFeedbackView(_OneMessageMixin, generics.GenericAPIView[Feedback]):
         feedback, created = rate(message, **serializer.validated_data)
         return Response(feedback.as_json(), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
-    @extend_schema(responses={204: None})
     def delete(self, request: Request, pk: str, message_id: str) -> Response:
         if not unrate(self.rated_message()):
             raise NotFound("this answer has no feedback")
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+@extend_schema(responses={200: OpenApiTypes.OBJECT})
 class FeedbackReasonsView(OwnedMixin, generics.GenericAPIView[Feedback]):
     """The reasons feedback may give (``UISTREAM["FEEDBACK_REASONS"]``)."""
 
     permission_classes = (ChatOwner,)
     serializer_class = FeedbackSerializer  # for the schema only
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
         return Response({"reasons": list(uistream_settings.FEEDBACK_REASONS)})
 
 
+@extend_schema(responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT})
 class MessageVersionsView(_OneMessageMixin, generics.GenericAPIView[Message]):
     """The versions of a message of the current branch (a regenerated
     answer's, an edited question's), oldest first: ``GET`` lists them,
@@ -242,7 +243,6 @@ class MessageVersionsView(_OneMessageMixin, generics.GenericAPIView[Message]):
             raise self.not_found()
         return message
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, pk: str, message_id: str) -> Response:
         message = self.current_message(self.owned_conversation())
         found = list(message.versions())
@@ -262,7 +262,6 @@ class MessageVersionsView(_OneMessageMixin, generics.GenericAPIView[Message]):
             }
         )
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT})
     def post(self, request: Request, pk: str, message_id: str) -> Response:
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
