@@ -42,6 +42,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+from admin_pages import measure  # noqa: E402
+
 BENCH_DIR = Path(tempfile.mkdtemp(prefix="uistream-admin-bench-"))
 os.environ["UISTREAM_BENCH_DIR"] = str(BENCH_DIR)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench_settings")
@@ -137,24 +139,6 @@ def build(turns: int, conversations: int) -> Any:
     return superuser
 
 
-def measure(pages: list[tuple[str, Callable[[], Any]]], reps: int) -> list[tuple[str, list[float], int]]:
-    """Each page's times (ms) over ``reps`` rounds of one request per page,
-    after a warm-up request each, and the body's bytes."""
-    sizes = []
-    for _label, get in pages:
-        response = get()
-        assert response.status_code == 200, response.status_code
-        sizes.append(len(response.content))
-    times: list[list[float]] = [[] for _ in pages]
-    for _ in range(reps):
-        for i, (_label, get) in enumerate(pages):
-            started = time.perf_counter()
-            response = get()
-            times[i].append((time.perf_counter() - started) * 1000)
-            assert response.status_code == 200, response.status_code
-    return [(label, t, size) for (label, _get), t, size in zip(pages, times, sizes, strict=True)]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=21)
@@ -205,10 +189,10 @@ def main() -> None:
             (f"changelist, {args.conversations} conversations, no search", lambda: client.get(changelist)),
         ]
         results = measure(pages, args.reps)
-        _label, reference_times, reference_bytes = results[0]
+        _label, reference_times, reference_bytes, _queries = results[0]
         print(f"{args.reps} rounds; ratios are to the reference (paired by round for time)")
         print(f"{'':60} {'ms':>8} {'x ref':>7} {'KB':>8} {'x ref':>7}")
-        for label, times, size in results:
+        for label, times, size, _queries in results:
             ratio = statistics.median(t / r for t, r in zip(times, reference_times, strict=True))
             print(
                 f"{label:60} {statistics.median(times):8.1f} {ratio:7.2f} "

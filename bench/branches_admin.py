@@ -46,6 +46,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+from admin_pages import measure  # noqa: E402
+
 BENCH_DIR = Path(tempfile.mkdtemp(prefix="uistream-branches-bench-"))
 os.environ["UISTREAM_BENCH_DIR"] = str(BENCH_DIR)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench_settings")
@@ -163,30 +165,6 @@ def build(turns: int, versions: int) -> tuple[Any, list[Any]]:
         build_conversation("plain", turns, 1, owner=user)
         tried = build_conversation("tried", turns, versions, owner=user)
     return superuser, tried
-
-
-def measure(pages: list[tuple[str, Callable[[], Any]]], reps: int) -> list[tuple[str, list[float], int, int]]:
-    """Each page's times (ms) over ``reps`` rounds, after a warm-up request
-    each; the body's bytes and the queries of one request."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    sizes, counts = [], []
-    for _label, get in pages:
-        get()
-        with CaptureQueriesContext(connection) as queries:
-            response = get()
-        assert response.status_code == 200, response.status_code
-        sizes.append(len(response.content))
-        counts.append(len(queries))
-    times: list[list[float]] = [[] for _ in pages]
-    for _ in range(reps):
-        for i, (_label, get) in enumerate(pages):
-            started = time.perf_counter()
-            response = get()
-            times[i].append((time.perf_counter() - started) * 1000)
-            assert response.status_code == 200, response.status_code
-    return [(label, t, size, n) for (label, _get), t, size, n in zip(pages, times, sizes, counts, strict=True)]
 
 
 def main() -> None:
