@@ -32,6 +32,7 @@ from .test_e2e_browser import (
     expect,
     last_answer,
     open_context,
+    page,  # noqa: F401  (a fixture: a new visitor's page on this module's demo)
     send,
     wait_for_text,
     wait_ready,
@@ -50,17 +51,6 @@ def demo(tmp_path: Path) -> Iterator[str]:
     page stores, the test reads."""
     with demo_server(demo_env(DATABASE_URL=shared_database_url()), tmp_path / "server.log") as base:
         yield base
-
-
-@pytest.fixture
-def page(chromium: Any, demo: str) -> Iterator[Any]:
-    context = open_context(chromium)
-    page = watch(context.new_page())
-    try:
-        yield page
-        assert page.errors == []
-    finally:
-        context.close()
 
 
 def answer_id(page: Any) -> str:
