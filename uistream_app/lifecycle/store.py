@@ -103,9 +103,10 @@ class Turn:
     """What one request asks of a conversation.
 
     ``submit``: store ``message`` (a user UIMessage) and answer it;
-    ``edit_of`` names the user message it replaces (with what follows).
+    ``edit_of`` names the user message it makes a new version of (it and
+    what follows leave the current branch, kept: ``branches``).
     ``regenerate``: answer again; ``edit_of`` names the assistant message
-    to replace (default: the last message, if the assistant's).
+    to make a new version of (default: the last message, if the assistant's).
     ``continue``: the client answered pending tool calls of the last
     message; ``answers`` reads them.
     """

@@ -82,8 +82,8 @@ def stored_history_sync(run: Run) -> list[dict[str, Any]] | None:
     messages; None when it is not known.
 
     The messages before the run's message are stored as they were: a
-    conversation only changes at its end, and an edit or a regeneration
-    deletes the run's message too. The run's own message, when the run
+    branch only changes at its end, and an edit or a regeneration makes a
+    new branch, keeping the run's (``Message.branch_before`` reads it). The run's own message, when the run
     continues it, is not: its row holds its latest state. It is rebuilt as
     the client built it, by rendering the message's earlier runs' logs in
     order and folding their events (``fold_messages``) onto the messages

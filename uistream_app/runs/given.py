@@ -18,8 +18,8 @@ default history (the last 100 messages of a chat) and the newest part of a
 long-context one, and keeps a run row under about 150 KB, which the
 admin's page of one run reads in one query (lists never load it). The
 stored messages of the conversation stay where they are; this record is
-what one run saw, which an edit or a regeneration later deletes from the
-conversation.
+what one run saw, which an edit or a regeneration later takes off the
+conversation's current branch.
 
 No Django here: the record is built where the run starts (``runs/`` is
 pure) and stored by the caller.
