@@ -211,11 +211,6 @@ DESCRIPTIONS: Final[Mapping[str, str]] = {
         "nothing written (see [Owner caps](docs/operations.md#owner-caps)). On by default, whatever "
         "`THROTTLE_CLASSES` holds; `None`: no cap."
     ),
-    "FEEDBACK_REASONS": (
-        "The reasons a user may give with feedback on an answer "
-        "(`POST conversations/<id>/messages/<message id>/feedback`'s `reason`; listed at "
-        "`conversations/feedback-reasons`): short codes, shown as they are. An empty list: no reason is taken."
-    ),
     "MAX_ACTIVE_RUNS_PER_SESSION": ("`MAX_ACTIVE_RUNS_PER_USER` for an anonymous visitor's session. `None`: no cap."),
     "MAX_STORED_BYTES_PER_USER_PER_DAY": (
         "How many bytes one signed-in user's turns may store per calendar day (`TIME_ZONE`): the submitted "
@@ -229,6 +224,11 @@ DESCRIPTIONS: Final[Mapping[str, str]] = {
     "HISTORY_MAX_MESSAGES": (
         "The stored messages a turn's model sees: the last N, starting at a user message (whole turns; a view's "
         "`history_max_messages` or `get_history()` wins); `None` for all."
+    ),
+    "FEEDBACK_REASONS": (
+        "The reasons a user may give with feedback on an answer "
+        "(`POST conversations/<id>/messages/<message id>/feedback`'s `reason`; listed at "
+        "`conversations/feedback-reasons`): short codes, shown as they are. An empty list: no reason is taken."
     ),
     "SCHEMA_PUBLIC": (
         "Anyone may read the OpenAPI schema at `schema/`. By default only staff may; anyone else gets DRF's 403 (JSON)."
