@@ -9,7 +9,11 @@ demo model, each POSTed as useChat sends it by default: the whole history
 turn, the time from sending the request to the first byte of the response
 body (the ``start`` chunk), on a fresh connection. Printed: the median of
 the first 10 turns and of the last 10, and their ratio (the reference is
-turn 1..10 of the same run), plus the request body's size at the end.
+turn 1..10 of the same run), plus the request body's size at the end;
+then, paired so that the machine's drift cancels, ten rounds of a fresh
+chat's first turn beside one more turn of the long chat, and the median of
+their ratios. ``--versions N`` regenerates each answer N-1 times (every
+attempt is kept), and the messages API's pages are timed at the end.
 
 ``--root`` runs the server from another checkout (its own
 ``bench/bench_settings.py``), e.g. the commit before a change, to compare
@@ -136,6 +140,13 @@ def main() -> None:
             for _ in range(args.versions - 1):
                 turn(client, chat_id, history, "", regenerate=True)
         size = len(json.dumps({"id": chat_id, "messages": history}))
+        # Paired, so the machine's drift during the long build cancels: a
+        # fresh chat's first turn, then one more turn of the long chat, ten times.
+        pairs = []
+        for _ in range(10):
+            fresh, _answer = turn(client, "fresh-" + uuid.uuid4().hex[:8], [], "count to 3")
+            grown, _answer = turn(client, chat_id, history, "count to 3")
+            pairs.append((fresh, grown))
         pages = [messages_page(client, chat_id, size) for size in (100, 1000)]
     finally:
         server.stop()
@@ -144,6 +155,13 @@ def main() -> None:
     print(f"time to first byte, turns 1-10:   {first * 1000:7.1f} ms (median)")
     print(f"time to first byte, turns {args.turns - 9}-{args.turns}: {last * 1000:7.1f} ms (median)")
     print(f"ratio last / first: {last / first:.2f}x   (request body at the end: {size / 1024:.0f} KiB)")
+    fresh_ms = statistics.median(f for f, _ in pairs) * 1000
+    grown_ms = statistics.median(g for _, g in pairs) * 1000
+    print(
+        f"paired, a fresh chat's first turn / turn {args.turns + 1}+ of the long chat, 10 pairs: "
+        f"{fresh_ms:.1f} / {grown_ms:.1f} ms, "
+        f"ratio {statistics.median(g / f for f, g in pairs):.2f}x (median of the pairs' ratios)"
+    )
     for page_ms, page_bytes, page_count in pages:
         print(
             f"the messages API's first page of {page_count} messages ({args.versions} version(s) of each answer): "
