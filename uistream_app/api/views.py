@@ -68,6 +68,15 @@ class Conflict(APIException):
     default_code = Codes.CONFLICT
 
 
+def refuse_while_streaming(conversation: Conversation) -> None:
+    """409 ``run_active`` while a reply streams in ``conversation``: what
+    changes a conversation's messages waits for its run (a run whose
+    process died is settled first: it holds the chat's slot until then)."""
+    async_to_sync(settle_chat_orphans)(conversation.pk)
+    if async_to_sync(get_broker().active_run)(conversation.pk) is not None:
+        raise Conflict("a reply is still streaming in this chat; stop it first", code=Codes.RUN_ACTIVE)
+
+
 class ConversationPagination(PageNumberPagination):
     page_size = 20
     page_size_query_param = "page_size"
@@ -126,10 +135,7 @@ class ConversationDetailView(OwnedMixin, generics.RetrieveUpdateDestroyAPIView[C
         return self.owned_conversations().annotate(message_count=Count("messages", filter=Q(messages__current=True)))
 
     def perform_destroy(self, instance: Conversation) -> None:
-        # A run whose process died holds the chat's slot until it is settled.
-        async_to_sync(settle_chat_orphans)(instance.pk)
-        if async_to_sync(get_broker().active_run)(instance.pk) is not None:
-            raise Conflict("a reply is still streaming in this chat; stop it first", code=Codes.RUN_ACTIVE)
+        refuse_while_streaming(instance)
         instance.delete()
 
 
@@ -272,9 +278,7 @@ class MessageVersionsView(_OneMessageMixin, generics.GenericAPIView[Message]):
                 raise NotFound()
             # Under the row's lock: a turn that took the chat's slot first
             # is seen here; one that takes it later waits for this switch.
-            async_to_sync(settle_chat_orphans)(conversation.pk)
-            if async_to_sync(get_broker().active_run)(conversation.pk) is not None:
-                raise Conflict("a reply is still streaming in this chat; stop it first", code=Codes.RUN_ACTIVE)
+            refuse_while_streaming(conversation)
             found = list(self.current_message(conversation).versions())
             if number > len(found):
                 raise ValidationError({"version": [f"this message has {len(found)} versions"]})

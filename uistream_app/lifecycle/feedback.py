@@ -8,8 +8,6 @@ that the message is its owner's."""
 
 from __future__ import annotations
 
-from django.db import transaction
-
 from ..conf import settings as uistream_settings
 from ..models import Feedback, Message, Run
 from ..runs import telemetry
@@ -21,10 +19,10 @@ def rate(message: Message, *, rating: str, reason: str = "", comment: str = "") 
     """Store ``message``'s feedback (a new one, or the owner's earlier one
     changed); returns it and whether it is new."""
     run = Run.objects.filter(message=message).order_by("-started_at").first()
-    with transaction.atomic():
-        feedback, created = Feedback.objects.select_for_update().update_or_create(
-            message=message, defaults={"rating": rating, "reason": reason, "comment": comment, "run": run}
-        )
+    # In a transaction of its own, the row locked (update_or_create's).
+    feedback, created = Feedback.objects.update_or_create(
+        message=message, defaults={"rating": rating, "reason": reason, "comment": comment, "run": run}
+    )
     if run is not None and run.trace_id:
         telemetry.record_feedback(
             trace_id=run.trace_id,
