@@ -4,13 +4,14 @@ caps"). On by default, for every transport: ``ConversationStore.prepare``
 applies them, which every turn passes (the useChat POST, WebSocket sends,
 AG-UI runs), whatever the endpoint's throttle classes are.
 
-Both are counted from the database. Running runs: the ``Run`` rows still
-``running`` of the owner's conversations (an indexed status, and few
-rows), counted in the transaction that creates the new run's row, after
-it, so a refusal rolls the row back and writes nothing. Stored bytes: the
-``Run.stored_bytes`` of the owner's runs started today (the calendar day
-in ``TIME_ZONE``), plus what this turn would store, checked before its
-files are written.
+Both are counted from the database, in one query (``check_turn``) in the
+transaction that creates the new run's row, after it, so the counts hold
+the new run and a refusal rolls the row back and writes nothing. Running
+runs: the ``Run`` rows still ``running`` of the owner's conversations (an
+indexed status, and few rows). Stored bytes: the ``Run.stored_bytes`` of
+the owner's runs started today (the calendar day in ``TIME_ZONE``), the
+new run's included. A turn with files is also checked before its files
+are written (``check_stored_bytes``), so a refused one writes no file.
 
 Two turns of one owner whose transactions overlap (two processes, or two
 lanes of one) can each miss the other's row, not yet committed: the
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from django.db.models import Sum
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from ..conf import settings as uistream_settings
@@ -90,21 +91,60 @@ class OwnerCaps:
     def check_stored_bytes(self, adding: int) -> None:
         """Refuse a turn that would store ``adding`` bytes past the day's
         cap: 429 ``budget_exceeded``, ``Retry-After`` the seconds until the
-        day resets. Sync (one aggregate query); call before writing."""
+        day resets. Sync (one aggregate query); call before writing what
+        ``check_turn`` would only find afterwards (a turn's files)."""
         limit = self.stored_bytes_per_day
         if limit is None or adding <= 0 or not self.owner.is_known:
             return
-        now = timezone.now()
-        start, end = period_bounds("day", now)
-        stored = (
-            Run.objects.owned_by(self.owner)
-            .filter(started_at__gte=start, started_at__lt=end)
-            .aggregate(total=Sum("stored_bytes"))["total"]
-            or 0
-        )
-        if stored + adding <= limit:
+        start, end = period_bounds("day", timezone.now())
+        today = Run.objects.owned_by(self.owner).filter(started_at__gte=start, started_at__lt=end)
+        self._refuse_stored(today.aggregate(total=Sum("stored_bytes"))["total"] or 0, adding, end)
+
+    def check_turn(self, adding: int) -> None:
+        """Both caps for a turn whose ``Run`` row was just created (in this
+        transaction) storing ``adding`` bytes: refuse one run too many at
+        once (429 ``throttled``) or a day's storage past its cap (429
+        ``budget_exceeded``). One query, whose counts hold the new row; call
+        it in the transaction that created the row, so a refusal rolls it
+        back."""
+        if not self.owner.is_known:
             return
-        seconds = max(1, math.ceil((end - now).total_seconds()))
+        counts: dict[str, Any] = {}
+        rows = Q()
+        if self.active_runs is not None:
+            running = Q(status=Run.Status.RUNNING)
+            counts["running"] = Count("pk", filter=running)
+            rows |= running
+        end = None
+        if self.stored_bytes_per_day is not None and adding > 0:
+            start, end = period_bounds("day", timezone.now())
+            today = Q(started_at__gte=start, started_at__lt=end)
+            counts["stored"] = Sum("stored_bytes", filter=today)
+            rows |= today
+        if not counts:
+            return
+        found = Run.objects.owned_by(self.owner).filter(rows).aggregate(**counts)
+        if self.active_runs is not None and (found["running"] or 0) > self.active_runs:
+            self._refuse_running()
+        if end is not None:
+            # The total holds the new row's ``adding``.
+            self._refuse_stored((found["stored"] or 0) - adding, adding, end)
+
+    def _refuse_running(self) -> None:
+        limit = self.active_runs
+        setting = f"MAX_ACTIVE_RUNS_PER_{self._kind.upper()}"
+        raise Throttled(
+            f"too many runs at once: at most {limit} of yours may run at the same time (UISTREAM[{setting!r}]); "
+            "try again when one has ended",
+            details={"limit": "active_runs", "allowed": limit},
+        )
+
+    def _refuse_stored(self, stored: int, adding: int, end: Any) -> None:
+        """Refuse unless ``stored`` (today's, before this turn) and ``adding`` fit the day's cap."""
+        limit = self.stored_bytes_per_day
+        if limit is None or stored + adding <= limit:
+            return
+        seconds = max(1, math.ceil((end - timezone.now()).total_seconds()))
         setting = f"MAX_STORED_BYTES_PER_{self._kind.upper()}_PER_DAY"
         raise Throttled(
             f"storage cap reached: this turn would store {adding} bytes, and {stored} of the day's {limit} "
@@ -112,22 +152,4 @@ class OwnerCaps:
             code=Codes.BUDGET_EXCEEDED,
             headers={"Retry-After": str(seconds)},
             details={"budget": "day:stored_bytes", "resets_at": end.isoformat()},
-        )
-
-    def check_active_runs(self) -> None:
-        """Refuse a turn whose run would be one too many running at once:
-        429 ``throttled``. Sync; call in the transaction that created the
-        run's row, after it (the count includes it), so the refusal rolls
-        it back."""
-        limit = self.active_runs
-        if limit is None or not self.owner.is_known:
-            return
-        running = Run.objects.owned_by(self.owner).filter(status=Run.Status.RUNNING).count()
-        if running <= limit:
-            return
-        setting = f"MAX_ACTIVE_RUNS_PER_{self._kind.upper()}"
-        raise Throttled(
-            f"too many runs at once: at most {limit} of yours may run at the same time (UISTREAM[{setting!r}]); "
-            "try again when one has ended",
-            details={"limit": "active_runs", "allowed": limit},
         )

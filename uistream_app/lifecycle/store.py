@@ -247,6 +247,7 @@ class ConversationStore:
             files = await sync_to_async(decode_files)(turn.message)
         if claim_owner is not None:
             owner = await claim_owner()
+        new_chat = key is None
         if key is None:
             key = new_conversation_key()
         elif orphans:
@@ -260,7 +261,14 @@ class ConversationStore:
             raise Conflict("a reply is still streaming in this chat", code=Codes.RUN_ACTIVE) from None
         try:
             return await sync_to_async(self.prepare_sync, thread_sensitive=True)(
-                turn, owner, run_id=run_id, channel=channel, version=version, model_name=model_name, files=files
+                turn,
+                owner,
+                run_id=run_id,
+                channel=channel,
+                version=version,
+                model_name=model_name,
+                files=files,
+                new_chat=new_chat,
             )
         except BaseException:
             await asyncio.shield(channel.close())
@@ -349,20 +357,24 @@ class ConversationStore:
         version: int,
         model_name: str,
         files: StagedFiles | None = None,
+        new_chat: bool = False,
     ) -> PreparedRun:
+        """``prepare``'s transaction. ``new_chat``: the owner had no chat
+        ``turn.chat_id`` when ``prepare`` looked (so the conversation is
+        inserted without first being looked up again)."""
         log_inline = log_writes_inline()  # before this transaction opens
+        if files is None:
+            return self._prepare_sync(turn, owner, run_id, channel, version, model_name, log_inline, None, new_chat)
         if turn.kind == "submit" and turn.message is not None:
             # Before the files are written: a turn past the day's storage cap writes nothing.
-            file_bytes = sum(len(decoded.data) for decoded in files.files) if files is not None else 0
+            file_bytes = sum(len(decoded.data) for decoded in files.files)
             OwnerCaps.of(owner).check_stored_bytes(stored_bytes_of(turn.message, file_bytes))
-        if files is None:
-            return self._prepare_sync(turn, owner, run_id, channel, version, model_name, log_inline, None)
         # The files' bytes go to storage before the transaction (which stays
         # short), and the message stored points at them; a failed
         # transaction takes them back out.
         try:
             turn = replace(turn, message=files.write())
-            return self._prepare_sync(turn, owner, run_id, channel, version, model_name, log_inline, files)
+            return self._prepare_sync(turn, owner, run_id, channel, version, model_name, log_inline, files, new_chat)
         except BaseException:
             files.discard()
             raise
@@ -377,17 +389,16 @@ class ConversationStore:
         model_name: str,
         log_inline: bool,
         files: StagedFiles | None,
+        new_chat: bool = False,
     ) -> PreparedRun:
         applied: AnswersApplied | None = None
-        caps = OwnerCaps.of(owner)
         with transaction.atomic():
-            conversation, new = self._conversation(turn, owner, channel.conversation_id)
+            conversation, new = self._conversation(turn, owner, channel.conversation_id, new_chat)
             messages = conversation.messages.current().order_by("position")
             resume_state = None
             stored = 0
             if turn.kind == "continue":
                 message, applied, stored = self._continue(conversation, turn, owner)
-                caps.check_stored_bytes(stored)
                 history = self.choose_history(messages)
                 resume_state = _resume_state(message, run_id)
             else:
@@ -405,8 +416,8 @@ class ConversationStore:
                 decisions=applied.decisions if applied is not None else [],
                 stored_bytes=stored,
             )
-            # After the row: the count holds it, and a refusal rolls it back.
-            caps.check_active_runs()
+            # After the row: the counts hold it, and a refusal rolls it back.
+            OwnerCaps.of(owner).check_turn(stored)
             thread = None
             if self.with_thread:
                 thread = [m.as_ui_message() for m in (history if new else messages)]
@@ -424,17 +435,20 @@ class ConversationStore:
             resume_state=resume_state,
         )
 
-    def _conversation(self, turn: Turn, owner: Owner, key: str) -> tuple[Conversation, bool]:
+    def _conversation(self, turn: Turn, owner: Owner, key: str, new_chat: bool) -> tuple[Conversation, bool]:
         """The owner's conversation ``turn.chat_id``, locked; created under
         ``key`` (the slot ``prepare`` took) for a new chat's first message.
         404 for anything but a submit to a chat the owner does not have;
         409 when another request made the chat since ``prepare`` looked
-        (its slot is not the one this turn holds)."""
-        conversation = Conversation.objects.select_for_update().owned_by(owner).with_client_id(turn.chat_id).first()
-        if conversation is not None:
-            if conversation.pk != key:
-                raise Conflict("a reply is still streaming in this chat", code=Codes.RUN_ACTIVE)
-            return conversation, False
+        (its slot is not the one this turn holds). ``new_chat``: ``prepare``
+        found none, so it is inserted at once; the unique client id per
+        owner refuses it if another request made it since."""
+        if not new_chat:
+            conversation = Conversation.objects.select_for_update().owned_by(owner).with_client_id(turn.chat_id).first()
+            if conversation is not None:
+                if conversation.pk != key:
+                    raise Conflict("a reply is still streaming in this chat", code=Codes.RUN_ACTIVE)
+                return conversation, False
         if turn.kind != "submit" or turn.edit_of is not None:
             raise not_found()  # nothing to regenerate, edit or continue
         assert turn.message is not None
@@ -442,8 +456,8 @@ class ConversationStore:
             pk=key, client_id=turn.chat_id, title=_title_from(turn.message["parts"]), **owner.create_kwargs()
         )
         try:
-            with transaction.atomic():
-                conversation.save(force_insert=True)
+            # No savepoint: a failed insert fails the whole transaction.
+            conversation.save(force_insert=True)
         except IntegrityError:
             # The same owner's request for the same new chat won the race.
             raise Conflict("a reply is still streaming in this chat", code=Codes.RUN_ACTIVE) from None
