@@ -14,8 +14,11 @@ The demo's settings, with what a measurement needs changed:
 * ``UISTREAM_BENCH_DATABASE_URL`` (``postgres://user@host:port/name``, as the
   demo's ``DATABASE_URL``), when set, is the database instead: the
   many-process server benchmark (``bench/server/procs.sh``) makes a fresh
-  PostgreSQL database per run (Django's default ``CONN_MAX_AGE`` 0: under
-  ASGI, persistent connections are not advised);
+  PostgreSQL database per run;
+* persistent connections as the demo's (``CONN_MAX_AGE`` 60, health
+  checks on: the lanes bound the threads that hold them);
+  ``UISTREAM_BENCH_CONN_MAX_AGE`` sets another age (0: a connection per
+  request, Django's default);
 * ``ROOT_URLCONF = "bench_urls"``: the demo's URLs plus the workload chat
   view, the bare baseline view and the query counter (``bench/bench_urls.py``);
 * ``UISTREAM_BENCH_FLUSH_MS``, when set, is ``UISTREAM["FLUSH_EVERY_MS"]``;
@@ -51,6 +54,7 @@ SQLITE_CONFIGS: dict[str, dict[str, object]] = {
     "default": {},
 }
 SQLITE_OPTIONS = SQLITE_CONFIGS[SQLITE_MODE]
+_CONN_MAX_AGE = int(os.environ.get("UISTREAM_BENCH_CONN_MAX_AGE", DATABASES["default"]["CONN_MAX_AGE"]))  # noqa: F405
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
@@ -60,8 +64,8 @@ DATABASES = {
 }
 if os.environ.get("UISTREAM_BENCH_DATABASE_URL"):
     DATABASES = {"default": _database_from_url(os.environ["UISTREAM_BENCH_DATABASE_URL"])}
-    if os.environ.get("UISTREAM_BENCH_CONN_MAX_AGE"):
-        DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ["UISTREAM_BENCH_CONN_MAX_AGE"])
+DATABASES["default"]["CONN_MAX_AGE"] = _CONN_MAX_AGE
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 ROOT_URLCONF = "bench_urls"
 

@@ -138,6 +138,13 @@ else:
             "OPTIONS": dict(SQLITE_OPTIONS),
         }
     }
+# Persistent connections: uistream's lanes (uistream_app.asgi.bounded_threads)
+# bound the threads that hold one, so a connection is reused by the next
+# request of its lane instead of opened and closed for every request
+# (docs/operations.md, "Threads"). UISTREAM_DEMO_CONN_MAX_AGE=0 closes each
+# at the end of its request, Django's default.
+DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("UISTREAM_DEMO_CONN_MAX_AGE", "60"))
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
 LANGUAGE_CODE = "en-us"
