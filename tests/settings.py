@@ -34,6 +34,12 @@ if not os.environ.get("DATABASE_URL"):
             "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
         }
     }
+# The suite's own processes keep Django's default, a connection per request
+# (the demo's servers that tests start as processes keep the demo's
+# persistent ones): the threads of the in-process test servers would
+# otherwise hold connections that PostgreSQL counts against dropping the
+# test database.
+DATABASES["default"]["CONN_MAX_AGE"] = 0
 LOGGING = {"version": 1, "disable_existing_loggers": False}
 
 ROOT_URLCONF = "tests.urls"
