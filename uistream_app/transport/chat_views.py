@@ -40,6 +40,7 @@ from .pipeline import (
     RequestContext,
     StreamView,
     check_json_request,
+    release_body,
     render_subscription,
     resolve_sdk_version,
     sse_response,
@@ -86,6 +87,7 @@ class ChatView(ChatHooks, StreamView):
     async def post(self, request: HttpRequest, context: RequestContext) -> HttpResponseBase:
         max_bytes = check_json_request(request, also_text=True)
         chat = parse_chat_request(request.body, max_bytes=max_bytes, require_id=False)
+        release_body(request)  # parsed: its bytes would be one more copy of the body while the turn is stored
         version = self.get_sdk_version()
         if not chat.chat_id:
             chat = ChatRequest(
