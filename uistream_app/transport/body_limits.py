@@ -119,7 +119,7 @@ def trim_heap() -> bool:
     they lie in the heap, and glibc gives back only a heap's top by itself.
     After three 30 MiB bodies on daphne about one body's worth was held
     this way three seconds later, in one run of three before 84fdc90 and
-    in every run after; ``malloc_trim`` then gave it back
+    in all three with pictures after; ``malloc_trim`` then gave it back
     (``bench/body_memory.py``). It takes under 2 ms of a 150 MiB process,
     after each request with a body of ``MMAP_THRESHOLD_BYTES`` or more."""
     if not _glibc():
