@@ -19,6 +19,8 @@ import pytest
 from django.test import override_settings
 
 from uistream_app.models import Conversation, Run
+from uistream_app.transport import body_limits
+from uistream_app.transport.body_limits import MMAP_THRESHOLD_BYTES
 
 from .server import demo_server, serve_demo, shared_database_url
 from .test_chat_http import Browser
@@ -189,3 +191,41 @@ def test_a_body_within_the_limit_sent_chunked_still_starts_a_chat(unguarded: str
     )
     assert response.status_code == 200
     assert '"type":"finish"' in response.text.replace(" ", "")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [MMAP_THRESHOLD_BYTES - 1, MMAP_THRESHOLD_BYTES])
+async def test_after_a_request_with_a_big_body_the_heap_gives_back_its_free_pages(
+    monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    # What a big body leaves in glibc's heap once freed is given back when
+    # its request is over (bench/body_memory.py measures it); a small
+    # body's request costs no trim.
+    trims: list[int] = []
+    monkeypatch.setattr(body_limits, "trim_heap", lambda: trims.append(read[0]) or True)
+    read = [0]
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            read[0] += len(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    pieces = [b"x" * (size // 2), b"x" * (size - size // 2)]
+    messages = [{"type": "http.request", "body": piece, "more_body": i == 0} for i, piece in enumerate(pieces)]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0)
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/api/chat", "headers": []}
+    await body_limits.limit_request_bodies(app, max_bytes=2 * size)(scope, receive, send)
+    assert sent[0]["status"] == 204
+    assert trims == ([size] if size >= MMAP_THRESHOLD_BYTES else [])

@@ -22,7 +22,8 @@ from typing import Any, ClassVar
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.test import Client
+from django.test import AsyncClient, Client, override_settings
+from django.urls import path
 
 from uistream_app.hooks import ChatHooks, TurnContext
 from uistream_app.models import Message, Run
@@ -254,3 +255,36 @@ async def test_a_source_that_cannot_be_built_fails_the_prepared_run() -> None:
     run = await Run.objects.aget(pk=handle.run.pk)
     assert run.status == "failed"
     assert "the source could not be built" in run.error_detail
+
+
+class _BodyReading(ChatView):
+    """Records what a hook finds of the request's body."""
+
+    seen: ClassVar[list[tuple[bytes, dict[str, Any]]]] = []
+
+    def get_max_steps(self, context: TurnContext) -> int:
+        assert context.request is not None
+        self.seen.append((context.request.body, dict(context.extra)))
+        return 3
+
+
+@pytest.mark.asyncio
+async def test_a_hook_finds_the_bodys_fields_in_the_context_and_its_bytes_let_go() -> None:
+    """The chat view lets go of the body's bytes once it has parsed them (a
+    big body would otherwise be held twice while its turn is stored): a
+    hook reads the body's own keys from ``context.extra``."""
+    _BodyReading.seen = []
+    message = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
+    body = {"id": "ctx-body", "messages": [message], "plan": "team"}
+    client = AsyncClient()
+    with override_settings(ROOT_URLCONF=__name__):
+        response = await client.post("/body-reading", data=json.dumps(body), content_type="application/json")
+        assert response.status_code == 200
+        async for _ in response.streaming_content:  # type: ignore[attr-defined]
+            pass
+    assert _BodyReading.seen == [(b"", {"plan": "team"})]
+    stored = await Message.objects.filter(conversation__client_id="ctx-body", role="user").aget()
+    assert stored.parts == message["parts"]
+
+
+urlpatterns = [path("body-reading", _BodyReading.as_view(model=ScriptedModel("Hello.")))]

@@ -28,6 +28,7 @@ __all__ = [
     "depth_ok",
     "has_surrogate_escape",
     "json_size",
+    "json_text",
     "load_json_object",
     "parse_json",
     "refuse_json_constant",
@@ -68,6 +69,19 @@ def has_surrogate_escape(text: bytes | str) -> bool:
     if isinstance(text, bytes):
         return b"\\ud" in text or b"\\uD" in text
     return "\\ud" in text or "\\uD" in text
+
+
+def json_text(body: bytes) -> bytes | str:
+    """``body`` as ``parse_json`` reads it: from ``LARGE_JSON_BYTES``, the
+    text it decodes to, so that a caller that lets go of the bytes before
+    parsing holds one copy of a big body less while it is read; else (or
+    when it is not UTF-8: ``parse_json`` says so) the bytes themselves."""
+    if len(body) < LARGE_JSON_BYTES or has_surrogate_escape(body):
+        return body
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body
 
 
 def parse_json(text: bytes | str) -> Any:
@@ -127,7 +141,7 @@ def depth_ok(value: Any, limit: int = MAX_DEPTH) -> bool:
 
 
 def load_json_object(
-    body: bytes, *, max_bytes: int, expected: str, max_depth: int | None = MAX_DEPTH
+    body: bytes | str, *, max_bytes: int, expected: str, max_depth: int | None = MAX_DEPTH
 ) -> dict[str, Any]:
     """``body`` parsed; ``expected`` names what the client should send.
     ``max_depth`` None: the caller checks the depth of what it keeps (text

@@ -1,10 +1,11 @@
 """OpenTelemetry traces of runs (docs/operations.md, "Tracing").
 
 The only module that imports ``opentelemetry`` (the ``otel`` extra:
-``pip install 'django-uistream[otel]'``). Without the package every hook
-below returns at its first line; with it but no tracer provider configured
-the run's span is the API's non-recording one and the hooks return at their
-second. Spans follow the OpenTelemetry GenAI semantic conventions:
+``pip install 'django-uistream[otel]'``), when a hook first records, not
+when this module is imported: a process starts without it. Without the
+package every hook below returns at its first line; with it but no tracer
+provider configured the run's span is the API's non-recording one and the
+hooks return at their second. Spans follow the OpenTelemetry GenAI semantic conventions:
 
 * ``invoke_agent {model}``, one per run (``start_run``/``end_run``): the
   conversation, the owner's kind, how the run ended, its token totals. It
@@ -33,22 +34,44 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
+import importlib.util
 import json
 from collections.abc import Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Final, TypeVar
 
 from ..protocol.events import Finish, Usage
 
-try:
-    from opentelemetry import context as otel_context
-    from opentelemetry import propagate, trace
-    from opentelemetry.trace import SpanKind, Status, StatusCode
-except ImportError:  # the "otel" extra is not installed: every hook is a no-op
-    ENABLED = False
-else:
-    ENABLED = True
+
+def _installed() -> bool:
+    try:
+        return importlib.util.find_spec("opentelemetry.trace") is not None
+    except ImportError:  # hidden: sys.modules["opentelemetry"] is None
+        return False
+
+
+#: Whether the "otel" extra is installed (if not, every hook is a no-op).
+#: Its modules are imported by the first hook that records (``_otel``),
+#: not with this one: a process that never runs a turn (a management
+#: command, a web process whose runs execute on workers) doesn't load them.
+ENABLED: Final = _installed()
+
+
+@functools.cache
+def _otel() -> SimpleNamespace:
+    """The OpenTelemetry API's modules, imported at their first use."""
+    from opentelemetry import context, propagate, trace
+
+    return SimpleNamespace(context=context, propagate=propagate, trace=trace)
+
+
+def _error_status(description: str | None = None) -> Any:
+    trace = _otel().trace
+    return trace.Status(trace.StatusCode.ERROR, description)
+
 
 __all__ = [
     "ENABLED",
@@ -141,7 +164,7 @@ def _get_tracer() -> Any:
     # A proxy tracer: it follows a provider configured later on.
     global _tracer
     if _tracer is None:
-        _tracer = trace.get_tracer(TRACER_NAME)
+        _tracer = _otel().trace.get_tracer(TRACER_NAME)
     return _tracer
 
 
@@ -161,7 +184,7 @@ def start_run(
         return None, ""
     span = _get_tracer().start_span(
         f"invoke_agent {model}",
-        kind=SpanKind.INTERNAL,
+        kind=_otel().trace.SpanKind.INTERNAL,
         attributes={
             OPERATION_NAME: "invoke_agent",
             AGENT_NAME: model,
@@ -191,7 +214,7 @@ def run_span_id(context: contextvars.Context | None) -> str:
 
 def _enter_run(span: Any, run: _RunTrace) -> None:
     # Never detached: the context is the run task's own and ends with it.
-    otel_context.attach(trace.set_span_in_context(span))
+    _otel().context.attach(_otel().trace.set_span_in_context(span))
     _RUN.set(run)
 
 
@@ -214,10 +237,10 @@ def end_run(
         span.set_attribute(ERROR_TYPE, type(error).__name__ if error is not None else "failed")
         if error is not None and run.content:
             span.record_exception(error)
-        span.set_status(Status(StatusCode.ERROR))
+        span.set_status(_error_status())
     elif status == "interrupted":
         span.set_attribute(ERROR_TYPE, "interrupted")
-        span.set_status(Status(StatusCode.ERROR, "the process stopped before the run ended"))
+        span.set_status(_error_status("the process stopped before the run ended"))
     span.end()
 
 
@@ -237,6 +260,7 @@ def record_feedback(
     was recorded: not without the extra, a provider, or a traced run."""
     if not ENABLED or not trace_id or not span_id:
         return False
+    trace = _otel().trace
     try:
         parent = trace.SpanContext(
             trace_id=int(trace_id, 16),
@@ -247,7 +271,9 @@ def record_feedback(
     except ValueError:
         return False
     context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
-    span = _get_tracer().start_span("feedback", context=context, kind=SpanKind.INTERNAL, attributes={RUN_ID: run_id})
+    span = _get_tracer().start_span(
+        "feedback", context=context, kind=trace.SpanKind.INTERNAL, attributes={RUN_ID: run_id}
+    )
     if not span.is_recording():
         return False
     attributes: dict[str, Any] = {
@@ -296,7 +322,7 @@ class ModelCall:
         provider = _PROVIDERS.get(type(model).__module__) or getattr(model, "provider_name", None)
         if isinstance(provider, str):
             attributes[PROVIDER_NAME] = provider
-        self._span = _get_tracer().start_span(f"chat {name}", kind=SpanKind.CLIENT, attributes=attributes)
+        self._span = _get_tracer().start_span(f"chat {name}", kind=_otel().trace.SpanKind.CLIENT, attributes=attributes)
         self._usage: dict[str, int] = {}
         self._reasons: list[str] = []
         self._error: BaseException | None = None
@@ -330,7 +356,7 @@ class ModelCall:
             span.set_attribute(RESPONSE_FINISH_REASONS, tuple(self._reasons))
         if self._error is not None:
             span.set_attribute(ERROR_TYPE, type(self._error).__name__)
-            span.set_status(Status(StatusCode.ERROR))
+            span.set_status(_error_status())
         span.end()
 
 
@@ -366,8 +392,8 @@ async def _tool_call(
         attributes[TOOL_DESCRIPTION] = description
     if run.content:
         attributes[TOOL_CALL_ARGUMENTS] = _json(arguments)
-    span = _get_tracer().start_span(f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes)
-    token = otel_context.attach(trace.set_span_in_context(span))
+    span = _get_tracer().start_span(f"execute_tool {name}", kind=_otel().trace.SpanKind.INTERNAL, attributes=attributes)
+    token = _otel().context.attach(_otel().trace.set_span_in_context(span))
     try:
         outcome = await call
     except asyncio.CancelledError:
@@ -376,7 +402,7 @@ async def _tool_call(
         raise
     except BaseException as exc:  # the loop catches a tool's errors: this is the loop's own
         span.set_attribute(ERROR_TYPE, type(exc).__name__)
-        span.set_status(Status(StatusCode.ERROR))
+        span.set_status(_error_status())
         if run.content:
             span.record_exception(exc)
         raise
@@ -389,12 +415,12 @@ async def _tool_call(
         if failed:
             if ERROR_TYPE not in (getattr(span, "attributes", None) or {}):
                 span.set_attribute(ERROR_TYPE, "tool_error")
-            span.set_status(Status(StatusCode.ERROR))
+            span.set_status(_error_status())
         if run.content and result is not None:
             span.set_attribute(TOOL_CALL_RESULT, _json(getattr(result, "content", None)))
         return outcome
     finally:
-        otel_context.detach(token)
+        _otel().context.detach(token)
         span.end()
 
 
@@ -403,7 +429,7 @@ def tool_failed(error_type: str) -> None:
     (``error.type``: ``ToolError``, ``timeout``, the exception's class)."""
     if not ENABLED or _RUN.get() is None:
         return
-    span = trace.get_current_span()
+    span = _otel().trace.get_current_span()
     if span.is_recording():
         span.set_attribute(ERROR_TYPE, error_type)
 
@@ -414,7 +440,7 @@ def tool_failed(error_type: str) -> None:
 def current_context() -> Any:
     """The OpenTelemetry context of the caller, to re-enter elsewhere with
     ``in_context`` (None without the package)."""
-    return otel_context.get_current() if ENABLED else None
+    return _otel().context.get_current() if ENABLED else None
 
 
 @contextmanager
@@ -423,11 +449,11 @@ def in_context(context: Any) -> Iterator[None]:
     if context is None:
         yield
         return
-    token = otel_context.attach(context)
+    token = _otel().context.attach(context)
     try:
         yield
     finally:
-        otel_context.detach(token)
+        _otel().context.detach(token)
 
 
 def carrier() -> dict[str, str]:
@@ -435,7 +461,7 @@ def carrier() -> dict[str, str]:
     run handed to a worker; empty when there is none."""
     headers: dict[str, str] = {}
     if ENABLED:
-        propagate.inject(headers)
+        _otel().propagate.inject(headers)
     return headers
 
 
@@ -444,14 +470,14 @@ def continued(headers: Mapping[str, str] | None) -> Iterator[None]:
     """Continue the trace ``headers`` carry (``carrier``) for the block,
     unless a span is current already (a worker instrumented by
     opentelemetry-instrumentation-celery continues it itself)."""
-    if not ENABLED or not headers or trace.get_current_span().get_span_context().is_valid:
+    if not ENABLED or not headers or _otel().trace.get_current_span().get_span_context().is_valid:
         yield
         return
-    token = otel_context.attach(propagate.extract(dict(headers)))
+    token = _otel().context.attach(_otel().propagate.extract(dict(headers)))
     try:
         yield
     finally:
-        otel_context.detach(token)
+        _otel().context.detach(token)
 
 
 # -- helpers --------------------------------------------------------------------

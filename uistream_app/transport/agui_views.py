@@ -37,7 +37,7 @@ from ..protocol.ui.parts import SETTLED_TOOL_STATES, is_tool_part, tool_parts
 from ..recording.agui_history import render_stored_run, stored_history, stored_history_sync, stored_state
 from ..runs import ChatModel
 from .chat_request import valid_id
-from .pipeline import RequestContext, StreamView, check_json_request
+from .pipeline import RequestContext, StreamView, check_json_request, release_body
 
 __all__ = [
     "AGUI_SSE_HEADERS",
@@ -237,6 +237,7 @@ class AGUIView(ChatHooks, StreamView):
         if not _accepts_sse(request):
             raise NotAcceptable("this endpoint answers in text/event-stream")
         agui = self.parse(request.body, max_bytes)
+        release_body(request)  # parsed: its bytes would be one more copy of the body while the turn is stored
         turn_context = TurnContext(context.owner, agui.thread_id, "agui", forwarded_extra(agui), request=request)
         setup = self.setup_turn(turn_context)
         turn = self.get_turn(agui, tool_loop=setup.agent is None or setup.adapter is not None)

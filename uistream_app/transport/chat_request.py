@@ -121,7 +121,7 @@ def _check_history_message(message: object, where: str) -> None:
         _check_message(message, where)  # the precise error
 
 
-def parse_chat_request(body: bytes, *, max_bytes: int, require_id: bool = True) -> ChatRequest:
+def parse_chat_request(body: bytes | str, *, max_bytes: int, require_id: bool = True) -> ChatRequest:
     """Rules 1-6 of docs/protocols.md, "useChat requests". Only the last
     message (the one the server takes) and the extra keys are checked part
     by part and for depth; the history before it only for its shape.

@@ -28,6 +28,7 @@ from ..lifecycle.store import new_chat_id
 from ..live import get_broker
 from ..models import Conversation, Message, Run
 from ..owners import Owner
+from ..protocol.jsonbody import json_text
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.render import UIStreamRenderer, downgrade
 from ..protocol.ui.replay import replay_message
@@ -40,6 +41,7 @@ from .pipeline import (
     RequestContext,
     StreamView,
     check_json_request,
+    release_body,
     render_subscription,
     resolve_sdk_version,
     sse_response,
@@ -69,6 +71,17 @@ CHAT_LOOKUP_IDS: Final = 100
 _START_INDEX_RE: Final = re.compile(r"-?[0-9]{1,15}")
 
 
+def _taken_body(request: HttpRequest) -> bytes | str:
+    """``request``'s body, taken from it to be parsed (``request.body`` is
+    empty after this: the hooks read the body's keys from
+    ``TurnContext.extra``): a big body as its text, its bytes let go, so
+    that one copy of it is held while it is parsed and none while its turn
+    is stored (``protocol.jsonbody.json_text``)."""
+    body = request.body
+    release_body(request)
+    return json_text(body)
+
+
 class ChatView(ChatHooks, StreamView):
     """useChat's endpoint: POST in, UI message stream out.
 
@@ -85,7 +98,7 @@ class ChatView(ChatHooks, StreamView):
 
     async def post(self, request: HttpRequest, context: RequestContext) -> HttpResponseBase:
         max_bytes = check_json_request(request, also_text=True)
-        chat = parse_chat_request(request.body, max_bytes=max_bytes, require_id=False)
+        chat = parse_chat_request(_taken_body(request), max_bytes=max_bytes, require_id=False)
         version = self.get_sdk_version()
         if not chat.chat_id:
             chat = ChatRequest(

@@ -264,11 +264,14 @@ def _read_body(request: HttpRequest, max_bytes: int) -> bytes:
 
 
 def release_body(request: HttpRequest) -> None:
-    """Let go of ``request``'s body once its answer is over. A Django request
-    sits in reference cycles (``request.auser``, the messages storage), so
-    it is freed by the next full garbage collection, not when its response
-    ends, and its body (up to ``MAX_REQUEST_BYTES``) would be held until
-    then. After this, ``request.body`` is empty."""
+    """Let go of ``request``'s body: the chat views call it once they have
+    parsed the body (its bytes would otherwise be one more copy of it, up
+    to ``MAX_REQUEST_BYTES``, while the turn is stored and answered), and
+    again when the answer ends. A Django request sits in reference cycles
+    (``request.auser``, the messages storage), so it is freed by the next
+    full garbage collection, not when its response ends. After this,
+    ``request.body`` is empty: the hooks read the body's fields from
+    ``TurnContext.extra``."""
     if getattr(request, "_body", None):
         request._body = b""
         request._stream = io.BytesIO()
