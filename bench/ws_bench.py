@@ -80,6 +80,7 @@ TABLE_COLUMNS = [
     "p99",
     "max",
     "first chunk p50 / p99",
+    "streaming at once",
     "KiB/socket open / peak",
     "server CPU",
     "server CPU per frame",
@@ -112,6 +113,7 @@ class Server:
         label: str = "baseline",
         *,
         flush_every_ms: int | None = None,
+        switch_interval_ms: float | None = None,
         env: dict[str, str] | None = None,
         kind: str = "daphne",
         options: tuple[str, ...] = (),
@@ -132,6 +134,8 @@ class Server:
         ]
         if flush_every_ms is not None:  # a diagnosis, not the demo
             lines.append(f"UISTREAM = {{**UISTREAM, 'FLUSH_EVERY_MS': {flush_every_ms}}}")
+        if switch_interval_ms is not None:  # a diagnosis: how long a thread waits for the GIL
+            lines.append(f"import sys; sys.setswitchinterval({switch_interval_ms / 1000!r})")
         (self.dir / "ws_bench_settings.py").write_text("\n".join(lines) + "\n")
         self.env = {
             **os.environ,
@@ -228,6 +232,7 @@ class Result:
     sent_at: float = 0.0
     arrivals: list[float] = field(default_factory=list)  # paced frames only
     first_chunk_at: float | None = None
+    end_at: float | None = None
     sequences: list[int] = field(default_factory=list)
     text: str = ""
     end: str | None = None
@@ -265,6 +270,7 @@ async def chat(ws: Any, chat_id: str, text: str, result: Result, capture: list[d
                 if chunk["type"] == "text-delta":
                     result.text += chunk["delta"]
         elif kind in ("end", "error", "no-active"):
+            result.end_at = now
             result.end = kind if kind != "error" else f"error: {frame.get('errorText')}"
             return
 
@@ -368,6 +374,23 @@ def start_profiler(server: Server, output: str) -> subprocess.Popen[bytes]:
     )
 
 
+def streaming_at_once(results: list[Result]) -> int:
+    """The most sockets between their first chunk and their end at one
+    moment: 500 when every stream overlaps every other, fewer when the
+    first streams end before the last start."""
+    edges = sorted(
+        edge
+        for r in results
+        if r.first_chunk_at is not None and r.end_at is not None
+        for edge in ((r.first_chunk_at, 1), (r.end_at, -1))
+    )
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
 def report(args: argparse.Namespace, label: str, m: dict[str, Any]) -> dict[str, Any]:
     results: list[Result] = m["results"]
     expected = " ".join(str(n) for n in range(1, args.count + 1))
@@ -391,6 +414,7 @@ def report(args: argparse.Namespace, label: str, m: dict[str, Any]) -> dict[str,
         "max": max(gaps),
         "ttfc_p50": pct(ttfc, 50),
         "ttfc_p99": pct(ttfc, 99),
+        "at_once": streaming_at_once(results),
         "kib_open": (m["rss_open"] - m["rss_before"]) / n,
         "kib_peak": (m["rss_peak"] - m["rss_before"]) / n,
         "cpu": m["cpu"] / m["elapsed"],
@@ -404,6 +428,7 @@ def report(args: argparse.Namespace, label: str, m: dict[str, Any]) -> dict[str,
         f"mean {statistics.fmean(gaps):.1f} ms"
     )
     print(f"send -> first chunk: p50 {row['ttfc_p50']:.1f} ms, p99 {row['ttfc_p99']:.1f} ms, max {max(ttfc):.1f} ms")
+    print(f"streaming at once (first chunk to end): at most {row['at_once']} of {n} sockets")
     print(
         f"server RSS: {m['rss_before'] / 1024:.1f} MiB after warm-up, {m['rss_open'] / 1024:.1f} MiB with "
         f"{n} sockets open ({row['kib_open']:.1f} KiB/socket), peak {m['rss_peak'] / 1024:.1f} MiB while "
@@ -513,8 +538,14 @@ def main() -> int:
     parser.add_argument(
         "--flush-every-ms", type=int, help="diagnosis: the demo settings with another UISTREAM['FLUSH_EVERY_MS']"
     )
+    parser.add_argument(
+        "--switch-interval-ms",
+        type=float,
+        help="diagnosis: both servers with another sys.setswitchinterval (Python's default is 5 ms)",
+    )
     parser.add_argument("--profile", metavar="PREFIX", help="py-spy record --gil each server while it streams")
     parser.add_argument("--server", choices=sorted(SERVERS), default="daphne", help="the ASGI server (default daphne)")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of ChatConsumer then its baseline (default 1)")
     args = parser.parse_args()
     print(
         f"{args.sockets} sockets, 'count to {args.count}' each, demo model paced at {args.delay_ms} ms, "
@@ -523,28 +554,70 @@ def main() -> int:
     label = "ChatConsumer (demo_project.asgi)"
     if args.flush_every_ms is not None:
         label += f", FLUSH_EVERY_MS={args.flush_every_ms}"
-    server = Server(args.delay_ms, label="consumer", flush_every_ms=args.flush_every_ms, kind=args.server)
-    rows = [measure(args, label, server)]
-    if not args.no_baseline:
-        with tempfile.NamedTemporaryFile(suffix=".json") as frames:
-            frames.write(orjson.dumps([f["chunk"] for f in rows[0]["captured"] if f["type"] == "chunk"]))
-            frames.flush()
-            env = {"UISTREAM_WS_BENCH_FRAMES": frames.name}
-            baseline = Server(args.delay_ms, BASELINE, env=env, kind=args.server)
-            rows.append(measure(args, f"baseline ({args.server} + Channels only)", baseline))
+    if args.switch_interval_ms is not None:
+        label += f", switch interval {args.switch_interval_ms:g} ms"
+    rounds: list[list[dict[str, Any]]] = []
+    for number in range(args.rounds):
+        if args.rounds > 1:
+            print(f"\n--- round {number + 1} of {args.rounds}")
+        server = Server(
+            args.delay_ms,
+            label="consumer",
+            flush_every_ms=args.flush_every_ms,
+            switch_interval_ms=args.switch_interval_ms,
+            kind=args.server,
+        )
+        rows = [measure(args, label, server)]
+        if not args.no_baseline:
+            with tempfile.NamedTemporaryFile(suffix=".json") as frames:
+                frames.write(orjson.dumps([f["chunk"] for f in rows[0]["captured"] if f["type"] == "chunk"]))
+                frames.flush()
+                env = {"UISTREAM_WS_BENCH_FRAMES": frames.name}
+                baseline = Server(
+                    args.delay_ms, BASELINE, env=env, kind=args.server, switch_interval_ms=args.switch_interval_ms
+                )
+                rows.append(measure(args, f"baseline ({args.server} + Channels only)", baseline))
+        rounds.append(rows)
     print()
     print(TABLE_HEADER)
     print("|---" + "|---:" * (len(TABLE_COLUMNS) - 1) + "|")
-    for r in rows:
+    for r in (row for rows in rounds for row in rows):
         print(
             f"| {r['label']} | {r['ok']}/{args.sockets} | {r['frames_per_s']:,.0f} | {r['p50']:.1f} ms | "
             f"{r['p90']:.1f} ms | **{r['p99']:.1f} ms** ({r['p99'] / args.delay_ms:.2f}x) | {r['max']:.0f} ms | "
-            f"{r['ttfc_p50']:.0f} / {r['ttfc_p99']:.0f} ms | {r['kib_open']:.0f} / {r['kib_peak']:.0f} | "
-            f"{r['cpu']:.0%} | {r['us_per_frame']:.0f} µs | {r['client_cpu']:.0%} |"
+            f"{r['ttfc_p50']:.0f} / {r['ttfc_p99']:.0f} ms | {r['at_once']} | {r['kib_open']:.0f} / "
+            f"{r['kib_peak']:.0f} | {r['cpu']:.0%} | {r['us_per_frame']:.0f} µs | {r['client_cpu']:.0%} |"
         )
-    met = rows[0]["met"]
-    print(f"\ntarget (ChatConsumer p99 gap <= 2x pacing): {'met' if met else 'NOT met'}")
+    met = all(rows[0]["met"] for rows in rounds)
+    print(f"\ntarget (ChatConsumer p99 gap <= 2x pacing, every round): {'met' if met else 'NOT met'}")
+    if not args.no_baseline:
+        met = paired(args, rounds) and met
     return 0 if met else 1
+
+
+#: Issue 29's targets: ChatConsumer ÷ the bare consumer of the same round.
+PAIRED = (("gap p99", "p99", 1.5), ("CPU per frame", "us_per_frame", 1.5), ("send -> first chunk p50", "ttfc_p50", 3.0))
+
+
+def paired(args: argparse.Namespace, rounds: list[list[dict[str, Any]]]) -> bool:
+    """Each round's ratios to its baseline and their median; True when the
+    medians meet issue 29's targets and every stream of every round
+    streamed at once with all the others."""
+    print("\nChatConsumer ÷ the bare consumer of the same round:")
+    met = True
+    for name, key, most in PAIRED:
+        ratios = [ours[key] / bare[key] for ours, bare in rounds]
+        median = statistics.median(ratios)
+        met = met and median <= most
+        each = ", ".join(f"{r:.2f}x" for r in ratios)
+        print(f"  {name}: median {median:.2f}x (rounds {each}; target <= {most}x)")
+    at_once = [(ours["at_once"], bare["at_once"]) for ours, bare in rounds]
+    median_at_once = statistics.median(ours for ours, _ in at_once)
+    met = met and median_at_once == args.sockets
+    each = ", ".join(f"{ours} / {bare}" for ours, bare in at_once)
+    print(f"  streaming at once: median {median_at_once:g} of {args.sockets} (rounds, ours / bare: {each})")
+    print(f"targets of issue 29 (medians of {len(rounds)} rounds): {'met' if met else 'NOT met'}")
+    return met
 
 
 if __name__ == "__main__":
