@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gc_probe
 import orjson
 from bench_common import HOST, cpu_seconds, free_port, lag_monitor, pct, rss_kib
 
@@ -114,6 +115,7 @@ class Server:
         *,
         flush_every_ms: int | None = None,
         switch_interval_ms: float | None = None,
+        gc_stats: bool = False,
         env: dict[str, str] | None = None,
         kind: str = "daphne",
         options: tuple[str, ...] = (),
@@ -136,6 +138,16 @@ class Server:
             lines.append(f"UISTREAM = {{**UISTREAM, 'FLUSH_EVERY_MS': {flush_every_ms}}}")
         if switch_interval_ms is not None:  # a diagnosis: how long a thread waits for the GIL
             lines.append(f"import sys; sys.setswitchinterval({switch_interval_ms / 1000!r})")
+        #: The server's garbage collections, when measured (``--gc-stats``; the
+        #: migrate and session commands import these settings too, so the
+        #: server's own file is named by the server's command line).
+        self.gc_path = str(self.dir / "gc.json") if gc_stats else None
+        if self.gc_path is not None:
+            lines.append(
+                "import sys\n"
+                f"if any(arg.endswith({self.app!r}) for arg in sys.argv):\n"
+                f"    import gc_probe; gc_probe.install({self.gc_path!r})"
+            )
         (self.dir / "ws_bench_settings.py").write_text("\n".join(lines) + "\n")
         self.env = {
             **os.environ,
@@ -336,10 +348,14 @@ async def run(args: argparse.Namespace, server: Server, cookies: list[str]) -> d
     spy = start_profiler(server, f"{args.profile}.{server.label}") if args.profile else None
     if spy is not None:
         await asyncio.sleep(1)  # py-spy attaches
+    gc0 = gc_probe.read(server.gc_path) if server.gc_path else None
     cpu0, own0, t0 = server.cpu_seconds(), time.process_time(), time.perf_counter()
     go.set()
     await asyncio.wait_for(done.wait(), timeout=args.timeout)
     elapsed, cpu = time.perf_counter() - t0, server.cpu_seconds() - cpu0
+    if server.gc_path:
+        await asyncio.sleep(0.3)  # the probe's next write
+    gc1 = gc_probe.read(server.gc_path) if server.gc_path else None
     client_cpu = time.process_time() - own0
     stop.set()
     if spy is not None:
@@ -360,6 +376,7 @@ async def run(args: argparse.Namespace, server: Server, cookies: list[str]) -> d
         "cpu": cpu,
         "client_cpu": client_cpu,
         "lags": lags,
+        "gc": (gc0, gc1),
     }
 
 
@@ -446,6 +463,16 @@ def report(args: argparse.Namespace, label: str, m: dict[str, Any]) -> dict[str,
         f"clients (this process): CPU {row['client_cpu']:.0%}; event-loop lag (5 ms sleeper) "
         f"p50 {pct(lags, 50) * 1000:.1f} ms, p99 {pct(lags, 99) * 1000:.1f} ms"
     )
+    gc0, gc1 = m["gc"]
+    if gc0 is not None and gc1 is not None:
+        counts = [b - a for a, b in zip(gc0["count"], gc1["count"], strict=True)]
+        seconds = [b - a for a, b in zip(gc0["seconds"], gc1["seconds"], strict=True)]
+        print(
+            f"server garbage collections while streaming: {', '.join(f'{c:.0f}' for c in counts)} "
+            f"(generations 0, 1, 2), {sum(seconds) * 1000:.0f} ms in all ({sum(seconds) / m['cpu']:.0%} of its CPU), "
+            f"of which full {seconds[2] * 1000:.0f} ms; longest full collection in the process "
+            f"{gc1['longest'][2] * 1000:.0f} ms"
+        )
     row["met"] = not bad and row["p99"] <= 2 * pacing
     return row
 
@@ -543,6 +570,9 @@ def main() -> int:
         type=float,
         help="diagnosis: both servers with another sys.setswitchinterval (Python's default is 5 ms)",
     )
+    parser.add_argument(
+        "--gc-stats", action="store_true", help="diagnosis: time each server's garbage collections while it streams"
+    )
     parser.add_argument("--profile", metavar="PREFIX", help="py-spy record --gil each server while it streams")
     parser.add_argument("--server", choices=sorted(SERVERS), default="daphne", help="the ASGI server (default daphne)")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of ChatConsumer then its baseline (default 1)")
@@ -565,6 +595,7 @@ def main() -> int:
             label="consumer",
             flush_every_ms=args.flush_every_ms,
             switch_interval_ms=args.switch_interval_ms,
+            gc_stats=args.gc_stats,
             kind=args.server,
         )
         rows = [measure(args, label, server)]
@@ -574,7 +605,12 @@ def main() -> int:
                 frames.flush()
                 env = {"UISTREAM_WS_BENCH_FRAMES": frames.name}
                 baseline = Server(
-                    args.delay_ms, BASELINE, env=env, kind=args.server, switch_interval_ms=args.switch_interval_ms
+                    args.delay_ms,
+                    BASELINE,
+                    env=env,
+                    kind=args.server,
+                    switch_interval_ms=args.switch_interval_ms,
+                    gc_stats=args.gc_stats,
                 )
                 rows.append(measure(args, f"baseline ({args.server} + Channels only)", baseline))
         rounds.append(rows)
