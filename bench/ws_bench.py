@@ -35,7 +35,15 @@ Reported:
 * the server's CPU time while streaming, and this client process's own
   CPU time and event-loop lag (a 5 ms sleeper), to tell the client's share
   of a gap from the server's (the clients share the machine: a client
-  near 100% of a core delays what it reads).
+  near 100% of a core delays what it reads);
+* how many sockets streamed at once (between their first chunk and their
+  ``end``): 500 of 500 when every stream overlaps every other.
+
+``--rounds N`` measures both servers N times, alternately, and prints each
+round's ratios (``ChatConsumer`` ÷ the bare consumer of the same round)
+and their medians against issue 29's targets. ``--profile`` prints where
+each server's samples went (``PROFILE_ROWS``); ``--gc-stats`` its garbage
+collections while it streams.
 """
 
 from __future__ import annotations
@@ -540,6 +548,44 @@ def _make_baseline() -> Any:
     return AllowedHostsOriginValidator(AuthMiddlewareStack(routes))
 
 
+#: Where a sample of ``--profile`` goes: the first rule that one of its
+#: stack's functions (py-spy's names) matches; the last takes the rest.
+PROFILE_ROWS: list[tuple[str, tuple[str, ...]]] = [
+    ("a turn's set-up, database thread (ConversationStore.prepare_sync)", ("ConversationStore.prepare_sync",)),
+    ("the log writer's thread", ("_write_jobs",)),
+    ("other threads", ("Thread._bootstrap",)),
+    ("a frame's send: daphne, autobahn, Twisted's write", ("Server.handle_reply",)),
+    ("a frame's send: Channels' consumer and session wrapper", ("AsyncWebsocketConsumer.send",)),
+    ("the run task (model, tool loop, encoder, recorder, publish)", ("execute_run",)),
+    ("the consumer's own per frame (subscription, rendering)", ("ChatConsumer._forward", "BaselineConsumer.stream")),
+    ("a turn's set-up, event loop (policies, hooks, Runner.start)", ("ChatConsumer.serve_send",)),
+    ("the log writer, event loop", ("LogWriter._run",)),
+    ("Twisted and asyncio I/O callbacks", ("AsyncioSelectorReactor._readOrWrite",)),
+    ("the event loop: timers, task steps", ()),
+]
+
+
+def print_profile(path: str, us_per_frame: float) -> None:
+    """The samples of a ``--profile`` file (py-spy's raw format: a stack,
+    a space, a count) by ``PROFILE_ROWS``, as shares and as µs per frame."""
+    counts = dict.fromkeys((name for name, _ in PROFILE_ROWS), 0)
+    total = 0
+    for line in Path(path).read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        functions = {frame.split(" (", 1)[0] for frame in stack.split(";")}
+        for name, markers in PROFILE_ROWS:
+            if not markers or not functions.isdisjoint(markers):
+                counts[name] += int(count)
+                break
+        total += int(count)
+    print(f"py-spy --gil, {total} samples ({path}):")
+    for name, count in counts.items():
+        if count:
+            print(f"  {name}: {count / total:.0%}, {count / total * us_per_frame:.0f} µs per frame")
+
+
 def measure(args: argparse.Namespace, label: str, server: Server) -> dict[str, Any]:
     try:
         server.start()
@@ -548,6 +594,8 @@ def measure(args: argparse.Namespace, label: str, server: Server) -> dict[str, A
         row = report(args, label, measured)
         if server.app == APP:
             print(f"runs stored: {server.run_statuses()}")
+        if args.profile:
+            print_profile(f"{args.profile}.{server.label}", row["us_per_frame"])
         row["captured"] = measured["captured"]
         return row
     finally:
