@@ -50,3 +50,15 @@ if os.environ.get("UISTREAM_GC_FREEZE", "1") == "1":
     get_resolver().url_patterns  # noqa: B018 - imports the views now, not on the first request
     gc.collect()
     gc.freeze()
+
+# A collection every 700 new container objects (Python's default) is, with
+# 500 open streams, a full collection of 125-170 ms four or five times a
+# run, each stalling every stream at once; at 10,000 none came in a run, and
+# the collector's share of the CPU fell from 11-13% to 1-2%
+# (bench/ws_bench.py --gc-stats; docs/operations.md, "gc.freeze()").
+# UISTREAM_GC_THRESHOLD=0 leaves Python's.
+_gc_threshold = int(os.environ.get("UISTREAM_GC_THRESHOLD", "10000"))
+if _gc_threshold > 0:
+    import gc
+
+    gc.set_threshold(_gc_threshold, *gc.get_threshold()[1:])

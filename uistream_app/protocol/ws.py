@@ -164,8 +164,11 @@ def check_frame(frame: object) -> SendFrame | ResumeFrame | AbortFrame:
 # -- rendering --------------------------------------------------------------------
 
 
+_dumps = orjson.dumps
+
+
 def _json(value: str) -> str:
-    return orjson.dumps(value).decode()
+    return _dumps(value).decode()
 
 
 def decode_json_text(text: str) -> Any:
@@ -223,9 +226,20 @@ class ChatFrameRenderer:
     def chunks(self, first_seq: int, chunks: Iterable[Chunk]) -> list[str]:
         """One ``chunk`` frame per chunk, numbered from ``first_seq``."""
         head = self._chunk_head
-        render = self._render
-        # render() is `data: <json>\n\n`: the JSON is bytes 6 to -2.
-        return [
-            head + str(seq) + ',"chunk":' + render(chunk)[6:-2].decode() + "}"
-            for seq, chunk in enumerate(chunks, first_seq)
-        ]
+        if not isinstance(chunks, (list, tuple)):
+            chunks = list(chunks)
+        try:
+            # ai@7's SSE payload is the chunk's orjson text as it is: one
+            # encode per chunk, no SSE framing to cut off again.
+            return [
+                head + str(seq) + ',"chunk":' + _dumps(chunk).decode() + "}"
+                for seq, chunk in enumerate(chunks, first_seq)
+            ]
+        except TypeError:
+            # What orjson refuses goes through the SSE renderer's lenient path.
+            render = self._render
+            # render() is `data: <json>\n\n`: the JSON is bytes 6 to -2.
+            return [
+                head + str(seq) + ',"chunk":' + render(chunk)[6:-2].decode() + "}"
+                for seq, chunk in enumerate(chunks, first_seq)
+            ]
