@@ -363,18 +363,24 @@ class ConversationStore:
         ``turn.chat_id`` when ``prepare`` looked (so the conversation is
         inserted without first being looked up again)."""
         log_inline = log_writes_inline()  # before this transaction opens
-        if files is None:
-            return self._prepare_sync(turn, owner, run_id, channel, version, model_name, log_inline, None, new_chat)
+        # What a submit stores (its message, its files' bytes), counted once
+        # against the day's storage cap (a file's data: URL counts nothing,
+        # so it is the same count before the files are written and after).
+        submitted = 0
         if turn.kind == "submit" and turn.message is not None:
-            # Before the files are written: a turn past the day's storage cap writes nothing.
-            file_bytes = sum(len(decoded.data) for decoded in files.files)
-            OwnerCaps.of(owner).check_stored_bytes(stored_bytes_of(turn.message, file_bytes))
+            file_bytes = sum(len(decoded.data) for decoded in files.files) if files is not None else 0
+            submitted = stored_bytes_of(turn.message, file_bytes)
+        args = (owner, run_id, channel, version, model_name, log_inline)
+        if files is None:
+            return self._prepare_sync(turn, *args, None, new_chat, submitted)
+        # Before the files are written: a turn past the day's storage cap writes nothing.
+        OwnerCaps.of(owner).check_stored_bytes(submitted)
         # The files' bytes go to storage before the transaction (which stays
         # short), and the message stored points at them; a failed
         # transaction takes them back out.
         try:
             turn = replace(turn, message=files.write())
-            return self._prepare_sync(turn, owner, run_id, channel, version, model_name, log_inline, files, new_chat)
+            return self._prepare_sync(turn, *args, files, new_chat, submitted)
         except BaseException:
             files.discard()
             raise
@@ -389,23 +395,21 @@ class ConversationStore:
         model_name: str,
         log_inline: bool,
         files: StagedFiles | None,
-        new_chat: bool = False,
+        new_chat: bool,
+        submitted: int,
     ) -> PreparedRun:
         applied: AnswersApplied | None = None
         with transaction.atomic():
             conversation, new = self._conversation(turn, owner, channel.conversation_id, new_chat)
             messages = conversation.messages.current().order_by("position")
             resume_state = None
-            stored = 0
+            stored = submitted
             if turn.kind == "continue":
                 message, applied, stored = self._continue(conversation, turn, owner)
                 history = self.choose_history(messages)
                 resume_state = _resume_state(message, run_id)
             else:
                 message, history = self._answer(conversation, messages, turn, new, files)
-                if turn.kind == "submit" and turn.message is not None:
-                    file_bytes = sum(len(decoded.data) for decoded in files.files) if files is not None else 0
-                    stored = stored_bytes_of(turn.message, file_bytes)
             run = _create_run(
                 run_id,
                 conversation,
