@@ -67,6 +67,17 @@ def make_body(kind: str, mib: int) -> tuple[dict[str, Any], list[str]]:
     return chat_body(chat_id, [user_message("count to 3", id=str(uuid.uuid4()), files=files)]), digests
 
 
+def fresh_postgres(url: str) -> str:
+    """A new database on the server of ``url``, named for this process; its URL."""
+    import psycopg
+
+    name = f"uistream_body_{os.getpid()}"
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {name}")
+        connection.execute(f"CREATE DATABASE {name}")
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
 def sample(server: Server, stop: threading.Event, samples: list[tuple[float, int]]) -> None:
     while not stop.is_set():
         samples.append((time.monotonic(), server.rss_kib()))
@@ -113,6 +124,11 @@ def main() -> int:
     parser.add_argument("--mib", type=int, default=30)
     parser.add_argument("--bodies", type=int, default=3)
     parser.add_argument("--hold", type=float, default=3.0)
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="a PostgreSQL server (postgres://user@host:port/db) to hold a fresh database of this run's, not SQLite",
+    )
     args = parser.parse_args()
 
     server = Server(0, kind=args.server, label=args.server)
@@ -120,6 +136,14 @@ def main() -> int:
     # first body: lifted, as a site that takes big bodies would.
     with (server.dir / "ws_bench_settings.py").open("a") as settings:
         settings.write("UISTREAM = {**UISTREAM, 'MAX_STORED_BYTES_PER_SESSION_PER_DAY': None}\n")
+        if args.postgres:
+            database = fresh_postgres(args.postgres)
+            # The demo's connection age (UISTREAM_DEMO_CONN_MAX_AGE, 60 unless set).
+            age = int(os.environ.get("UISTREAM_DEMO_CONN_MAX_AGE", "60"))
+            settings.write(
+                "from demo_project.settings import _database_from_url\n"
+                f"DATABASES = {{'default': {{**_database_from_url({database!r}), 'CONN_MAX_AGE': {age}}}}}\n"
+            )
     server.start()
     try:
         base = f"http://127.0.0.1:{server.port}"

@@ -27,7 +27,7 @@ from ..live import RunAlreadyActive, RunChannel, get_broker
 from ..models import Conversation, Message, MessageQuerySet, Run, StoredFile, new_conversation_key
 from ..owners import Owner
 from ..protocol.ui.parts import is_tool_part, tool_name, tool_parts
-from ..recording import log_writes_inline
+from ..recording import log_writes_inline, release_after_large_write
 from ..runs import ClientToolResult, ToolApproval
 from ..runs.tools import validate_json
 from .attachments import StagedFiles, decode_files, has_file_parts, referenced_file_ids
@@ -422,6 +422,7 @@ class ConversationStore:
             )
             # After the row: the counts hold it, and a refusal rolls it back.
             OwnerCaps.of(owner).check_turn(stored)
+            release_after_large_write(stored)
             thread = None
             if self.with_thread:
                 thread = [m.as_ui_message() for m in (history if new else messages)]
