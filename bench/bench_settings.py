@@ -54,7 +54,7 @@ SQLITE_CONFIGS: dict[str, dict[str, object]] = {
     "default": {},
 }
 SQLITE_OPTIONS = SQLITE_CONFIGS[SQLITE_MODE]
-_CONN_MAX_AGE = int(os.environ.get("UISTREAM_BENCH_CONN_MAX_AGE", DATABASES["default"]["CONN_MAX_AGE"]))  # noqa: F405
+_CONN_MAX_AGE = int(os.environ.get("UISTREAM_BENCH_CONN_MAX_AGE", DATABASES["default"].get("CONN_MAX_AGE", 0)))  # noqa: F405
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",

@@ -39,7 +39,6 @@ from uistream_app.recording import (
     iter_log,
     load_log,
     read_log,
-    release_after_large_write,
     write_log,
 )
 
@@ -905,31 +904,3 @@ async def test_fields_of_a_run_that_ends_before_its_next_write_are_stored_with_i
     stored = await refreshed(run)
     assert (stored.status, stored.history) == ("failed", {"strategy": "all", "sent": 1})
 
-
-@pytest.mark.django_db(transaction=True)
-def test_a_persistent_connection_is_closed_after_a_large_write(monkeypatch: pytest.MonkeyPatch) -> None:
-    """PostgreSQL's client keeps its buffers at the largest message a
-    connection sent: after a big turn, a persistent connection is closed at
-    the end of its request (the next obsolete check) instead of kept."""
-    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 60)
-    connection.close()
-    connection.ensure_connection()
-    assert connection.close_at is not None
-    assert connection.close_at > time.monotonic() + 30
-
-    release_after_large_write(200_000)  # an ordinary turn: the connection is kept
-    connection.close_if_unusable_or_obsolete()
-    assert connection.connection is not None
-
-    release_after_large_write(30 * 1024 * 1024)
-    connection.close_if_unusable_or_obsolete()
-    assert connection.connection is None
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_connection_per_request_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)
-    connection.ensure_connection()
-    closes_at = connection.close_at
-    release_after_large_write(30 * 1024 * 1024)
-    assert connection.close_at == closes_at

@@ -7,14 +7,24 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.db import connection
 
-from uistream_app.lifecycle.threads import Lane, bounded_threads, close_connections, in_lane, lanes, pick_lane
+from uistream_app.lifecycle.threads import (
+    Lane,
+    bounded_threads,
+    close_connections,
+    in_lane,
+    lanes,
+    pick_lane,
+    release_after_large_write,
+)
 from uistream_app.models import Run
 
 from .server import demo_server
@@ -188,3 +198,32 @@ def test_the_lanes_database_connections_can_be_closed() -> None:
     assert all(lane.submit(used).result(5) for lane in lanes())
     close_connections()
     assert not any(lane.submit(lambda: connections["default"].connection is not None).result(5) for lane in lanes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_persistent_connection_is_closed_after_a_large_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL's client keeps its buffers at the largest message a
+    connection sent: after a big turn, a persistent connection is closed at
+    the end of its request (the next obsolete check) instead of kept."""
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 60)
+    connection.close()
+    connection.ensure_connection()
+    assert connection.close_at is not None
+    assert connection.close_at > time.monotonic() + 30
+
+    release_after_large_write(200_000)  # an ordinary turn: the connection is kept
+    connection.close_if_unusable_or_obsolete()
+    assert connection.connection is not None
+
+    release_after_large_write(30 * 1024 * 1024)
+    connection.close_if_unusable_or_obsolete()
+    assert connection.connection is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_per_request_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)
+    connection.ensure_connection()
+    closes_at = connection.close_at
+    release_after_large_write(30 * 1024 * 1024)
+    assert connection.close_at == closes_at

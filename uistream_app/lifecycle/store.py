@@ -27,13 +27,14 @@ from ..live import RunAlreadyActive, RunChannel, get_broker
 from ..models import Conversation, Message, MessageQuerySet, Run, StoredFile, new_conversation_key
 from ..owners import Owner
 from ..protocol.ui.parts import is_tool_part, tool_name, tool_parts
-from ..recording import log_writes_inline, release_after_large_write
+from ..recording import log_writes_inline
 from ..runs import ClientToolResult, ToolApproval
 from ..runs.tools import validate_json
 from .attachments import StagedFiles, decode_files, has_file_parts, referenced_file_ids
 from .branches import retire_from
 from .caps import OwnerCaps, stored_bytes_of
 from .leases import orphan_ids, settle_chat_orphans
+from .threads import release_after_large_write
 
 if TYPE_CHECKING:
     from .turns import TurnSetup

@@ -27,18 +27,28 @@ import heapq
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from concurrent.futures import Executor, Future
 from contextvars import ContextVar
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from asgiref.sync import ThreadSensitiveContext
-from django.db import connections
+from django.db import connection, connections
 
 from ..conf import settings as uistream_settings
 
-__all__ = ["Lane", "bounded_threads", "close_connections", "in_lane", "lanes", "pick_lane"]
+__all__ = [
+    "LARGE_WRITE_BYTES",
+    "Lane",
+    "bounded_threads",
+    "close_connections",
+    "in_lane",
+    "lanes",
+    "pick_lane",
+    "release_after_large_write",
+]
 
 T = TypeVar("T")
 
@@ -158,6 +168,25 @@ def close_connections(timeout: float = 10.0) -> None:
     thread's would: Django closes it when a request on the lane ends."""
     for lane in list(_lanes):
         lane.submit(connections.close_all).result(timeout)
+
+
+#: A write of this many bytes or more (a turn's big message) lets go of a
+#: persistent connection once its request is over.
+LARGE_WRITE_BYTES: Final = 1024 * 1024
+
+
+def release_after_large_write(size: int) -> None:
+    """After writing ``size`` bytes on this thread's connection: when the
+    connection is persistent (``CONN_MAX_AGE``) and the write large, have
+    it closed at the next check for an obsolete connection (the end of the
+    request; a WebSocket send's database call) instead of kept.
+    PostgreSQL's client library keeps its buffers at the largest message
+    the connection has sent, for the connection's life: three 30 MiB text
+    bodies left two bodies' worth held by the lanes' connections
+    (``bench/body_memory.py --postgres``). The log writer needs none: what
+    it writes of a turn (``Run.history``) is bounded (``runs.given``)."""
+    if size >= LARGE_WRITE_BYTES and connection.settings_dict.get("CONN_MAX_AGE"):
+        connection.close_at = time.monotonic()
 
 
 def pick_lane() -> Lane:

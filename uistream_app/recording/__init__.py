@@ -10,14 +10,7 @@ they keep: docs/recording.md, "The chunk log".
 from __future__ import annotations
 
 from .log_reader import LogEntry, iter_log, last_offset_ms, load_log, read_log
-from .log_writer import (
-    MAX_ROW_CHUNKS,
-    WRITER_EXECUTOR,
-    LogWriter,
-    log_writes_inline,
-    release_after_large_write,
-    write_log,
-)
+from .log_writer import MAX_ROW_CHUNKS, WRITER_EXECUTOR, LogWriter, log_writes_inline, write_log
 from .recorder import CURRENT_RECORDER, FINAL_STATUSES, FLUSH_AT, RunRecorder
 
 __all__ = [
@@ -34,6 +27,5 @@ __all__ = [
     "load_log",
     "log_writes_inline",
     "read_log",
-    "release_after_large_write",
     "write_log",
 ]

@@ -346,25 +346,6 @@ def _refresh_connection() -> None:
         connection.close_if_unusable_or_obsolete()
 
 
-#: A write of this many bytes or more (a big message, a run's history that
-#: holds one) lets go of a persistent connection once its request or round
-#: is over.
-LARGE_WRITE_BYTES: Final = 1024 * 1024
-
-
-def release_after_large_write(size: int) -> None:
-    """After writing ``size`` bytes on this thread's connection: when the
-    connection is persistent (``CONN_MAX_AGE``) and the write large, have
-    it closed at the next check for an obsolete connection (the end of the
-    request, the writer going idle) instead of kept. PostgreSQL's client
-    library keeps its buffers at the largest message the connection has
-    sent, for the connection's life: three 30 MiB bodies left two bodies'
-    worth held by the lanes' and the writer's connections
-    (``bench/body_memory.py --postgres``)."""
-    if size >= LARGE_WRITE_BYTES and connection.settings_dict.get("CONN_MAX_AGE"):
-        connection.close_at = time.monotonic()
-
-
 def _recover_connection() -> None:
     # After a failed write the connection may be broken for good (Django
     # only replaces such connections between requests).
@@ -389,8 +370,6 @@ def _store(jobs: list[_Job]) -> None:
             Run.objects.filter(pk=job.recorder.run.pk).update(
                 chunk_count=job.stored, first_chunk_at=job.first_chunk_at, **job.run_fields
             )
-            # The run's history holds what its turn stored.
-            release_after_large_write(job.recorder.run.stored_bytes)
         elif job.run_fields and final is None:
             Run.objects.filter(pk=job.recorder.run.pk).update(**job.run_fields)
         if final is not None:
