@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -139,7 +140,7 @@ class OwnerCaps:
             details={"limit": "active_runs", "allowed": limit},
         )
 
-    def _refuse_stored(self, stored: int, adding: int, end: Any) -> None:
+    def _refuse_stored(self, stored: int, adding: int, end: datetime) -> None:
         """Refuse unless ``stored`` (today's, before this turn) and ``adding`` fit the day's cap."""
         limit = self.stored_bytes_per_day
         if limit is None or stored + adding <= limit:
