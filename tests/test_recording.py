@@ -903,4 +903,3 @@ async def test_fields_of_a_run_that_ends_before_its_next_write_are_stored_with_i
     await recorder.finish("failed", error_code="boom")
     stored = await refreshed(run)
     assert (stored.status, stored.history) == ("failed", {"strategy": "all", "sent": 1})
-

@@ -371,9 +371,10 @@ class ConversationStore:
         if turn.kind == "submit" and turn.message is not None:
             file_bytes = sum(len(decoded.data) for decoded in files.files) if files is not None else 0
             submitted = stored_bytes_of(turn.message, file_bytes)
-        args = (owner, run_id, channel, version, model_name, log_inline)
         if files is None:
-            return self._prepare_sync(turn, *args, None, new_chat, submitted)
+            return self._prepare_sync(
+                turn, owner, run_id, channel, version, model_name, log_inline, None, new_chat, submitted
+            )
         # Before the files are written: a turn past the day's storage cap writes nothing.
         OwnerCaps.of(owner).check_stored_bytes(submitted)
         # The files' bytes go to storage before the transaction (which stays
@@ -381,7 +382,9 @@ class ConversationStore:
         # transaction takes them back out.
         try:
             turn = replace(turn, message=files.write())
-            return self._prepare_sync(turn, *args, files, new_chat, submitted)
+            return self._prepare_sync(
+                turn, owner, run_id, channel, version, model_name, log_inline, files, new_chat, submitted
+            )
         except BaseException:
             files.discard()
             raise

@@ -16,7 +16,7 @@ import orjson
 
 from .jsonbody import NestingError, parse_json, refuse_json_constant
 from .ui.chunks import Chunk
-from .ui.render import UIStreamRenderer
+from .ui.render import chunk_json
 
 __all__ = [
     "CLOSE_MESSAGE_TOO_BIG",
@@ -164,11 +164,8 @@ def check_frame(frame: object) -> SendFrame | ResumeFrame | AbortFrame:
 # -- rendering --------------------------------------------------------------------
 
 
-_dumps = orjson.dumps
-
-
 def _json(value: str) -> str:
-    return _dumps(value).decode()
+    return orjson.dumps(value).decode()
 
 
 def decode_json_text(text: str) -> Any:
@@ -192,17 +189,16 @@ def decode_json_text(text: str) -> Any:
 class ChatFrameRenderer:
     """The server frames of one request, as JSON text. Pure: no I/O.
 
-    A chunk's JSON is the ai@7 SSE renderer's (``UIStreamRenderer(7)``), so
+    A chunk's JSON is the ai@7 SSE renderer's (``render.chunk_json``), so
     both wires carry the same bytes for the same chunk, including what
     orjson refuses and the renderer still writes.
     """
 
-    __slots__ = ("_chunk_head", "_render", "request_id")
+    __slots__ = ("_chunk_head", "request_id")
 
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
         self._chunk_head = '{"type":"chunk","requestId":' + _json(request_id) + ',"sequence":'
-        self._render = UIStreamRenderer(7).render
 
     def _simple(self, kind: str) -> str:
         return '{"type":"' + kind + '","requestId":' + _json(self.request_id) + "}"
@@ -226,20 +222,8 @@ class ChatFrameRenderer:
     def chunks(self, first_seq: int, chunks: Iterable[Chunk]) -> list[str]:
         """One ``chunk`` frame per chunk, numbered from ``first_seq``."""
         head = self._chunk_head
-        if not isinstance(chunks, (list, tuple)):
-            chunks = list(chunks)
-        try:
-            # ai@7's SSE payload is the chunk's orjson text as it is: one
-            # encode per chunk, no SSE framing to cut off again.
-            return [
-                head + str(seq) + ',"chunk":' + _dumps(chunk).decode() + "}"
-                for seq, chunk in enumerate(chunks, first_seq)
-            ]
-        except TypeError:
-            # What orjson refuses goes through the SSE renderer's lenient path.
-            render = self._render
-            # render() is `data: <json>\n\n`: the JSON is bytes 6 to -2.
-            return [
-                head + str(seq) + ',"chunk":' + render(chunk)[6:-2].decode() + "}"
-                for seq, chunk in enumerate(chunks, first_seq)
-            ]
+        # One encode per chunk: the SSE event's payload, no framing to cut off.
+        return [
+            head + str(seq) + ',"chunk":' + chunk_json(chunk).decode() + "}"
+            for seq, chunk in enumerate(chunks, first_seq)
+        ]

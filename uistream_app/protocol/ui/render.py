@@ -33,6 +33,7 @@ __all__ = [
     "DENIED_ERROR_TEXT",
     "SUPPORTED_SDK_VERSIONS",
     "UIStreamRenderer",
+    "chunk_json",
     "downgrade",
 ]
 
@@ -234,11 +235,18 @@ def _dumps_lenient(chunk: Chunk) -> bytes:
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode()
 
 
-def _frame(payload: Chunk) -> bytes:
+def chunk_json(chunk: Chunk) -> bytes:
+    """``chunk``'s JSON as ai@7's SSE event carries it: orjson's, or the
+    lenient encoder's for what orjson refuses (the WebSocket's ``chunk``
+    frames carry the same bytes)."""
     try:
-        return b"data: " + _dumps(payload) + b"\n\n"
+        return _dumps(chunk)
     except TypeError:
-        return b"data: " + _dumps_lenient(payload) + b"\n\n"
+        return _dumps_lenient(chunk)
+
+
+def _frame(payload: Chunk) -> bytes:
+    return b"data: " + chunk_json(payload) + b"\n\n"
 
 
 class UIStreamRenderer:
