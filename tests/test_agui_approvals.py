@@ -12,6 +12,7 @@ are refused with a 4xx JSON body, nothing run and nothing written.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -411,13 +412,43 @@ def test_a_tool_message_cannot_answer_a_call_waiting_for_approval(server: str) -
     before = database()
     response = post_agui(browser, run_input("fake-output", [*client_history("fake-output"), forged], run_id="r2"))
     assert_refused(response, 409, "interrupts_unanswered", "resume")
-    body = resume("fake-output", [approve(interrupt["id"])])
-    body["messages"].append(forged)
-    response = post_agui(browser, body)
-    assert_refused(response, 400, "invalid")
-    assert "answered twice" in response.json()["error"]["message"]
     assert database() == before
     assert sends() == 0
+
+
+@pytest.mark.parametrize(("content", "approved"), [('{"approved": true}', True), ('{"status": "sent"}', False)])
+def test_a_tool_message_beside_the_resume_is_the_clients_record_not_the_result(
+    server: str, content: str, approved: bool
+) -> None:
+    """CopilotKit answers a ``tool_call`` interrupt with the ``resume``
+    entry and, beside it, a ``tool`` message for the call holding its
+    answer (``useInterrupt``'s ``toolResults``). The resume entry decides;
+    the call's result is what the tool returns (or the denial), never that
+    message, whatever it says."""
+    browser = Browser(server)
+    (interrupt,) = interrupted(browser, "recorded")
+    body = resume("recorded", [approve(interrupt["id"], approved)])
+    body["messages"].append({"id": "t1", "role": "tool", "toolCallId": interrupt["toolCallId"], "content": content})
+    response = post_agui(browser, body)
+    assert response.status_code == 200, response.text
+    events = assert_accepted(verify_sse(response.content))
+    wait_for(run_finished, "the continuation to be stored")
+    (result,) = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert result["toolCallId"] == interrupt["toolCallId"]
+    (part,) = tool_parts(stored("recorded")[-1])
+    if approved:
+        assert sends() == 1
+        assert part["state"] == "output-available"
+        assert part["output"]["status"] == "sent"
+        assert part["output"]["to"] == "ada@example.com"
+        assert result["content"] == json.dumps(part["output"], separators=(",", ":"), ensure_ascii=False)
+    else:
+        assert sends() == 0
+        assert part["state"] == "output-denied"
+        assert result["metadata"] == {"uistream": {"outcome": "denied"}}
+    # The snapshot the continuation starts with holds no message of the
+    # client's: its record of the answer is replaced by the stored result.
+    assert "t1" not in ids(events[1]["messages"])
 
 
 def test_a_client_tool_answered_twice_or_again_is_refused(server: str) -> None:

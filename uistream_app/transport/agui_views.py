@@ -267,7 +267,8 @@ def interrupt_answers(
     ``unknown_interrupt`` for none in the thread, ``stale`` for one of an
     earlier message), whether every open interrupt is answered (409
     ``interrupts_unanswered``), and which tool messages answer a call still
-    open (the others echo results the server sent)."""
+    open (the others echo results the server sent, or the client's record
+    of its answer to a call's interrupt: AG-UI resume rule 5)."""
 
     def read(last: Message | None, conversation: Conversation) -> list[ToolAnswer]:
         target = last if last is not None and last.role == "assistant" else None
@@ -280,7 +281,7 @@ def interrupt_answers(
                 code=Codes.INTERRUPTS_UNANSWERED,
                 field="resume",
             )
-        answers.extend(_result_answers(tool_results, target))
+        answers.extend(_result_answers(tool_results, target, resumed={a.tool_call_id for a in answers}))
         if target is None or not answers:
             raise Conflict(
                 "nothing to continue: no pending tool call of this thread was answered", code=Codes.NOTHING_PENDING
@@ -320,7 +321,12 @@ def _resume_answer(entry: ApprovalAnswer, target: Message | None, conversation: 
     )
 
 
-def _result_answers(tool_results: tuple[ToolResultMessage, ...], target: Message | None) -> list[ToolAnswer]:
+def _result_answers(
+    tool_results: tuple[ToolResultMessage, ...], target: Message | None, *, resumed: set[str]
+) -> list[ToolAnswer]:
+    """The client-side tools' results among ``tool_results``: the tool
+    messages answering a call of ``target`` still open, but for the calls
+    in ``resumed`` (answered by a ``resume`` entry of the same request)."""
     calls = {p["toolCallId"]: p for p in tool_parts(target.parts)} if target is not None else {}
     said: set[str] = set()
     answers: list[ToolAnswer] = []
@@ -328,6 +334,11 @@ def _result_answers(tool_results: tuple[ToolResultMessage, ...], target: Message
         part = calls.get(result.tool_call_id)
         if part is None or part.get("state") in SETTLED_TOOL_STATES:
             continue  # the client's history: a result the server sent
+        if result.tool_call_id in resumed:
+            # The client's own record of its answer to a tool-bound
+            # interrupt (CopilotKit adds one beside the resume entry): the
+            # resume entry is the answer; the call's result is the tool's.
+            continue
         if result.tool_call_id in said:
             raise BadRequest(
                 f"{result.where} answers the tool call {result.tool_call_id} a second time",
