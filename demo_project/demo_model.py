@@ -25,6 +25,9 @@ same events. It reads the last user message and:
   sent NAME (MEDIATYPE, N bytes)." (N the file's real size);
 * "roll a die with N sides" calls the MCP tool ``roll_die({"sides": N})``
   of the demo's MCP server (``demo__roll_die``, demo_project/mcp_server.py);
+* "change the background to COLOR" calls ``change_background({"color":
+  COLOR})``, a tool the page runs, where the endpoint offers it (the AG-UI
+  endpoint's ``CHANGE_BACKGROUND``, demo_project/agui.py);
 * after tool results it answers from them; anything else gets a short help
   text that quotes the message.
 
@@ -258,6 +261,7 @@ _COUNT = re.compile(r"\bcount(?:\s+(?:from\s+1\s+))?\s+(?:up\s+)?to\s+(\d+)", re
 _ROLL = re.compile(r"\broll\s+(?:a|one)\s+(?:die|dice)\s+with\s+(\d+)\s+sides?\b", re.I)
 _EMAIL = re.compile(r"\bemail\s+(\S+@\S+?)[,:]?\s+saying\s+(.+)", re.I | re.S)
 _RESEARCH = re.compile(r"^\s*research\s+(.+)", re.I | re.S)
+_BACKGROUND = re.compile(r"\b(?:change|set|make)\s+the\s+background(?:\s+colou?r)?\s+(?:to\s+)?(#?\w+)", re.I)
 _WEATHER = re.compile(r"\b(?:weather|forecast)\b", re.I)
 _TEMPERATURE = re.compile(r"\btemperatures?\b", re.I)
 _TABLE = re.compile(r"\bshow\s+(?:me\s+)?a\s+table\b", re.I)
@@ -408,6 +412,10 @@ class DemoModel:
             to, body = email.group(1), email.group(2).strip()
             calls.append(("send_email", {"to": to, "body": body}))
             reasons.append(f"The user wants an email sent to {to}. I will call send_email; a person must approve it.")
+        elif background := _BACKGROUND.search(prompt):
+            color = background.group(1).lower()
+            calls.append(("change_background", {"color": color}))
+            reasons.append(f"The user wants a {color} background. I will call change_background; the page runs it.")
         else:
             cities = _cities(prompt)
             if _WEATHER.search(prompt) or (_TEMPERATURE.search(prompt) and cities):
@@ -480,6 +488,8 @@ class DemoModel:
         if name.endswith("roll_die"):
             value = data.get("result") if isinstance(data, dict) else data
             return f"You rolled a {value}."
+        if name == "change_background" and isinstance(data, dict):
+            return f"The background is {data.get('color')} now."
         if name == "send_email" and isinstance(data, dict):
             return f"Done: the email to {data.get('to')} is sent (only pretend: this is the demo)."
         if name == "research" and isinstance(data, dict):
