@@ -13,7 +13,7 @@ pointed at the endpoint, on the runtime's Node listener), driven:
   (``tests/copilotkit/page/``, bundled by esbuild into ``tests/copilotkit/dist/``
   by ``scripts/setup``; the runtime serves it): a person asks, sees the tool
   calls and the state, lets the page run its tool, and approves an email in
-  the page, and the run goes on.
+  the page (and denies another), and the run goes on.
 
 Each leaves no run ``running``. Needs ``tests/copilotkit/node_modules`` and
 the built page (``scripts/setup``), Debian's ``chromium`` and
@@ -87,7 +87,8 @@ class Demo:
 
 
 @pytest.fixture(scope="module")
-def node() -> str:
+def copilotkit_node() -> str:
+    """Node.js, with tests/copilotkit installed."""
     binary = node_binary()
     require(binary is not None, "Node.js is needed (apt-get install nodejs npm)")
     require(
@@ -111,9 +112,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
         yield Demo(server.url, database)
 
 
-def test_copilotkit_runtime_and_client_core_against_the_endpoint(node: str, demo: Demo) -> None:
+def test_copilotkit_runtime_and_client_core_against_the_endpoint(copilotkit_node: str, demo: Demo) -> None:
     result = subprocess.run(
-        [node, "--test", "--test-reporter=spec", "runtime.test.mjs"],
+        [copilotkit_node, "--test", "--test-reporter=spec", "runtime.test.mjs"],
         cwd=KIT,
         env=demo.env(),
         capture_output=True,
@@ -129,14 +130,14 @@ def test_copilotkit_runtime_and_client_core_against_the_endpoint(node: str, demo
 
 
 @pytest.fixture
-def copilotkit_page(node: str, demo: Demo) -> Iterator[str]:
+def copilotkit_page(copilotkit_node: str, demo: Demo) -> Iterator[str]:
     """CopilotKit's runtime serving the built page: the page's address."""
     require(
         (PAGE / "app.js").is_file(),
         f"the CopilotKit page is not built ({PAGE / 'app.js'} is missing): run scripts/setup",
     )
     proc = subprocess.Popen(
-        [node, "runtime.mjs"],
+        [copilotkit_node, "runtime.mjs"],
         cwd=KIT,
         env={**demo.env(), "UISTREAM_PAGE": str(PAGE)},
         stdout=subprocess.PIPE,
@@ -210,10 +211,20 @@ def test_copilotkit_react_page_with_a_tool_the_state_and_an_interrupt(
         expect(page.get_by_text("Done: the email to ada@example.com is sent")).to_be_visible()
         expect(turns).to_have_text("5")
 
+        # Denied in the page: the call is not run, and the answer says so.
+        send(page, "email bob@example.com saying hi")
+        approval.get_by_role("button", name="Deny").click()
+        expect(approval).to_have_count(0)
+        expect(page.get_by_text("I did not run send_email")).to_be_visible()
+        denied = page.get_by_label("Tool call send_email").nth(1)
+        expect(denied.get_by_label("Input")).to_have_text('{"to":"bob@example.com","body":"hi"}')
+        expect(denied.get_by_label("Result")).to_contain_text("denied")
+        expect(turns).to_have_text("7")
+
         assert page.errors == []
         assert console == []
     finally:
         context.close()
-    # weather; the frontend tool's run and its continuation; the email's
+    # weather; the frontend tool's run and its continuation; each email's
     # run, which ended waiting for the person, and its continuation.
-    assert demo.settled(node=False) == ["completed"] * 5
+    assert demo.settled(node=False) == ["completed"] * 7

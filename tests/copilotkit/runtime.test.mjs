@@ -29,9 +29,12 @@ function client(runtimeUrl, threadId, tools = []) {
   registered.threadId = threadId;
   const runs = [];
   const errors = [];
+  // Each run's events, RUN_STARTED first.
   registered.subscribe({
-    onRunStartedEvent: () => void runs.push([]),
-    onEvent: ({ event }) => void runs.at(-1)?.push(event),
+    onEvent: ({ event }) => {
+      if (event.type === 'RUN_STARTED') runs.push([]);
+      runs.at(-1).push(event);
+    },
   });
   core.subscribe({ onError: ({ error, code }) => void errors.push(`${code}: ${error.message}`) });
   return { core, agent: registered, runs, errors };
@@ -139,6 +142,10 @@ describe('CopilotKit runtime → uistream AG-UI endpoint', { skip: !aguiUrl && '
       await core.runAgent({ agent, resume: decision.resume, runId: finished.runId });
       assert.deepEqual(errors, []);
       const resumed = runs[1];
+      // useInterrupt resumes under the interrupted run's AG-UI run id; the
+      // endpoint stores it as a run of its own.
+      assert.equal(resumed[0].runId, finished.runId);
+      assert.notEqual(resumed[0].metadata.uistream.runId, runs[0][0].metadata.uistream.runId);
       assert.equal(last(resumed).type, 'RUN_FINISHED');
       assert.equal(last(resumed).outcome, undefined);
       const [result] = resumed.filter(e => e.type === 'TOOL_CALL_RESULT');

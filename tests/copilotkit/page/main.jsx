@@ -12,13 +12,12 @@ import '@copilotkit/react-ui/styles.css';
 import { useState } from 'react';
 import { createRoot } from 'react-dom/client';
 
+/** The open interrupt (a tool call waiting for a person), answered as its responseSchema says. */
 function Approval({ interrupt, resolve, cancel }) {
-  const [reason, setReason] = useState('');
   return (
     <section role="dialog" aria-label="Approval" data-interrupt-id={interrupt.id}>
       <p>The agent wants to call a tool ({interrupt.toolCallId}) and needs your approval.</p>
-      <input aria-label="Reason" value={reason} onChange={e => setReason(e.target.value)} />
-      <button onClick={() => resolve(reason ? { approved: true, reason } : { approved: true })}>Approve</button>
+      <button onClick={() => resolve({ approved: true })}>Approve</button>
       <button onClick={() => cancel()}>Deny</button>
     </section>
   );
