@@ -131,6 +131,21 @@ describe('CopilotKit runtime → uistream AG-UI endpoint', { skip: !aguiUrl && '
       assert.deepEqual(JSON.parse(call.function.arguments), { to: 'ada@example.com', body: 'hello' });
       assert.deepEqual(interrupt.responseSchema.required, ['approved']);
 
+      if (answer === 'approve') {
+        // A new message instead of an answer: the client refuses it itself,
+        // as the endpoint would (409 interrupts_pending), and the interrupt
+        // can still be answered.
+        const held = [...agent.messages];
+        agent.addMessage({ id: 'u2', role: 'user', content: 'never mind' });
+        await core.runAgent({ agent });
+        assert.equal(runs.length, 1, 'the refused request started no run');
+        assert.deepEqual(errors, [
+          `agent_run_failed: Thread has 1 pending interrupt(s) not addressed by resume: ${interrupt.id}`,
+        ]);
+        errors.length = 0;
+        agent.setMessages(held);
+      }
+
       // What useInterrupt does with the person's answer.
       const state = new ɵInterruptState();
       state.setStandard(finished.outcome.interrupts);
