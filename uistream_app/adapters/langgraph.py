@@ -13,7 +13,12 @@ node's full ``AIMessage``) and carries ``__interrupt__``.
 History: the stored conversation is the truth. Every turn rebuilds the
 graph's input from it (``HumanMessage``, ``AIMessage`` with its
 ``tool_calls`` and reasoning blocks, ``ToolMessage``); the checkpointer is
-used only to resume interrupts.
+used only to resume interrupts. A user message's files are LangChain's
+standard content blocks (``image`` / ``audio`` / ``video`` / ``file`` with
+the stored file's bytes in ``base64`` and its ``mime_type``; a file that
+is only an ``https:`` URL as ``url``), built by ``langchain_core``'s own
+``create_*_block``; the bytes are read through the stored file's loader
+(the chat's own files only).
 
 Approvals: a tool (or a review node) calls ``interrupt(payload)``; the
 adapter maps each interrupt to the pending tool calls it is about, asks
@@ -47,20 +52,22 @@ saved with the run.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
 from ..protocol import events as ev
-from ..runs import ToolApproval, ToolSpec
-from ..runs.messages import AssistantMessage, ModelMessage, SystemMessage, ToolMessage, UserMessage
-from . import AgentAdapter, AgentDescription, AgentTurn, import_extra
+from ..runs import ToolApproval, ToolSpec, UnsupportedFileError
+from ..runs.messages import AssistantMessage, FilePart, ModelMessage, SystemMessage, ToolMessage, UserMessage
+from . import AgentAdapter, AgentDescription, AgentTurn, import_extra, read_files
 
 import_extra("langgraph", "langgraph")
 import_extra("langchain_core", "langgraph")
 
 from langchain_core import messages as lc  # noqa: E402
+from langchain_core.messages import content as blocks  # noqa: E402
 from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
 from langgraph.checkpoint.base import BaseCheckpointSaver  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
@@ -99,7 +106,7 @@ def to_langchain_messages(messages: Iterable[ModelMessage]) -> list[lc.BaseMessa
         if isinstance(message, SystemMessage):
             out.append(lc.SystemMessage(message.content))
         elif isinstance(message, UserMessage):
-            out.append(lc.HumanMessage(message.content))
+            out.append(lc.HumanMessage(_human_content(message)))
         elif isinstance(message, AssistantMessage):
             calls = [
                 lc.ToolCall(id=c.id, name=c.name, args=_arguments(c.arguments), type="tool_call")
@@ -121,6 +128,42 @@ def to_langchain_messages(messages: Iterable[ModelMessage]) -> list[lc.BaseMessa
                 )
             )
     return out
+
+
+#: Who a file is refused by, in the text the user sees.
+_WHO = "This agent (LangGraph)"
+
+_BLOCKS: dict[str, Any] = {
+    "image": blocks.create_image_block,
+    "audio": blocks.create_audio_block,
+    "video": blocks.create_video_block,
+}
+
+
+def _file_block(part: FilePart) -> dict[str, Any]:
+    """A file as a LangChain standard content block: its bytes, else its
+    public URL."""
+    major = part.media_type.split("/", 1)[0].strip().lower()
+    create = _BLOCKS.get(major, blocks.create_file_block)
+    extra: dict[str, Any] = {"filename": part.filename} if part.filename and create is blocks.create_file_block else {}
+    data = part.data()
+    if data is not None:
+        block = create(base64=base64.b64encode(data).decode("ascii"), mime_type=part.media_type, **extra)
+    elif part.url.startswith("https://"):
+        block = create(url=part.url, mime_type=part.media_type, **extra)
+    else:
+        raise UnsupportedFileError(_WHO, part.media_type, part.filename, "its bytes are not available")
+    return dict(block)
+
+
+def _human_content(message: UserMessage) -> str | list[str | dict[str, Any]]:
+    """A user message's content: its text, or with files its text and file
+    blocks in the message's order."""
+    if not message.files:
+        return message.content
+    return [
+        {"type": "text", "text": piece} if isinstance(piece, str) else _file_block(piece) for piece in message.ordered()
+    ]
 
 
 def _arguments(text: str) -> dict[str, Any]:
@@ -639,6 +682,7 @@ class LangGraphAdapter(AgentAdapter):
             graph_input: Any = Command(resume=resume_values(saved["interrupts"], turn.approvals))
         else:
             announced, denied = {}, set()
+            turn = dataclasses.replace(turn, messages=await read_files(turn.messages))  # the files' bytes
             graph_input = self.graph_input(turn, replace=own is not None)
         translate = _Translator(announced, denied)
         interrupts: list[Interrupt] = []

@@ -23,7 +23,10 @@ from it, as Responses input items (``input_items``): user and system
 messages, the assistant's text, its ``function_call`` items and their
 ``function_call_output`` items by call id, and the reasoning items that
 came from a Responses model (by item id, with their encrypted content
-when they kept it).
+when they kept it). A user message's files are Responses content items,
+as the built-in Responses model sends them: ``input_image`` and, for PDFs,
+``input_file``, each with the stored file's bytes as a ``data:`` URL
+(read through its loader: the chat's own files only).
 
 Approvals: a tool with ``needs_approval`` ends the SDK's run with
 interruptions. The adapter saves the SDK's own ``RunState``
@@ -66,8 +69,8 @@ from ..runs.messages import (
     ToolSpec,
     UserMessage,
 )
-from ..runs.openai_responses import ResponsesStreamReader
-from . import AgentAdapter, AgentDescription, AgentTurn, import_extra
+from ..runs.openai_responses import ResponsesStreamReader, responses_user_content
+from . import AgentAdapter, AgentDescription, AgentTurn, import_extra, read_files
 
 agents = import_extra("agents", "openai-agents")
 run_config_module = import_extra("agents.run_config", "openai-agents")
@@ -90,6 +93,9 @@ _DELTAS = frozenset(
         "response.function_call_arguments.delta",
     )
 )
+
+#: Who a file is refused by, in the text the user sees.
+_WHO = "This agent (OpenAI Agents SDK)"
 
 #: The key of the saved state: the SDK's ``RunState.to_json()``.
 STATE_KEY = "run_state"
@@ -162,7 +168,7 @@ class OpenAIAgentsAdapter(AgentAdapter):
         if turn.continues:
             run_input: Any = await self._resume(turn, translator)
         else:
-            run_input = input_items(turn.messages)
+            run_input = input_items(await read_files(turn.messages))
         result = agents.Runner.run_streamed(
             self.agent,
             run_input,
@@ -382,7 +388,8 @@ def input_items(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
         if isinstance(message, SystemMessage):
             items.append({"role": "system", "content": message.content})
         elif isinstance(message, UserMessage):
-            items.append({"role": "user", "content": message.content})
+            content: Any = responses_user_content(message, _WHO) if message.files else message.content
+            items.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
             items.extend(_reasoning_items(message.reasoning_parts))
             if message.content:
