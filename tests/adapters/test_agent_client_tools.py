@@ -34,9 +34,12 @@ from uistream_app.models import Run
 from uistream_app.protocol import events as ev
 from uistream_app.runs import ClientToolResult
 from uistream_app.runs.messages import UserMessage
-from uistream_app.views import ChatView
+from uistream_app.views import AGUIView, ChatView
 
+from ..protocol.agui_oracles import assert_accepted
 from ..server import serve_demo
+from ..test_agui_approvals import client_history
+from ..test_agui_http import post_agui, run_input, user
 from ..test_chat_http import Browser, run_finished, wait_for
 from ..test_chat_real_client import run_client
 from ..urls import urlpatterns as test_urlpatterns
@@ -78,6 +81,7 @@ AGENTS = {"langgraph": locating_graph(), "openai-agents": locating_agent()}
 urlpatterns = [
     *test_urlpatterns,
     *(path(f"test-client-tools/{name}/chat", ChatView.as_view(agent=agent)) for name, agent in AGENTS.items()),
+    *(path(f"test-client-tools/{name}/agui", AGUIView.as_view(agent=agent)) for name, agent in AGENTS.items()),
 ]
 
 
@@ -137,6 +141,41 @@ def test_a_client_tool_is_run_by_the_browser_and_the_agent_answers_from_its_resu
     assert second.trigger == "continue"
     assert second.decisions[0]["clientResult"] == "output-available"
     assert second.status == "completed"
+    # What the run was given (the admin's run page): the tool, as the browser's.
+    offered = {t["name"]: t.get("client_side", False) for t in first.setup["agent"]["tools"]}
+    assert offered["get_location"] is True
+    assert offered.get("get_weather", False) is False
+
+
+def _agui_events(body: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line[len("data: ") :]) for line in body.decode().splitlines() if line.startswith("data: ")]
+
+
+@pytest.mark.parametrize("framework", list(AGENTS))
+def test_over_ag_ui_the_call_is_left_pending_and_a_tool_message_answers_it(server: str, framework: str) -> None:
+    browser = Browser(server)
+    thread, api = f"agui-client-tool-{framework}", f"/test-client-tools/{framework}/agui"
+    with override_settings(ROOT_URLCONF=__name__):
+        asked = post_agui(browser, run_input(thread, [user("where am I?")]), api)
+        assert asked.status_code == 200
+        first = assert_accepted(_agui_events(asked.content))
+        (start,) = [e for e in first if e["type"] == "TOOL_CALL_START"]
+        assert start["toolCallName"] == "get_location"
+        assert first[-1]["type"] == "RUN_FINISHED"
+        assert first[-1].get("outcome", "success") == "success"  # no interrupt: nobody is asked
+        wait_for(run_finished, "the first run to be stored")
+        answer = {"id": "t1", "role": "tool", "toolCallId": start["toolCallId"], "content": '{"city": "Lima"}'}
+        answered = post_agui(browser, run_input(thread, [*client_history(thread), answer], run_id="r2"), api)
+        assert answered.status_code == 200
+    second = assert_accepted(_agui_events(answered.content))
+    (result,) = [e for e in second if e["type"] == "TOOL_CALL_RESULT"]
+    assert result["toolCallId"] == start["toolCallId"]
+    assert json.loads(result["content"]) == {"city": "Lima"}
+    said = "".join(e["delta"] for e in second if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert said.endswith('get_location returned {"city": "Lima"}.')
+    wait_for(run_finished, "the continuation to be stored")
+    (call,) = tool_parts(stored(thread)[1], "get_location")
+    assert (call["state"], call["output"]) == ("output-available", {"city": "Lima"})
 
 
 # -- without a server: the error path, and the answer on another process -----------------

@@ -197,8 +197,8 @@ class OpenAIAgentsAdapter(AgentAdapter):
 
     @property
     def client_tools(self) -> frozenset[str]:
-        """The client tools (``client_tool``) of the agent and of the agents it may hand
-        off to."""
+        """The client tools (``client_tool``) of the agent and of the agents
+        it may hand off to."""
         return frozenset(
             tool.name
             for agent in _agents(self.agent, set())
