@@ -129,6 +129,10 @@ class ClientTool(BaseTool):
             raise ToolException(output if isinstance(output, str) else json.dumps(output))
         return answer.get("output")
 
+    async def _arun(self, **arguments: Any) -> Any:
+        # interrupt() reads the graph's config from the context: no thread hop.
+        return self._run(**arguments)
+
 
 def client_tool(name: str, description: str, parameters: Mapping[str, Any] | None = None) -> ClientTool:
     """A ``ClientTool`` named ``name``, described to the model by
