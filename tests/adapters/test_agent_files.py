@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage
+from agents.models.chatcmpl_converter import Converter
+from langchain_core.messages import HumanMessage, convert_to_openai_messages
 from pydantic_ai import Agent
 from pydantic_ai.messages import BinaryContent, DocumentUrl, ImageUrl, ModelMessage, ModelRequest, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -30,6 +31,7 @@ from uistream_app.adapters.pydantic_ai import PydanticAIAdapter, model_history
 from uistream_app.models import Run, StoredFile
 from uistream_app.runs import UnsupportedFileError
 from uistream_app.runs.messages import FilePart, UserMessage
+from uistream_app.runs.openai import user_content
 from uistream_app.testing import user_message
 
 from ..server import serve_demo
@@ -256,3 +258,22 @@ def test_the_adapters_hand_over_what_the_loader_reads() -> None:
     events = asyncio.run(collect())
     assert "A cat." in "".join(getattr(e, "text", "") for e in events)
     assert reads == ["png"]
+
+
+def test_the_frameworks_own_converters_send_the_files_as_our_openai_model_does() -> None:
+    """LangChain's ``convert_to_openai_messages`` and the Agents SDK's
+    chat-completions ``Converter`` read the blocks and items the adapters
+    build, and send the files as the built-in OpenAI model (checked
+    against ``@ai-sdk/openai``) does: the bytes reach a provider."""
+    png = FilePart("image/png", "/api/files/a", "cat.png", load=lambda: PNG)
+    pdf = FilePart("application/pdf", "/api/files/b", "notes.pdf", load=lambda: PDF)
+    message = UserMessage("look", (png, pdf), ("look", png, pdf))
+    ours = user_content(message)
+    assert [c["type"] for c in ours] == ["text", "image_url", "file"]
+    (langchain,) = convert_to_openai_messages(to_langchain_messages([message]))
+    assert langchain["content"] == ours
+    (sdk,) = Converter.items_to_messages(input_items([message]))
+    for part in sdk["content"]:
+        if part["type"] == "image_url":
+            assert part["image_url"].pop("detail") == "auto"  # the SDK's default
+    assert sdk["content"] == ours
