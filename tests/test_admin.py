@@ -275,6 +275,21 @@ def test_error_detail_is_shown_to_staff(admin_client: Client) -> None:
     assert "upstream said &lt;secret&gt;" in html
 
 
+def test_the_run_page_shows_the_shared_state_the_run_left_escaped(admin_client: Client) -> None:
+    run = make_full_run()
+    assert "shared state" not in body(admin_client.get(inspector_url(run)))  # a run without one
+    Run.objects.filter(pk=run.pk).update(state={"todo": ["<script>alert(1)</script>"], "step": 2})
+    html = body(admin_client.get(inspector_url(run)))
+    assert "shared state" in html
+    shown = html.split('id="shared-state">', 1)[1].split("</pre>", 1)[0]
+    assert "&quot;todo&quot;" in shown
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in shown
+    assert "&quot;step&quot;: 2" in shown
+    assert "<script>alert(1)" not in html
+    Run.objects.filter(pk=run.pk).update(state={})
+    assert '<pre class="uistream-json" id="shared-state">{}</pre>' in body(admin_client.get(inspector_url(run)))
+
+
 def test_the_inspector_needs_the_view_permission(django_user_model: Any) -> None:
     run = make_full_run()
     clerk = django_user_model.objects.create_user("clerk", password="pw", is_staff=True)

@@ -281,6 +281,17 @@ def test_a_run_never_shows_its_error_detail(alice: Any) -> None:
     assert data["transcripts"]["ai5"].endswith(transcript(run, "ai5"))
 
 
+def test_a_run_shows_its_shared_state_to_its_owner_only(alice: Any, bob: Any) -> None:
+    run = make_full_run(owner=alice)
+    assert client_for(alice).get(run_url(run)).json()["state"] is None
+    Run.objects.filter(pk=run.pk).update(state={"todo": ["buy milk"], "done": 1})
+    assert client_for(alice).get(run_url(run)).json()["state"] == {"todo": ["buy milk"], "done": 1}
+    (listed,) = client_for(alice).get(reverse("uistream:run-list")).json()["results"]
+    assert listed["state"] == {"todo": ["buy milk"], "done": 1}
+    assert client_for(bob).get(run_url(run)).status_code == 404
+    assert client_for(bob).get(reverse("uistream:run-list")).json()["count"] == 0
+
+
 @pytest.mark.parametrize("version", [7, 6, 5])
 def test_transcripts_are_the_wire(alice: Any, version: int) -> None:
     run = make_full_run(owner=alice)
@@ -374,6 +385,8 @@ def test_the_openapi_schema(staff: Any) -> None:
     run_fields = schema["components"]["schemas"]["Run"]["properties"]
     assert "error_detail" not in run_fields
     assert "transcripts" in run_fields
+    assert run_fields["state"]["readOnly"] is True
+    assert "AG-UI shared state" in run_fields["state"]["description"]
     assert set(schema["components"]["schemas"]["UIMessage"]["properties"]) == {"id", "role", "metadata", "parts"}
 
 

@@ -233,6 +233,11 @@ class HistoryStrategy:
     async def _agent_source(
         self, history: list[UIMessage], run: Any, turn: AgentTurn, adapter: AgentAdapter
     ) -> AsyncGenerator[Event, None]:
+        # The chat's stored files get their loaders, as the tool loop's do:
+        # the adapter hands their bytes to its framework.
+        messages = await attach_files(turn.messages, run.conversation_id)
+        if messages is not turn.messages:
+            turn = dataclasses.replace(turn, messages=messages)
         record = {
             "strategy": self.name,
             "stored_messages": len(history),

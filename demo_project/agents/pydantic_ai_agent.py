@@ -28,8 +28,11 @@ def _prompt(messages: list[ModelMessage]) -> str:
     for message in reversed(messages):
         if isinstance(message, ModelRequest):
             for part in reversed(message.parts):
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    return part.content
+                if isinstance(part, UserPromptPart):
+                    if isinstance(part.content, str):
+                        return part.content
+                    # With files: the text pieces between them.
+                    return "".join(piece for piece in part.content if isinstance(piece, str))
     return ""
 
 

@@ -9,6 +9,8 @@ model's:
   from its output, naming the city;
 * "email ADDRESS saying TEXT" calls ``send_email({"to": ADDRESS, "body":
   TEXT})``, which needs a person's approval;
+* "where am I?" calls ``get_location({})``, a tool the browser runs
+  (offered only where an agent has it as a client-side tool);
 * after tool results (or a denial) it answers from them;
 * anything else gets a short help text that quotes the message.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +30,8 @@ from demo_project import demo_model
 from demo_project.demo_model import _COUNT, _EMAIL, _WEATHER, MAX_COUNT, DemoModel, _cities, _words
 
 __all__ = ["Reply", "ToolOutcome", "delay", "get_weather", "reply", "send_email"]
+
+_LOCATE = re.compile(r"\bwhere am i\b", re.IGNORECASE)
 
 
 def delay() -> float:
@@ -82,6 +87,8 @@ def reply(prompt: str, outcomes: list[ToolOutcome] | None = None) -> Reply:
         to, body = email.group(1), email.group(2).strip()
         reason = f"The user wants an email sent to {to}. I will call send_email; a person must approve it."
         return Reply(reason, calls=[("send_email", {"to": to, "body": body})])
+    if _LOCATE.search(prompt):
+        return Reply("The browser knows where the user is. I will call get_location.", calls=[("get_location", {})])
     if _WEATHER.search(prompt):
         cities = _cities(prompt)
         if not cities:

@@ -32,6 +32,13 @@ The contract of an adapter (docs/adapters.md has the long form):
   instructions and tools the agent brings (``AgentDescription``), for the
   run's record in the admin; what the agent decides only while it runs is
   said in its ``note``, not guessed.
+* Files: a user message's files come in ``turn.messages`` as ``FilePart`` parts
+  whose loader reads the stored bytes (the conversation's own files only;
+  ``lifecycle.attachments.attach_files``). ``read_files`` reads them once,
+  off the event loop; the adapter hands the bytes to its framework in the
+  framework's own file types, and a file whose bytes it can't have (a
+  URL it can't send, another chat's file) fails the run with
+  ``UnsupportedFileError``, whose text the user sees: never dropped.
 
 No Django here, as in ``runs/``: the view hands in everything a run needs.
 Each adapter module imports its framework through ``import_extra`` (from
@@ -41,16 +48,18 @@ missing framework names its pip extra.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import secrets
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from ..errors import MissingExtra, import_extra
 from ..protocol.events import Event
 from ..runs import ClientToolResult, ModelMessage, ModelOptions, ToolApproval, ToolSpec
+from ..runs.messages import FilePart, UserMessage
 from ..runs.model import ModelEvent
 
 __all__ = [
@@ -62,6 +71,7 @@ __all__ = [
     "MissingExtra",
     "adapter_for",
     "import_extra",
+    "read_files",
     "register_adapter",
 ]
 
@@ -213,6 +223,36 @@ def adapter_for(agent: Any) -> AgentAdapter | None:
             if adapter.accepts(agent):
                 return adapter(agent)
     return None
+
+
+def _bytes_of(data: bytes) -> Callable[[], bytes]:
+    return lambda: data
+
+
+def _read_sync(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    out: list[ModelMessage] = []
+    for message in messages:
+        if isinstance(message, UserMessage) and any(f.load is not None for f in message.files):
+            read: dict[int, FilePart] = {}
+            for f in message.files:
+                if f.load is not None:
+                    data = f.load()
+                    read[id(f)] = replace(f, size=len(data), load=_bytes_of(data))
+            files = tuple(read.get(id(f), f) for f in message.files)
+            parts = tuple(read.get(id(p), p) if isinstance(p, FilePart) else p for p in message.parts)
+            message = replace(message, files=files, parts=parts)
+        out.append(message)
+    return out
+
+
+async def read_files(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """``messages`` with every file that has a loader read now, in a worker
+    thread (storage is blocking I/O), and kept in memory: a framework takes
+    a turn's whole history at once, so each file is read once per run. A
+    file without a loader (only its URL is known) is left as it is."""
+    if not any(isinstance(m, UserMessage) and m.files for m in messages):
+        return list(messages)
+    return await asyncio.to_thread(_read_sync, messages)
 
 
 class AgentModel:

@@ -13,7 +13,12 @@ node's full ``AIMessage``) and carries ``__interrupt__``.
 History: the stored conversation is the truth. Every turn rebuilds the
 graph's input from it (``HumanMessage``, ``AIMessage`` with its
 ``tool_calls`` and reasoning blocks, ``ToolMessage``); the checkpointer is
-used only to resume interrupts.
+used only to resume interrupts. A user message's files are LangChain's
+standard content blocks (``image`` / ``audio`` / ``video`` / ``file`` with
+the stored file's bytes in ``base64`` and its ``mime_type``; a file that
+is only an ``https:`` URL as ``url``), built by ``langchain_core``'s own
+``create_*_block``; the bytes are read through the stored file's loader
+(the chat's own files only).
 
 Approvals: a tool (or a review node) calls ``interrupt(payload)``; the
 adapter maps each interrupt to the pending tool calls it is about, asks
@@ -35,6 +40,16 @@ LangGraph runs the interrupted node again from its start on resume, so
 whatever a tool does before ``interrupt()`` happens twice (do the work
 after it). A denied call's ``ToolMessage`` becomes ``ToolDenied``.
 
+Client-side tools: LangGraph has no tool without a body, so a
+``ClientTool`` (``client_tool(name, description, parameters)``) is a tool
+whose body is ``interrupt({"client_tool": name, "args": {...}})``. Its
+call ends the run with the call pending (no approval asked): the browser
+runs it (useChat's ``onToolCall`` + ``addToolOutput``, AG-UI's ``tool``
+message) and the continuation, whose result the store checked, resumes
+the graph with ``{"output": ..., "is_error": bool}``, which the tool
+returns (an error raises ``ToolException``: a ``ToolMessage`` with status
+error). The call's result on the wire is the browser's, as it sent it.
+
 State: a graph compiled without a checkpointer runs on a fresh
 ``InMemorySaver`` per run, seeded from the saved state and dumped after an
 interrupt (LangGraph's own serde, bytes in base64) into ``Run.agent_state``,
@@ -47,28 +62,31 @@ saved with the run.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
 from ..protocol import events as ev
-from ..runs import ToolApproval, ToolSpec
-from ..runs.messages import AssistantMessage, ModelMessage, SystemMessage, ToolMessage, UserMessage
-from . import AgentAdapter, AgentDescription, AgentTurn, import_extra
+from ..runs import ClientToolResult, ToolApproval, ToolSpec, UnsupportedFileError
+from ..runs.messages import AssistantMessage, FilePart, ModelMessage, SystemMessage, ToolMessage, UserMessage
+from . import AgentAdapter, AgentDescription, AgentTurn, import_extra, read_files
 
 import_extra("langgraph", "langgraph")
 import_extra("langchain_core", "langgraph")
 
 from langchain_core import messages as lc  # noqa: E402
+from langchain_core.messages import content as blocks  # noqa: E402
+from langchain_core.tools import BaseTool, ToolException  # noqa: E402
 from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
 from langgraph.checkpoint.base import BaseCheckpointSaver  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.graph.message import REMOVE_ALL_MESSAGES  # noqa: E402
 from langgraph.pregel import Pregel  # noqa: E402
-from langgraph.types import Command, Interrupt  # noqa: E402
+from langgraph.types import Command, Interrupt, interrupt  # noqa: E402
 
-__all__ = ["LangGraphAdapter", "dump_saver", "load_saver", "to_langchain_messages"]
+__all__ = ["ClientTool", "LangGraphAdapter", "client_tool", "dump_saver", "load_saver", "to_langchain_messages"]
 
 #: The version of the saved state's shape.
 STATE_VERSION = 1
@@ -87,6 +105,50 @@ _FINISH = {
 }
 
 
+# -- client-side tools -------------------------------------------------------------
+
+#: The key of an interrupt payload that stops for a client-side tool.
+CLIENT_TOOL_KEY = "client_tool"
+
+
+class ClientTool(BaseTool):
+    """A tool the browser runs: put it among a graph's tools (a ``ToolNode``,
+    ``create_agent``'s ``tools``) and the adapter offers it to the client.
+    Its body stops the graph with ``interrupt()`` and returns what the
+    browser answered when the graph is resumed (see the module docstring);
+    ``args_schema`` is the JSON Schema of its arguments."""
+
+    handle_tool_error: bool = True  # the browser's error is the call's error result
+
+    def _run(self, **arguments: Any) -> Any:
+        answer = interrupt({CLIENT_TOOL_KEY: self.name, "args": arguments})
+        if not isinstance(answer, Mapping):
+            raise ToolException("the client's answer did not come back")
+        if answer.get("is_error"):
+            output = answer.get("output")
+            raise ToolException(output if isinstance(output, str) else json.dumps(output))
+        return answer.get("output")
+
+    async def _arun(self, **arguments: Any) -> Any:
+        # interrupt() reads the graph's config from the context: no thread hop.
+        return self._run(**arguments)
+
+
+def client_tool(name: str, description: str, parameters: Mapping[str, Any] | None = None) -> ClientTool:
+    """A ``ClientTool`` named ``name``, described to the model by
+    ``description``, taking arguments of the JSON Schema ``parameters``
+    (none by default)."""
+    schema = dict(parameters) if parameters is not None else {"type": "object", "properties": {}}
+    return ClientTool(name=name, description=description, args_schema=schema)
+
+
+def _client_answer(result: ClientToolResult | None) -> dict[str, Any]:
+    """What a ``ClientTool``'s ``interrupt()`` returns on resume."""
+    if result is None:
+        return {"output": "The client did not answer this call.", "is_error": True}
+    return {"output": result.output, "is_error": result.is_error}
+
+
 # -- history in ------------------------------------------------------------------
 
 
@@ -99,7 +161,7 @@ def to_langchain_messages(messages: Iterable[ModelMessage]) -> list[lc.BaseMessa
         if isinstance(message, SystemMessage):
             out.append(lc.SystemMessage(message.content))
         elif isinstance(message, UserMessage):
-            out.append(lc.HumanMessage(message.content))
+            out.append(lc.HumanMessage(_human_content(message)))
         elif isinstance(message, AssistantMessage):
             calls = [
                 lc.ToolCall(id=c.id, name=c.name, args=_arguments(c.arguments), type="tool_call")
@@ -121,6 +183,42 @@ def to_langchain_messages(messages: Iterable[ModelMessage]) -> list[lc.BaseMessa
                 )
             )
     return out
+
+
+#: Who a file is refused by, in the text the user sees.
+_WHO = "This agent (LangGraph)"
+
+_BLOCKS: dict[str, Any] = {
+    "image": blocks.create_image_block,
+    "audio": blocks.create_audio_block,
+    "video": blocks.create_video_block,
+}
+
+
+def _file_block(part: FilePart) -> dict[str, Any]:
+    """A file as a LangChain standard content block: its bytes, else its
+    public URL."""
+    major = part.media_type.split("/", 1)[0].strip().lower()
+    create = _BLOCKS.get(major, blocks.create_file_block)
+    extra: dict[str, Any] = {"filename": part.filename} if part.filename and create is blocks.create_file_block else {}
+    data = part.data()
+    if data is not None:
+        block = create(base64=base64.b64encode(data).decode("ascii"), mime_type=part.media_type, **extra)
+    elif part.url.startswith("https://"):
+        block = create(url=part.url, mime_type=part.media_type, **extra)
+    else:
+        raise UnsupportedFileError(_WHO, part.media_type, part.filename, "its bytes are not available")
+    return dict(block)
+
+
+def _human_content(message: UserMessage) -> str | list[str | dict[str, Any]]:
+    """A user message's content: its text, or with files its text and file
+    blocks in the message's order."""
+    if not message.files:
+        return message.content
+    return [
+        {"type": "text", "text": piece} if isinstance(piece, str) else _file_block(piece) for piece in message.ordered()
+    ]
 
 
 def _arguments(text: str) -> dict[str, Any]:
@@ -237,11 +335,19 @@ class _Translator:
     its usage and finish reason. A new model call after tool results is a
     new step."""
 
-    def __init__(self, announced: Mapping[str, tuple[str, dict[str, Any]]], denied: set[str]) -> None:
+    def __init__(
+        self,
+        announced: Mapping[str, tuple[str, dict[str, Any]]],
+        denied: set[str],
+        client_results: Mapping[str, ClientToolResult] | None = None,
+    ) -> None:
         #: Calls streamed by an earlier run (this run continues them): not
         #: announced again.
         self.announced = dict(announced)
         self.denied = denied
+        #: The browser's results of client-side calls (checked by the store):
+        #: the calls' results as the client sent them.
+        self.client_results = dict(client_results or {})
         #: Tool calls asked for and not answered yet: id → (name, args).
         self.pending: dict[str, tuple[str, dict[str, Any]]] = dict(announced)
         self.step = 0
@@ -450,8 +556,11 @@ class _Translator:
             return out
         self.step_used = True
         name = self.pending.pop(call_id, (message.name or "", {}))[0] or message.name
+        answer = self.client_results.get(call_id)
         if call_id in self.denied:
             out.append(ev.ToolDenied(call_id))
+        elif answer is not None:
+            out.append(ev.ToolResult(call_id, answer.output, is_error=answer.is_error, tool_name=name))
         elif message.status == "error":
             out.append(ev.ToolResult(call_id, _tool_text(message.content), is_error=True, tool_name=name))
         else:
@@ -490,7 +599,13 @@ def map_interrupts(
         calls: list[str] = []
         kind = "call"
         if isinstance(value, Mapping):
-            if isinstance(value.get("tool_call_id"), str) and value["tool_call_id"] in pending:
+            if isinstance(value.get(CLIENT_TOOL_KEY), str):
+                kind = "client"
+                found = _match(pending, taken, value[CLIENT_TOOL_KEY], value.get("args"))
+                if found is None:
+                    raise RuntimeError(f"LangGraph interrupt {item.id} stops for a client tool call not pending")
+                calls = [found]
+            elif isinstance(value.get("tool_call_id"), str) and value["tool_call_id"] in pending:
                 calls = [value["tool_call_id"]]
             elif isinstance(value.get("action_requests"), list):
                 kind = "hitl"
@@ -519,11 +634,19 @@ def map_interrupts(
     return out
 
 
-def resume_values(mapping: Sequence[Mapping[str, Any]], approvals: Mapping[str, ToolApproval]) -> dict[str, Any]:
+def resume_values(
+    mapping: Sequence[Mapping[str, Any]],
+    approvals: Mapping[str, ToolApproval],
+    client_results: Mapping[str, ClientToolResult] | None = None,
+) -> dict[str, Any]:
     """``Command(resume=...)``'s value: each interrupt's answer, from the
-    person's checked decisions (a call without one is denied)."""
+    person's checked decisions (a call without one is denied) or the
+    browser's checked result of a client-side call."""
     out: dict[str, Any] = {}
     for entry in mapping:
+        if entry["kind"] == "client":
+            out[entry["id"]] = _client_answer((client_results or {}).get(entry["calls"][0]))
+            continue
         decisions = [approvals.get(call_id) for call_id in entry["calls"]]
         if entry["kind"] == "hitl":
             out[entry["id"]] = {
@@ -567,9 +690,31 @@ class LangGraphAdapter(AgentAdapter):
     framework = "langgraph"
     extra = "langgraph"
 
+    def __init__(self, agent: Any, *, client_tools: Iterable[str] = ()) -> None:
+        """``client_tools``: names of tools the browser runs besides the
+        graph's client tools (a tool of the project's own whose body
+        is ``interrupt({"client_tool": name, "args": arguments})``)."""
+        super().__init__(agent)
+        self.extra_client_tools = frozenset(client_tools)
+
     @classmethod
     def accepts(cls, agent: Any) -> bool:
         return isinstance(agent, Pregel)
+
+    def graph_tools(self) -> list[BaseTool]:
+        """The tools of the graph's tool nodes (``ToolNode``): what its model
+        is offered. A subgraph's are its own, not listed."""
+        tools: list[BaseTool] = []
+        for node in getattr(self.agent, "nodes", {}).values():
+            by_name = getattr(getattr(node, "bound", None), "tools_by_name", None)
+            if isinstance(by_name, Mapping):
+                tools.extend(t for t in by_name.values() if isinstance(t, BaseTool))
+        return tools
+
+    @property
+    def client_tools(self) -> frozenset[str]:
+        """The graph's ``ClientTool`` tools and the names given as ``client_tools``."""
+        return self.extra_client_tools | {t.name for t in self.graph_tools() if isinstance(t, ClientTool)}
 
     @property
     def name(self) -> str:
@@ -581,15 +726,9 @@ class LangGraphAdapter(AgentAdapter):
         which nothing outside them can read, and a subgraph's tools are its
         own: the note says so."""
         tools: list[ToolSpec] = []
-        for node in getattr(self.agent, "nodes", {}).values():
-            by_name = getattr(getattr(node, "bound", None), "tools_by_name", None)
-            if not isinstance(by_name, Mapping):
-                continue
-            for tool in by_name.values():
-                function = convert_to_openai_tool(tool)["function"]
-                tools.append(
-                    ToolSpec(function["name"], function.get("description", ""), function.get("parameters", {}))
-                )
+        for tool in self.graph_tools():
+            function = convert_to_openai_tool(tool)["function"]
+            tools.append(ToolSpec(function["name"], function.get("description", ""), function.get("parameters", {})))
         return AgentDescription(
             tools=tuple(tools),
             note="the graph's nodes write its prompts (not visible from outside them); subgraphs' tools are not listed",
@@ -636,11 +775,13 @@ class LangGraphAdapter(AgentAdapter):
         if saved is not None:
             announced = _announced(turn.history)
             denied = {call_id for call_id, d in turn.approvals.items() if not d.approved}
-            graph_input: Any = Command(resume=resume_values(saved["interrupts"], turn.approvals))
+            resume = resume_values(saved["interrupts"], turn.approvals, turn.client_results)
+            graph_input: Any = Command(resume=resume)
         else:
             announced, denied = {}, set()
+            turn = dataclasses.replace(turn, messages=await read_files(turn.messages))  # the files' bytes
             graph_input = self.graph_input(turn, replace=own is not None)
-        translate = _Translator(announced, denied)
+        translate = _Translator(announced, denied, turn.client_results)
         interrupts: list[Interrupt] = []
         stream = graph.astream(graph_input, self.config(turn, thread_id), stream_mode=["messages", "updates"])
         # Closing the stream (stop, disconnect) cancels the graph's tasks.
@@ -664,6 +805,8 @@ class LangGraphAdapter(AgentAdapter):
                 state["checkpoint"] = dump_saver(saver, thread_id, whole=self.delta_channels())  # type: ignore[arg-type]
             await turn.save_state(state)
             for entry in mapping:
+                if entry["kind"] == "client":
+                    continue  # the browser answers it: its call stays pending, input available
                 for call_id in entry["calls"]:
                     yield ev.ToolApprovalRequest(turn.approval_id(), call_id)
             yield ev.StepFinished(translate.step)

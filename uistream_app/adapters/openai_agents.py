@@ -23,7 +23,10 @@ from it, as Responses input items (``input_items``): user and system
 messages, the assistant's text, its ``function_call`` items and their
 ``function_call_output`` items by call id, and the reasoning items that
 came from a Responses model (by item id, with their encrypted content
-when they kept it).
+when they kept it). A user message's files are Responses content items,
+as the built-in Responses model sends them: ``input_image`` and, for PDFs,
+``input_file``, each with the stored file's bytes as a ``data:`` URL
+(read through its loader: the chat's own files only).
 
 Approvals: a tool with ``needs_approval`` ends the SDK's run with
 interruptions. The adapter saves the SDK's own ``RunState``
@@ -35,6 +38,17 @@ runs it on. The SDK then reports a rejected call's output as its
 The pending calls were streamed by the run that asked, so they are not
 announced again.
 
+Client-side tools: the SDK has no tool without a body, so
+``client_tool(name, description, parameters)`` is a ``FunctionTool`` with
+``needs_approval=True`` whose body returns the browser's result. Its call
+ends the SDK's run with an interruption like an approval's, but no person
+is asked: the call stays pending, the browser runs it (useChat's
+``onToolCall`` + ``addToolOutput``, AG-UI's ``tool`` message), and the
+continuation, whose result the store checked, restores the ``RunState``,
+approves the call and runs on; the tool returns that result (handed to it
+in a context variable of the SDK's run task, never shared between runs).
+The call's result on the wire is the browser's, as it sent it.
+
 Stop and disconnect: closing the events cancels the SDK's run
 (``result.cancel()``), which cancels its model stream and running tools.
 """
@@ -42,8 +56,9 @@ Stop and disconnect: closing the events cancels the SDK's run
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..protocol.events import (
@@ -57,6 +72,7 @@ from ..protocol.events import (
     ToolDenied,
     ToolResult,
 )
+from ..runs import ClientToolResult
 from ..runs.messages import (
     AssistantMessage,
     ModelMessage,
@@ -66,8 +82,8 @@ from ..runs.messages import (
     ToolSpec,
     UserMessage,
 )
-from ..runs.openai_responses import ResponsesStreamReader
-from . import AgentAdapter, AgentDescription, AgentTurn, import_extra
+from ..runs.openai_responses import ResponsesStreamReader, responses_user_content
+from . import AgentAdapter, AgentDescription, AgentTurn, import_extra, read_files
 
 agents = import_extra("agents", "openai-agents")
 run_config_module = import_extra("agents.run_config", "openai-agents")
@@ -77,7 +93,7 @@ tool_module = import_extra("agents.tool", "openai-agents")
 #: text (``default_tool_error_function``), shown as the call's error.
 DEFAULT_TOOL_ERROR: str = tool_module.default_tool_error_function(None, Exception())
 
-__all__ = ["OpenAIAgentsAdapter", "input_items"]
+__all__ = ["OpenAIAgentsAdapter", "client_tool", "input_items"]
 
 #: Seconds a stopped run waits for the SDK's run to unwind.
 CANCEL_GRACE = 5.0
@@ -91,8 +107,62 @@ _DELTAS = frozenset(
     )
 )
 
+#: Who a file is refused by, in the text the user sees.
+_WHO = "This agent (OpenAI Agents SDK)"
+
 #: The key of the saved state: the SDK's ``RunState.to_json()``.
 STATE_KEY = "run_state"
+
+
+#: The browser's checked results of the run's client-side calls, by call id:
+#: set in a copy of the context the SDK's run task starts in.
+_CLIENT_RESULTS: contextvars.ContextVar[Mapping[str, ClientToolResult]] = contextvars.ContextVar(
+    "uistream_client_results"
+)
+
+#: What a client-side tool returns when its call has no result of the browser's.
+NO_CLIENT_RESULT = "The client did not answer this call."
+
+
+class _ClientToolBody:
+    """The ``on_invoke_tool`` of a ``client_tool``: the browser's result of
+    the call (the SDK runs it once the adapter approves the call)."""
+
+    async def __call__(self, context: Any, arguments: str) -> Any:
+        answer = _CLIENT_RESULTS.get({}).get(getattr(context, "tool_call_id", ""))
+        if answer is None:
+            return NO_CLIENT_RESULT
+        output = answer.output
+        # What the model reads back (an error's text too: a function call's
+        # output has no error flag); the wire carries the browser's value.
+        return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+
+
+def client_tool(name: str, description: str, parameters: Mapping[str, Any] | None = None) -> Any:
+    """A function tool the browser runs, named ``name``, described to the
+    model by ``description``, taking arguments of the JSON Schema
+    ``parameters`` (none by default; not made strict). Put it in the
+    agent's ``tools``; see the module docstring."""
+    schema = dict(parameters) if parameters is not None else {"type": "object", "properties": {}}
+    return agents.FunctionTool(
+        name=name,
+        description=description,
+        params_json_schema=schema,
+        on_invoke_tool=_ClientToolBody(),
+        strict_json_schema=False,
+        needs_approval=True,
+    )
+
+
+def _agents(agent: Any, seen: set[int]) -> Iterator[Any]:
+    """``agent`` and the agents it may hand off to, each once."""
+    if id(agent) in seen:
+        return
+    seen.add(id(agent))
+    yield agent
+    for handoff in getattr(agent, "handoffs", None) or ():
+        if isinstance(handoff, agents.Agent):
+            yield from _agents(handoff, seen)
 
 
 class OpenAIAgentsAdapter(AgentAdapter):
@@ -124,6 +194,17 @@ class OpenAIAgentsAdapter(AgentAdapter):
     @classmethod
     def accepts(cls, agent: Any) -> bool:
         return isinstance(agent, agents.Agent)
+
+    @property
+    def client_tools(self) -> frozenset[str]:
+        """The client tools (``client_tool``) of the agent and of the agents
+        it may hand off to."""
+        return frozenset(
+            tool.name
+            for agent in _agents(self.agent, set())
+            for tool in getattr(agent, "tools", None) or ()
+            if isinstance(getattr(tool, "on_invoke_tool", None), _ClientToolBody)
+        )
 
     def describe(self) -> AgentDescription:
         """The agent's instructions (when a string) and its tools: function
@@ -158,12 +239,18 @@ class OpenAIAgentsAdapter(AgentAdapter):
         return AgentDescription(instructions, tuple(tools), "; ".join(notes))
 
     async def run(self, turn: AgentTurn) -> AsyncIterator[Event]:
-        translator = _Translator()
+        client = self.client_tools
+        translator = _Translator(turn.client_results)
         if turn.continues:
-            run_input: Any = await self._resume(turn, translator)
+            run_input: Any = await self._resume(turn, translator, client)
         else:
-            run_input = input_items(turn.messages)
-        result = agents.Runner.run_streamed(
+            run_input = input_items(await read_files(turn.messages))
+        # The SDK's run task starts in this copy, so its client tools read
+        # this run's results, and nothing leaks into the caller's context.
+        run_context = contextvars.copy_context()
+        run_context.run(_CLIENT_RESULTS.set, dict(turn.client_results))
+        result = run_context.run(
+            agents.Runner.run_streamed,
             self.agent,
             run_input,
             context=self.context,
@@ -205,14 +292,18 @@ class OpenAIAgentsAdapter(AgentAdapter):
         # Saved before the run ends: the answer may be handled by another
         # process, which has only what is stored.
         await turn.save_state({STATE_KEY: result.to_state().to_json(), "pending": pending})
-        for call_id in pending:
-            yield ToolApprovalRequest(turn.approval_id(), call_id)
+        for item in interruptions:
+            if item.tool_name in client:
+                continue  # the browser answers it: its call stays pending, input available
+            yield ToolApprovalRequest(turn.approval_id(), _call_of(item.raw_item)[0])
         for out in translator.step_end():
             yield out
         yield Done("tool-calls")
 
-    async def _resume(self, turn: AgentTurn, translator: _Translator) -> Any:
-        """The saved ``RunState`` with the person's decisions applied."""
+    async def _resume(self, turn: AgentTurn, translator: _Translator, client: frozenset[str]) -> Any:
+        """The saved ``RunState`` with the person's decisions applied, and
+        the client-side calls approved: their tool returns the browser's
+        result."""
         saved = turn.resume_state
         if not isinstance(saved, dict) or not isinstance(saved.get(STATE_KEY), dict):
             raise ValueError("this continuation has no saved Agents SDK RunState to resume")
@@ -225,6 +316,9 @@ class OpenAIAgentsAdapter(AgentAdapter):
             call_id, name, _ = _call_of(item.raw_item)
             # Streamed by the run that asked: not announced again.
             translator.announced[call_id] = name or item.tool_name or ""
+            if item.tool_name in client:
+                state.approve(item)
+                continue
             decision = turn.approvals.get(call_id)
             if decision is not None and decision.approved:
                 state.approve(item)
@@ -242,8 +336,10 @@ class OpenAIAgentsAdapter(AgentAdapter):
 class _Translator:
     """The SDK's stream events → neutral events, for one run."""
 
-    def __init__(self) -> None:
+    def __init__(self, client_results: Mapping[str, ClientToolResult] | None = None) -> None:
         self.reader: ResponsesStreamReader | None = None
+        #: The browser's results of client-side calls: their results as sent.
+        self.client_results = dict(client_results or {})
         #: Calls already on the wire: call id → tool name.
         self.announced: dict[str, str] = {}
         #: Calls a person rejected: their SDK output is a denial.
@@ -334,6 +430,11 @@ class _Translator:
             self.step_open = True
             if call_id in self.denied:
                 return [ToolDenied(call_id)]
+            answer = self.client_results.get(call_id)
+            if answer is not None:
+                return [
+                    ToolResult(call_id, answer.output, is_error=answer.is_error, tool_name=self.announced.get(call_id))
+                ]
             output = getattr(item, "output", None) if kind == "tool_call_output_item" else None
             if output is None or not _is_json(output):
                 output = _get(raw, "output")
@@ -382,7 +483,8 @@ def input_items(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
         if isinstance(message, SystemMessage):
             items.append({"role": "system", "content": message.content})
         elif isinstance(message, UserMessage):
-            items.append({"role": "user", "content": message.content})
+            content: Any = responses_user_content(message, _WHO) if message.files else message.content
+            items.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
             items.extend(_reasoning_items(message.reasoning_parts))
             if message.content:

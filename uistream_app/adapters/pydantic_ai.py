@@ -14,17 +14,24 @@ with ``DeferredToolRequests`` as its output; the adapter asks for it under
 an approval id of the store's, and the continuation hands the checked
 decision back as ``DeferredToolResults``. pydantic-ai's own Vercel adapter
 is not used: it trusts the approvals the client sends.
+
+A user message's files go to the agent in pydantic-ai's own types: a
+stored file's bytes as ``BinaryContent`` (read through its loader: the
+chat's own files only), a file that is only an ``https:`` URL as
+``ImageUrl`` / ``AudioUrl`` / ``VideoUrl`` / ``DocumentUrl``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 from ..protocol import events as ev
-from ..runs import AssistantMessage, SystemMessage, ToolMessage, ToolSpec, UserMessage
-from . import AgentAdapter, AgentDescription, AgentTurn, import_extra
+from ..runs import AssistantMessage, SystemMessage, ToolMessage, ToolSpec, UnsupportedFileError, UserMessage
+from ..runs.messages import FilePart
+from . import AgentAdapter, AgentDescription, AgentTurn, import_extra, read_files
 
 import_extra("pydantic_ai", "pydantic-ai")
 
@@ -41,7 +48,7 @@ from pydantic_ai.exceptions import ToolFailed  # noqa: E402
 from pydantic_ai.toolsets.external import ExternalToolset  # noqa: E402
 from pydantic_core import to_jsonable_python  # noqa: E402
 
-__all__ = ["PydanticAIAdapter", "model_history"]
+__all__ = ["PydanticAIAdapter", "model_history", "user_content"]
 
 #: The key of a reasoning part's provider metadata under which the adapter
 #: keeps what pydantic-ai needs to send a thinking part back (a signature).
@@ -135,6 +142,7 @@ class PydanticAIAdapter(AgentAdapter):
         return [declared, DeferredToolRequests]
 
     async def run(self, turn: AgentTurn) -> AsyncIterator[ev.Event]:
+        turn = replace(turn, messages=await read_files(turn.messages))
         history, prompt = model_history(turn)
         results = deferred_results(turn) if turn.continues else None
         options: dict[str, Any] = {}
@@ -412,7 +420,37 @@ def _thinking(message: AssistantMessage) -> list[pm.ModelResponsePart]:
     return [pm.ThinkingPart(message.reasoning)] if message.reasoning else []
 
 
-def model_history(turn: AgentTurn) -> tuple[list[pm.ModelMessage], str | None]:
+#: Who a file is refused by, in the text the user sees.
+_WHO = "This agent (pydantic-ai)"
+
+_URL_TYPES: dict[str, type[pm.ImageUrl | pm.AudioUrl | pm.VideoUrl]] = {
+    "image": pm.ImageUrl,
+    "audio": pm.AudioUrl,
+    "video": pm.VideoUrl,
+}
+
+
+def _file(part: FilePart) -> pm.UserContent:
+    """A file as pydantic-ai takes it: its bytes, else its public URL."""
+    data = part.data()
+    if data is not None:
+        return pm.BinaryContent(data, media_type=part.media_type)
+    if part.url.startswith("https://"):
+        major = part.media_type.split("/", 1)[0].strip().lower()
+        url_type = _URL_TYPES.get(major, pm.DocumentUrl)
+        return url_type(part.url, media_type=part.media_type)
+    raise UnsupportedFileError(_WHO, part.media_type, part.filename, "its bytes are not available")
+
+
+def user_content(message: UserMessage) -> str | list[pm.UserContent]:
+    """A user message as a pydantic-ai prompt: its text, or with files its
+    text pieces and files in the message's order."""
+    if not message.files:
+        return message.content
+    return [piece if isinstance(piece, str) else _file(piece) for piece in message.ordered()]
+
+
+def model_history(turn: AgentTurn) -> tuple[list[pm.ModelMessage], str | list[pm.UserContent] | None]:
     """The stored conversation as pydantic-ai's message history, and the
     user prompt the run answers (None for a continuation, whose history
     ends with the calls it settles). The view's system prompt is left out:
@@ -420,9 +458,11 @@ def model_history(turn: AgentTurn) -> tuple[list[pm.ModelMessage], str | None]:
     messages = list(turn.messages)
     if turn.system_prompt and messages and messages[0] == SystemMessage(turn.system_prompt):
         messages.pop(0)
-    prompt: str | None = None
-    if not turn.continues and messages and isinstance(messages[-1], UserMessage):
-        prompt = messages.pop().content
+    prompt: str | list[pm.UserContent] | None = None
+    last = messages[-1] if messages else None
+    if not turn.continues and isinstance(last, UserMessage):
+        messages.pop()
+        prompt = user_content(last)
     denied = _denied_calls(turn.history)
     out: list[pm.ModelMessage] = []
     request: list[pm.ModelRequestPart] = []
@@ -430,7 +470,7 @@ def model_history(turn: AgentTurn) -> tuple[list[pm.ModelMessage], str | None]:
         if isinstance(message, SystemMessage):
             request.append(pm.SystemPromptPart(message.content))
         elif isinstance(message, UserMessage):
-            request.append(pm.UserPromptPart(message.content))
+            request.append(pm.UserPromptPart(user_content(message)))
         elif isinstance(message, ToolMessage):
             call_id = message.tool_call_id
             outcome: Literal["success", "failed", "denied"] = (

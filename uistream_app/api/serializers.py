@@ -177,6 +177,7 @@ class RunSerializer(serializers.ModelSerializer[Run]):
             "error_code",
             "model",
             "usage",
+            "state",
             "sdk_version",
             "trigger",
             "started_at",

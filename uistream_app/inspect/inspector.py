@@ -2,7 +2,8 @@
 
 What it shows, and what each part costs:
 
-* the summary (status, finish reason, model, timing, usage, the owner;
+* the summary (status, finish reason, model, timing, usage, the owner,
+  the AG-UI shared state the run left, ``Run.state``, as escaped JSON;
   the error detail, which staff alone ever see: the API and the wire
   never carry it);
 * what the run was given and sent, as stored when it started (``Run.setup``:
@@ -194,6 +195,8 @@ class RunInspector:
             "summary": self.summary(run, report.continues),
             "usage": pretty_json(run.usage) if run.usage else None,
             "decisions": pretty_json(run.decisions) if run.decisions else None,
+            # AG-UI's shared state as the run left it ({} is a state too).
+            "state": pretty_json(run.state) if run.state is not None else None,
             "cost": _cost(run),
             "owner": owner_html(run.conversation, self.model_admin.admin_site.name),
             "setup": setup_view(run.setup),

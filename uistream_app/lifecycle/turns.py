@@ -144,6 +144,10 @@ class TurnSetup:
                 described = self.adapter.describe()
                 instructions, note = tuple(described.instructions), described.note
                 agent_tools, agent_omitted = tools_record(described.tools)
+                client_side = self.adapter.client_tools
+                for tool in agent_tools:
+                    if tool["name"] in client_side:
+                        tool["client_side"] = True  # as the loop's tools say it
             except Exception as exc:  # noqa: BLE001 - a record must never fail the run it records
                 instructions, agent_tools, agent_omitted = (), [], 0
                 note = f"the adapter could not describe the agent ({type(exc).__name__})"

@@ -98,7 +98,7 @@ from .messages import (
 )
 from .model import ModelEvent
 
-__all__ = ["OpenAIResponsesModel", "ResponsesStreamReader", "map_incomplete_reason"]
+__all__ = ["OpenAIResponsesModel", "ResponsesStreamReader", "map_incomplete_reason", "responses_user_content"]
 
 _RETRYABLE_CODES: Final = frozenset(("rate_limit_exceeded", "server_error", "server_is_overloaded", "slow_down"))
 _MEMORY = ReplayMemory()
@@ -180,7 +180,7 @@ class OpenAIResponsesModel(HTTPModelBase):
             if isinstance(message, SystemMessage):
                 items.append({"role": "system", "content": message.content})
             elif isinstance(message, UserMessage):
-                items.append({"role": "user", "content": _user_content(message)})
+                items.append({"role": "user", "content": responses_user_content(message)})
             elif isinstance(message, AssistantMessage):
                 reasoning = self._reasoning_items(message.reasoning_parts)
                 if not reasoning:
@@ -665,11 +665,12 @@ def _annotation(annotation: dict[str, Any]) -> list[ModelEvent]:
 _PROVIDER = "This model (OpenAI Responses)"
 
 
-def _user_content(message: UserMessage) -> list[dict[str, Any]]:
+def responses_user_content(message: UserMessage, who: str = _PROVIDER) -> list[dict[str, Any]]:
     """A user message as Responses content, files as ``@ai-sdk/openai``'s
     Responses model sends them: ``input_image`` (a ``data:`` URL, or the
     image's own ``https:`` URL) and, for PDFs, ``input_file`` with
-    ``file_data``; any other type can't be sent (``UnsupportedFileError``)."""
+    ``file_data``; any other type can't be sent (``UnsupportedFileError``,
+    naming ``who``: the Agents SDK adapter sends the same items)."""
     if not message.files:
         return [{"type": "input_text", "text": message.content}]
     content: list[dict[str, Any]] = []
@@ -679,11 +680,11 @@ def _user_content(message: UserMessage) -> list[dict[str, Any]]:
             content.append({"type": "input_text", "text": file})
             continue
         if is_image(file):
-            url = file.url if file.load is None and file.url.startswith("https://") else data_url(file, _PROVIDER)
+            url = file.url if file.load is None and file.url.startswith("https://") else data_url(file, who)
             content.append({"type": "input_image", "image_url": url})
         elif is_pdf(file):
             name = file.filename or f"part-{index}.pdf"
-            content.append({"type": "input_file", "filename": name, "file_data": data_url(file, _PROVIDER)})
+            content.append({"type": "input_file", "filename": name, "file_data": data_url(file, who)})
         else:
-            raise UnsupportedFileError(_PROVIDER, file.media_type, file.filename, "it takes images and PDFs")
+            raise UnsupportedFileError(who, file.media_type, file.filename, "it takes images and PDFs")
     return content
