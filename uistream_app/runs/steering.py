@@ -2,7 +2,7 @@
 
 A ``SteeringInbox`` is the run's end of it, as the SDK's ``SteeringRun``
 (ai/src/generate-text/steering.ts): whoever receives the messages
-(``uistream_app.lifecycle.steering``, from the broker) ``send``s them in
+(``uistream_app.lifecycle.steering_messages``, from the broker) ``send``s them in
 and awaits their outcome; the tool loop takes them at its step
 boundaries. No I/O and no Django here.
 
