@@ -14,7 +14,9 @@ import pytest
 from uistream_app.models import Message, Run, SteeringMessage, StoredFile
 from uistream_app.testing import user_message
 
+from .protocol.agui_oracles import assert_accepted
 from .server import serve_demo
+from .test_agui_http import AGUIStream, run_input, stream_agui, user
 from .test_chat_http import Browser, read_chunks, run_finished, text_of, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -150,3 +152,49 @@ def test_refusals_are_json_and_write_nothing(server: str) -> None:
         read_chunks(response)
     assert not SteeringMessage.objects.exists()
     assert not StoredFile.objects.exists()
+
+
+def test_an_agui_run_is_steered_through_its_chat(server: str) -> None:
+    """AG-UI has no way to add a message to a run in progress: its thread
+    is steered through the chat's endpoint, and its stream carries the
+    delivered message as the CUSTOM event of a chunk AG-UI has no event for."""
+    browser = Browser(server)
+    body = run_input("thread-s", [user("count to 300 slowly")])
+    with stream_agui(browser, body) as response:
+        reader = AGUIStream(response)
+        head = reader.read(stop=lambda es: sum(e["type"] == "TEXT_MESSAGE_CONTENT" for e in es) >= 10)
+        answer = browser.post("/api/chat/thread-s/steer", {"id": "s1", "message": user_message("now count backwards")})
+        rest = reader.read()
+    assert answer.json()["type"] == "delivered"
+    events = assert_accepted(head + rest)
+    custom = [e for e in events if e["type"] == "CUSTOM"]
+    said = [{"type": "text", "text": "now count backwards"}]
+    assert [e["name"] for e in custom] == ["uistream:steering-message"]
+    assert custom[0]["value"] == {"id": "s1", "parts": said}
+    assert events[-1]["type"] == "RUN_FINISHED"
+    texts = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert texts.endswith(" 3 2 1")
+
+
+def test_an_agent_of_another_framework_takes_no_message_mid_run(server: str) -> None:
+    """The adapters run their framework's own loop, which nothing can add a
+    message to between two steps: the message waits for the run's end and
+    is not delivered, ``finished``; the answer goes on unchanged."""
+    browser = Browser(server)
+    with browser.client.stream(
+        "POST",
+        "/api/agents/pydantic-ai/chat",
+        json=browser.chat_body("chat-agent", "count to 200"),
+        headers={"X-CSRFToken": browser.token},
+    ) as response:
+        head, _ = read_chunks(response, stop=lambda cs: " 10" in text_of(cs))
+        answer = browser.post(
+            "/api/agents/pydantic-ai/chat/chat-agent/steer", {"id": "s1", "message": user_message("stop at 20")}
+        )
+        rest, done = read_chunks(response)
+    assert done
+    assert answer.json() == {"type": "not-delivered", "id": "s1", "reason": "finished"}
+    assert text_of(head + rest).split() == [str(i) for i in range(1, 201)]
+    assert not any(c["type"] == "steering-message" for c in head + rest)
+    row = SteeringMessage.objects.get()
+    assert row.run_id == Run.objects.get().pk  # sent while the run ran
