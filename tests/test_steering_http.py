@@ -10,6 +10,9 @@ import base64
 from collections.abc import Iterator
 
 import pytest
+from django.conf import settings
+from django.core.cache import cache
+from django.test import override_settings
 
 from uistream_app.models import Message, Run, SteeringMessage, StoredFile
 from uistream_app.testing import user_message
@@ -198,3 +201,23 @@ def test_an_agent_of_another_framework_takes_no_message_mid_run(server: str) -> 
     assert not any(c["type"] == "steering-message" for c in head + rest)
     row = SteeringMessage.objects.get()
     assert row.run_id == Run.objects.get().pk  # sent while the run ran
+
+
+def test_a_steer_counts_as_a_chat_message_but_not_as_a_run_in_flight(server: str) -> None:
+    """Throttled like a chat POST (the chat rate counts it), but not by
+    ``MaxActiveRunsThrottle``: a steering message needs a run running."""
+    throttles = ["uistream_app.policies.MaxActiveRunsThrottle", "uistream_app.policies.ChatRateThrottle"]
+    limited = {"THROTTLE_CLASSES": throttles, "MAX_ACTIVE_RUNS_PER_OWNER": 1, "THROTTLE_RATES": {"chat": "2/min"}}
+    with override_settings(UISTREAM={**settings.UISTREAM, **limited}):
+        cache.clear()
+        browser = Browser(server)
+        with browser.stream("chat-t", "count to 300 slowly") as response:
+            read_chunks(response, stop=lambda cs: " 10" in text_of(cs))
+            first = browser.post("/api/chat/chat-t/steer", {"id": "s1", "message": user_message("backwards")})
+            second = browser.post("/api/chat/chat-t/steer", {"id": "s2", "message": user_message("forwards")})
+            read_chunks(response)
+        cache.clear()
+    assert first.json()["type"] == "delivered"
+    assert second.status_code == 429
+    assert second.json()["error"]["code"] == "throttled"
+    assert list(SteeringMessage.objects.values_list("client_id", flat=True)) == ["s1"]

@@ -161,6 +161,10 @@ def _create(
         if staged is not None:
             staged.discard()
         return None
+    except BaseException:
+        if staged is not None:
+            staged.discard()  # nothing is kept of a message that was not stored
+        raise
     return row
 
 
