@@ -13,6 +13,11 @@ same events. It reads the last user message and:
   ``calculate(expression)`` for each arithmetic expression it finds;
 * "count to N" streams the numbers 1 to N, one text delta each ("1",
   " 2", " 3"…), the long stream the disconnect and resume tests use;
+* "count to N slowly" counts in steps of 50 numbers with a ``pause`` tool
+  call between two steps (six steps for "count to 300 slowly"): the step
+  boundaries a steering message is delivered at. A message steered in
+  that says "backwards" ("now count backwards") makes the next step count
+  down from where the count is, one that says "forwards" up again;
 * "email ADDRESS saying TEXT" calls ``send_email(to, body)``, a tool that
   needs a person's approval and only pretends to send; the demo's approval
   policy (``email_policy``) approves an address at ``trusted.test`` and
@@ -90,6 +95,7 @@ __all__ = [
     "email_policy",
     "get_weather",
     "make_model",
+    "pause",
     "research",
     "safe_eval",
     "send_email",
@@ -252,12 +258,24 @@ def email_policy(context: ToolContext) -> ApprovalStatus | None:
     return None
 
 
-DEMO_TOOLS: tuple[Tool, ...] = (get_weather, calculate, send_email, research)
+@tool(run_sync_in_thread=False)
+def pause() -> dict[str, Any]:
+    """Take a breath between two stretches of a slow count: the step
+    boundary where a message sent meanwhile reaches the model."""
+    return {"paused": True}
+
+
+DEMO_TOOLS: tuple[Tool, ...] = (get_weather, calculate, send_email, research, pause)
 
 
 # -- the model -------------------------------------------------------------------
 
 _COUNT = re.compile(r"\bcount(?:\s+(?:from\s+1\s+))?\s+(?:up\s+)?to\s+(\d+)", re.I)
+_SLOW_COUNT = re.compile(r"\bcount(?:\s+(?:from\s+1\s+))?\s+(?:up\s+)?to\s+(\d+)\s+slowly\b", re.I)
+_BACKWARDS = re.compile(r"\bbackwards?\b|\bcount\s+down\b", re.I)
+_FORWARDS = re.compile(r"\bforwards?\b|\bcount\s+up\b", re.I)
+#: Numbers per step of a slow count.
+SLOW_STEP = 50
 _ROLL = re.compile(r"\broll\s+(?:a|one)\s+(?:die|dice)\s+with\s+(\d+)\s+sides?\b", re.I)
 _EMAIL = re.compile(r"\bemail\s+(\S+@\S+?)[,:]?\s+saying\s+(.+)", re.I | re.S)
 _RESEARCH = re.compile(r"^\s*research\s+(.+)", re.I | re.S)
@@ -369,6 +387,9 @@ class DemoModel:
         last_user = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
         prompt = messages[last_user].content if last_user >= 0 else ""
         tail = messages[last_user + 1 :]
+        slow = self._slow_count(messages, tools)
+        if slow is not None:
+            return slow
         if any(isinstance(m, ToolMessage) for m in tail):
             return self._answer_results(tail)
         available = {t.name for t in tools}
@@ -453,6 +474,49 @@ class DemoModel:
             'You said: "' + prompt.strip() + '"'
         )
         return self._think(think) + self._say(answer)
+
+    def _slow_count(self, messages: Sequence[ModelMessage], tools: Sequence[ToolSpec]) -> list[ModelEvent] | None:
+        """The next step of a slow count ("count to N slowly"), or None when
+        the conversation is not in one: the last user message asked for it,
+        or every user message since says which way to count (steered in)."""
+        start = -1
+        backwards = False
+        for i in range(len(messages) - 1, -1, -1):
+            message = messages[i]
+            if not isinstance(message, UserMessage):
+                continue
+            if _SLOW_COUNT.search(message.content):
+                start = i
+                break
+            if not (_BACKWARDS.search(message.content) or _FORWARDS.search(message.content)):
+                return None
+        if start < 0:
+            return None
+        target = min(int(_SLOW_COUNT.search(messages[start].content).group(1)), MAX_COUNT)  # type: ignore[union-attr]
+        said = re.findall(r"\d+", "".join(m.content for m in messages[start:] if isinstance(m, AssistantMessage)))
+        last = int(said[-1]) if said else 0
+        think: list[ModelEvent] = []
+        for message in messages[start + 1 :]:
+            if isinstance(message, UserMessage):
+                backwards = bool(_BACKWARDS.search(message.content))
+        if isinstance(messages[-1], UserMessage) and len(messages) - 1 != start:
+            way = "down" if backwards else "up"
+            think = self._think(f"The user wants me to count {way} now. I go on from {last}, {way}.")
+        elif not said:
+            think = self._think(f"The user wants me to count to {target} slowly: {SLOW_STEP} numbers, then a pause.")
+        if backwards:
+            numbers = list(range(last - 1, max(last - SLOW_STEP, 1) - 1, -1))
+            done = not numbers or numbers[-1] <= 1
+        else:
+            numbers = list(range(last + 1, min(last + SLOW_STEP, target) + 1))
+            done = not numbers or numbers[-1] >= target
+        events = think + [TextDelta(str(x) if i == 0 else f" {x}") for i, x in enumerate(numbers)]
+        if not numbers:
+            events += self._say("Done counting.")
+        if not done and any(t.name == "pause" for t in tools):
+            call_id = f"call_{sum(len(m.tool_calls) for m in messages if isinstance(m, AssistantMessage))}"
+            events += [ToolCallStart(call_id, "pause"), ToolCallDelta(call_id, "{}"), ToolCall(call_id, "pause", "{}")]
+        return events
 
     def _answer_results(self, tail: Sequence[ModelMessage]) -> list[ModelEvent]:
         names: dict[str, str] = {}

@@ -204,6 +204,7 @@ UISTREAM: dict[str, object] = {
         "demo_project.demo_model.calculate",
         "demo_project.demo_model.send_email",
         "demo_project.demo_model.research",
+        "demo_project.demo_model.pause",
     ],
     # Approves email to trusted.test and denies email to blocked.test by
     # itself; everything else asks the person (every transport: HTTP, WS, AG-UI).

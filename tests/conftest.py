@@ -93,6 +93,7 @@ ONE_WORKER_MODULES = {
     "tests/test_media_types.py": 1,
     "tests/test_packaging.py": 1,
     "tests/test_readme_project.py": 1,
+    "tests/test_steering_real_client.py": 1,
 }
 
 #: Modules that go to the same worker as a whole: test_packaging's and
@@ -115,6 +116,7 @@ SLOW_FIRST = (
     "tests/test_consumer.py",
     "tests/test_admin_browser.py",
     "tests/test_feedback_browser.py",
+    "tests/test_steering_real_client.py",
 )
 
 

@@ -1,5 +1,5 @@
 """The same hostile request gets the same answer from every endpoint: the
-useChat POST, resume, stop, a stored answer's stream, AG-UI, and the
+useChat POST, resume, stop, steer and queue, a stored answer's stream, AG-UI, and the
 WebSocket (an ``error`` frame carrying the same ``code``, or the protocol's
 close code where the frame itself is unreadable). Checks come in one order
 everywhere (method, CSRF, authentication, body, then ownership), nothing
@@ -22,7 +22,7 @@ from django.test import AsyncClient, override_settings
 
 from uistream_app import testing
 from uistream_app.errors import NOT_FOUND_TEXT
-from uistream_app.models import Conversation, Message, Run
+from uistream_app.models import Conversation, Message, Run, SteeringMessage
 from uistream_app.protocol.agui.messages import agui_user_message
 
 from .test_consumer import DEMO, Socket, runs_finished, send_frame, user_cookie
@@ -91,8 +91,10 @@ HTTP: dict[str, Request] = {
     "resume": lambda page, chat: page.client.get(f"/api/chat/{chat}/stream"),
     "stop": lambda page, chat: page.post(f"/api/chat/{chat}/stop", {}),
     "stored": lambda page, chat: page.client.get(f"/api/chat/{chat}/messages/bob-a/stream"),
+    "steer": lambda page, chat: page.post(f"/api/chat/{chat}/steer", {"message": testing.user_message("faster")}),
+    "queue": lambda page, chat: page.post(f"/api/chat/{chat}/queue", {"message": testing.user_message("then")}),
 }
-POSTS = ("chat", "agui", "stop")
+POSTS = ("chat", "agui", "stop", "steer", "queue")
 BODIES = ("chat", "agui")
 
 
@@ -138,7 +140,7 @@ async def test_another_owners_chat_id_is_answered_as_a_free_one(endpoint: str, b
     assert await bobs_chat_as_it_was() == bobs
 
 
-@pytest.mark.parametrize("frame", ["send", "resume"])
+@pytest.mark.parametrize("frame", ["send", "resume", "steer"])
 async def test_over_the_websocket_too(frame: str, bob_chat: None) -> None:
     alice = await page_of("alice")
     before = await nothing_written()
@@ -147,6 +149,10 @@ async def test_over_the_websocket_too(frame: str, bob_chat: None) -> None:
             for rid, chat in (("a", "bob-chat"), ("b", "no-such-chat"), ("c", "../etc")):
                 if frame == "send":
                     await page.send({**send_frame(rid, chat), "trigger": "regenerate-message", "messages": []})
+                elif frame == "steer":
+                    await page.send(
+                        {"type": "steer", "requestId": rid, "id": chat, "message": testing.user_message("faster")}
+                    )
                 else:
                     await page.send({"type": "resume", "requestId": rid, "id": chat, "headers": {}, "body": {}})
                 (answer,) = await page.until(rid)
@@ -164,7 +170,7 @@ async def test_over_the_websocket_too(frame: str, bob_chat: None) -> None:
     assert await nothing_written() == before
 
 
-@pytest.mark.parametrize("endpoint", ["resume", "stop", "stored"])
+@pytest.mark.parametrize("endpoint", ["resume", "stop", "stored", "steer"])
 @pytest.mark.parametrize("chat", ["a%2Fb", "..%2F..%2Fadmin", "x" * 129, "a%20b"])
 async def test_an_id_with_path_characters_is_the_same_json_404(endpoint: str, chat: str) -> None:
     alice = await page_of("alice")
@@ -177,6 +183,7 @@ async def test_the_wrong_method_is_a_json_405(endpoint: str) -> None:
     alice = await page_of("alice")
     path = {"chat": "/api/chat", "agui": "/api/agui", "resume": "/api/chat/c1/stream", "stop": "/api/chat/c1/stop"}
     path["stored"] = "/api/chat/c1/messages/m1/stream"
+    path["steer"], path["queue"] = "/api/chat/c1/steer", "/api/chat/c1/queue"
     method = alice.client.get if endpoint in POSTS else alice.client.post
     with override_settings(UISTREAM=DEMO):
         response = await method(path[endpoint])
@@ -191,8 +198,9 @@ async def test_csrf_comes_before_authentication_and_ownership(endpoint: str, bob
     with override_settings(UISTREAM=DEMO):
         # Whose chat it is makes no difference: the CSRF check comes first.
         for chat in ("bob-chat", "alice-chat"):
-            path = {"chat": "/api/chat", "agui": "/api/agui", "stop": f"/api/chat/{chat}/stop"}[endpoint]
-            body = {"chat": chat_body(chat), "agui": agui_body(chat), "stop": {}}[endpoint]
+            path = {"chat": "/api/chat", "agui": "/api/agui"}.get(endpoint, f"/api/chat/{chat}/{endpoint}")
+            steering = {"message": testing.user_message("faster")}
+            body = {"chat": chat_body(chat), "agui": agui_body(chat), "stop": {}}.get(endpoint, steering)
             assert_error(await alice.post(path, body, csrf=False), 403, "csrf_failed")
         # So does a visitor who is not signed in: 403, not 401.
         anonymous = AsyncClient(enforce_csrf_checks=True)
@@ -234,6 +242,25 @@ async def test_the_body_is_read_before_ownership(endpoint: str, bob_chat: None) 
             )
             huge = json.dumps({**body, "pad": "x" * 2_000_000})
             assert_error(await alice.post(path, huge), 413, "too_large")
+
+
+@pytest.mark.parametrize("endpoint", ["steer", "queue"])
+async def test_a_steering_body_is_read_before_ownership(endpoint: str, bob_chat: None) -> None:
+    alice = await page_of("alice")
+    with override_settings(UISTREAM={**DEMO, "MAX_REQUEST_BYTES": 1024 * 1024}):
+        for chat in ("bob-chat", "no-such-chat"):
+            path = f"/api/chat/{chat}/{endpoint}"
+            assert_error(await alice.post(path, b"{nope"), 400, "invalid_json")
+            body = {"message": testing.user_message("faster")}
+            assert_error(
+                await alice.post(path, json.dumps(body), content_type="text/html"), 415, "unsupported_media_type"
+            )
+            assert_error(await alice.post(path, json.dumps({**body, "pad": "x" * 2_000_000})), 413, "too_large")
+            error = assert_error(await alice.post(path, {"message": {"id": "m1", "role": "user"}}), 400, "invalid")
+            assert error["field"] == "message.parts"
+        # A well-formed one about another owner's chat is the one 404.
+        assert_error(await alice.post(f"/api/chat/bob-chat/{endpoint}", body), 404, "not_found")
+    assert not [row async for row in SteeringMessage.objects.all()]
 
 
 @pytest.mark.parametrize("endpoint", BODIES)

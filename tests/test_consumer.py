@@ -335,6 +335,40 @@ async def test_abort_stops_the_run_and_stores_it_as_stopped() -> None:
 
 @db
 @pytest.mark.asyncio
+async def test_a_steer_frame_steers_the_answer_and_is_answered_with_its_outcome() -> None:
+    """Rule 8: a ``steer`` frame on the socket that streams the answer; its
+    outcome comes back in one frame; with no run going, ``finished``; a
+    frame without a message object closes the socket."""
+    with override_settings(UISTREAM={**DEMO, "TOOLS": [*DEMO["TOOLS"], "demo_project.demo_model.pause"]}):
+        async with Socket(await asession_cookie()) as page:
+            await page.send(send_frame("r1", "chat-steer", "count to 300 slowly"))
+            await page.until("r1", lambda fs: text_deltas(fs) >= 5)
+            message = user_message("now count backwards", id="m2")
+            await page.send(
+                {"type": "steer", "requestId": "s", "id": "chat-steer", "steeringId": "s1", "message": message}
+            )
+            (answer,) = await page.until("s", lambda fs: len(fs) >= 1)
+            chunks = chunks_of(await page.until("r1"))
+            await runs_finished()
+            await page.send({"type": "queue", "requestId": "q", "id": "chat-steer", "message": message})
+            (late,) = await page.until("q", lambda fs: len(fs) >= 1)
+            await page.send({"type": "steer", "requestId": "x", "id": "chat-steer", "message": "now"})
+            assert await page.closed() in (1008, 4008)
+    outcome = answer["outcome"]
+    assert answer == {"type": "steering-outcome", "requestId": "s", "outcome": outcome}
+    assert outcome["type"] == "delivered"
+    at = next(i for i, c in enumerate(chunks) if c["type"] == "steering-message")
+    said = [{"type": "text", "text": "now count backwards"}]
+    assert chunks[at] == {"type": "steering-message", "id": "s1", "parts": said}
+    assert [c["type"] for c in chunks[:at]].count("start-step") == outcome["stepNumber"]
+    assert chunks[at + 1] == {"type": "start-step"}
+    assert late["outcome"]["type"] == "not-delivered"
+    assert late["outcome"]["reason"] == "finished"
+    assert late["outcome"]["id"].startswith("steer-")
+
+
+@db
+@pytest.mark.asyncio
 @pytest.mark.parametrize(("policy", "status", "count"), [("cancel", "cancelled", 3000), ("finish", "completed", 300)])
 async def test_a_dropped_socket_follows_on_disconnect(policy: str, status: str, count: int) -> None:
     with override_settings(UISTREAM={**DEMO, "ON_DISCONNECT": policy}):

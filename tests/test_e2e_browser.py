@@ -887,3 +887,63 @@ def test_a_file_of_a_refused_type_is_refused_in_place(page: Any, demo: str) -> N
     expect(banner.locator(".error-text")).to_have_text(refused)
     expect(page.locator(".message.user .file-part")).to_contain_text("bundle.zip")
     assert page.request.get(f"{demo}/api/conversations/{chat_id(page)}/").status == 404
+
+
+def parts_shown(page: Any) -> list[str]:
+    """The last answer's text and steering parts, in the page's order."""
+    shown: list[str] = last_answer(page).evaluate(
+        """answer => [...answer.querySelectorAll('.text, .steering-message')].map(e =>
+            e.classList.contains('steering-message')
+                ? 'steering: ' + e.querySelector('.steering-text').textContent
+                : e.textContent.trim()
+        )"""
+    )
+    return shown
+
+
+def test_enter_steers_the_answer_while_it_streams(page: Any, demo: str) -> None:
+    """The input stays usable while an answer streams: Enter steers it. "Now
+    count backwards" reaches the demo model at the next step boundary, the
+    next step counts down from where the count was, and the message shows
+    in the answer where the model took it in (also after a reload)."""
+    page.goto(demo + "/")
+    send(page, "count to 300 slowly")
+    wait_for_text(page, " 10 ")
+    with page.expect_response(lambda r: r.url.endswith(f"/api/chat/{chat_id(page)}/steer")) as steered:
+        send(page, "now count backwards")
+    outcome = steered.value.json()
+    assert outcome["type"] == "delivered"
+    step = outcome["stepNumber"]
+    shown_outcome = page.locator(".steering-outcomes li").last
+    expect(shown_outcome).to_have_attribute("data-outcome", "delivered")
+    expect(shown_outcome).to_contain_text(f"delivered at step {step}")
+    wait_ready(page)
+    shown = parts_shown(page)
+    at = shown.index("steering: now count backwards")
+    assert at == step
+    before, after = shown[at - 1].split(), shown[at + 1].split()
+    assert after[:3] == [str(int(before[-1]) - n) for n in (1, 2, 3)]
+    assert shown[-1].endswith(" 2 1")
+    page.reload()
+    wait_ready(page)
+    assert parts_shown(page) == shown
+    assert [run["status"] for run in runs(page, demo, chat_id(page))] == ["completed"]
+
+
+def test_queue_sends_the_message_after_the_final_answer(page: Any, demo: str) -> None:
+    page.goto(demo + "/")
+    send(page, "count to 100 slowly")
+    wait_for_text(page, " 5 ")
+    page.get_by_label("Message", exact=True).fill("count to 3")
+    with page.expect_response(lambda r: r.url.endswith(f"/api/chat/{chat_id(page)}/queue")) as queued:
+        page.get_by_role("button", name="Queue").click()
+    assert queued.value.json() == {"type": "delivered", "id": queued.value.json()["id"], "stepNumber": 2}
+    wait_ready(page)
+    shown = parts_shown(page)
+    assert shown[1:] == [" ".join(str(i) for i in range(51, 101)), "steering: count to 3", "1 2 3"]
+    expect(page.locator(".steering-outcomes li").last).to_contain_text("Queued “count to 3”: delivered at step 2")
+    # With no answer streaming, Enter sends a new message again.
+    send(page, "count to 2")
+    wait_for_text(page, "1 2")
+    wait_ready(page)
+    expect(page.locator(".message.user")).to_have_count(2)

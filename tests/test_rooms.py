@@ -50,6 +50,8 @@ FACES = {
         "AGUIView": "transport.agui_views",
         "AGUI_SSE_HEADERS": "transport.agui_views",
         "CHAT_ID_HEADER": "transport.chat_views",
+        "ChatQueueView": "transport.chat_views",
+        "ChatSteerView": "transport.chat_views",
         "ChatStopView": "transport.chat_views",
         "ChatStreamView": "transport.chat_views",
         "ChatView": "transport.chat_views",

@@ -215,7 +215,13 @@ class HistoryStrategy:
         for spent in build.usage:  # a summary's model call is the run's spend too
             yield spent
         async with aclosing(
-            loop.run(messages, approvals=run.approvals, client_results=run.client_results, context=run)
+            loop.run(
+                messages,
+                approvals=run.approvals,
+                client_results=run.client_results,
+                context=run,
+                steering=getattr(run, "steering", None),
+            )
         ) as events:
             async for event in events:
                 yield event

@@ -40,6 +40,7 @@ __all__ = [
     "Message",
     "Run",
     "RunQuerySet",
+    "SteeringMessage",
     "StoredFile",
     "StoredJSONEncoder",
     "new_conversation_key",
@@ -533,6 +534,48 @@ class Feedback(models.Model):
             "createdAt": self.created_at.isoformat(),
             "updatedAt": self.updated_at.isoformat(),
         }
+
+
+class SteeringMessage(models.Model):
+    """A message sent to a run while it ran (``POST chat/<id>/steer`` or
+    ``queue``): its id (the client's, unique per conversation), what was
+    sent, and, once known, its outcome in the SDK's shape (``delivered``
+    with the step number, or ``not-delivered`` with a reason). A resend of
+    the id answers the stored outcome, from any process. A delivered one
+    is also a ``steering-message`` part of the run's assistant message."""
+
+    class Kind(models.TextChoices):
+        STEER = "steer", _("steer")
+        QUEUE = "queue", _("queue")
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="steering_messages", verbose_name=_("conversation")
+    )
+    run = models.ForeignKey(
+        Run,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="steering_messages",
+        verbose_name=_("run"),
+    )
+    client_id = models.CharField(_("id"), max_length=128)
+    kind = models.CharField(_("kind"), max_length=8, choices=Kind.choices)
+    message = models.JSONField(_("message"), encoder=StoredJSONEncoder)
+    outcome = models.JSONField(_("outcome"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    resolved_at = models.DateTimeField(_("resolved at"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("steering message")
+        verbose_name_plural = _("steering messages")
+        ordering = ("created_at",)
+        constraints = (
+            models.UniqueConstraint(fields=["conversation", "client_id"], name="uistream_steering_unique_id"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.client_id}"
 
 
 class ChunkBatch(models.Model):

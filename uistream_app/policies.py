@@ -98,6 +98,14 @@ class Policies:
     def get_throttle_classes(self) -> list[type]:
         return self._policy_classes("throttle_classes", uistream_settings.THROTTLE_CLASSES if self.starts_runs else ())
 
+    def get_steering_throttle_classes(self) -> list[type]:
+        """The throttles of a message sent to a running answer (steer,
+        queue): the run throttles, less those that count the runs in flight
+        (``counts_active_runs``: a steering message starts none, and needs
+        one running)."""
+        classes = self._policy_classes("throttle_classes", uistream_settings.THROTTLE_CLASSES)
+        return [cls for cls in classes if not getattr(cls, "counts_active_runs", False)]
+
     def _policy_classes(self, attribute: str, default: Sequence[Any]) -> list[type]:
         """The view's ``attribute`` (``permission_classes``…), else the
         ``UISTREAM`` default, imported; an import error names which."""
@@ -237,6 +245,8 @@ class MaxActiveRunsThrottle(BaseThrottle):
     once per owner (None: no cap), across all their chats."""
 
     wait_seconds = 1.0
+    #: Steering messages are not throttled by it (``get_steering_throttle_classes``).
+    counts_active_runs: ClassVar[bool] = True
 
     def allow_request(self, request: Any, view: Any) -> bool:
         limit = uistream_settings.MAX_ACTIVE_RUNS_PER_OWNER

@@ -24,6 +24,8 @@ urlpatterns = [
     path("agui", agui_views.AGUIView.as_view(), name="agui"),
     path("chat/<path:chat_id>/stream", views.ChatStreamView.as_view(), name="chat-stream"),
     path("chat/<path:chat_id>/stop", views.ChatStopView.as_view(), name="chat-stop"),
+    path("chat/<path:chat_id>/steer", views.ChatSteerView.as_view(), name="chat-steer"),
+    path("chat/<path:chat_id>/queue", views.ChatQueueView.as_view(), name="chat-queue"),
     path(
         "chat/<path:chat_id>/messages/<path:message_id>/stream",
         views.StoredMessageStreamView.as_view(),

@@ -14,6 +14,8 @@ from .transport.agui_views import AGUI_SSE_HEADERS, AGUIView
 from .transport.chat_views import (
     CHAT_ID_HEADER,
     TAIL_INDEX_HEADER,
+    ChatQueueView,
+    ChatSteerView,
     ChatStopView,
     ChatStreamView,
     ChatView,
@@ -29,6 +31,8 @@ __all__ = [
     "SSE_HEADERS",
     "TAIL_INDEX_HEADER",
     "AGUIView",
+    "ChatQueueView",
+    "ChatSteerView",
     "ChatStopView",
     "ChatStreamView",
     "ChatView",

@@ -1,4 +1,4 @@
-"""``/api/agents/<fw>/chat`` (and its ``stream`` and ``stop``) for each
+"""``/api/agents/<fw>/chat`` (and its ``stream``, ``stop``, ``steer`` and ``queue``) for each
 framework of the demo: the chat POST is the framework's ``ChatView``
 subclass; resume and stop are the app's own views, which know nothing of
 frameworks (stop cancels the run, and the adapter cancels the
@@ -19,7 +19,7 @@ from django.urls import URLPattern, path
 from django.utils.module_loading import import_string
 from django.views.decorators.csrf import csrf_exempt
 
-from uistream_app.views import ChatStopView, ChatStreamView
+from uistream_app.views import ChatQueueView, ChatSteerView, ChatStopView, ChatStreamView
 
 app_name = "agents"
 
@@ -53,6 +53,9 @@ def _patterns(fw: str, dotted: str) -> list[URLPattern]:
         path(f"{fw}/chat", imported_on_first_request(dotted), name=f"{fw}-chat"),
         path(f"{fw}/chat/<path:chat_id>/stream", ChatStreamView.as_view(), name=f"{fw}-chat-stream"),
         path(f"{fw}/chat/<path:chat_id>/stop", ChatStopView.as_view(), name=f"{fw}-chat-stop"),
+        # An agent's run takes no message mid-run: these answer not-delivered.
+        path(f"{fw}/chat/<path:chat_id>/steer", ChatSteerView.as_view(), name=f"{fw}-chat-steer"),
+        path(f"{fw}/chat/<path:chat_id>/queue", ChatQueueView.as_view(), name=f"{fw}-chat-queue"),
     ]
 
 

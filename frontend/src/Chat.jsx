@@ -24,6 +24,7 @@ const EXAMPLES = [
   "What's the weather in Paris and Rome?",
   'compute 12 * (3 + 4)',
   'count to 50',
+  'count to 300 slowly',
   'email ada@example.com saying hello',
   'email ada@trusted.test saying hello',
   'research tides',
@@ -105,17 +106,56 @@ function Attachment({ file, onRemove }) {
   );
 }
 
-function Composer({ busy, stopping, onSend, onStop }) {
+const OUTCOME_WORDS = {
+  finished: 'the answer had ended',
+  'stop-condition': 'the answer reached its step limit',
+  'waiting-for-tool-results': 'the answer waits for you (an approval)',
+  aborted: 'the answer was stopped',
+  error: 'the answer failed',
+};
+
+// What became of a message sent while the answer was written.
+function SteeringOutcomes({ outcomes }) {
+  if (outcomes.length === 0) return null;
+  return (
+    <ul className="steering-outcomes" aria-label="Messages sent while answering">
+      {outcomes.map(({ id, kind, text, outcome, error }) => (
+        <li key={id} data-steering-id={id} data-outcome={outcome?.type ?? (error ? 'failed' : 'pending')}>
+          <span className="steering-kind">{kind === 'queue' ? 'Queued' : 'Steered'}</span> “{text}”:{' '}
+          {error
+            ? error
+            : !outcome
+              ? kind === 'queue'
+                ? 'waits for the final answer…'
+                : 'waits for the next step…'
+              : outcome.type === 'delivered'
+                ? `delivered at step ${outcome.stepNumber}`
+                : `not delivered: ${OUTCOME_WORDS[outcome.reason] ?? outcome.reason}`}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+// While an answer streams the input stays usable: Enter steers the answer
+// (the model reads the message at its next step), Queue sends it once the
+// answer is final; Stop stops.
+function Composer({ busy, stopping, onSend, onStop, onSteer }) {
   const [input, setInput] = useState('');
   const [files, setFiles] = useState([]);
   const picker = useRef(null);
   const ready = input.trim() || files.length > 0;
-  const submit = event => {
+  const submit = (event, kind = 'steer') => {
     event.preventDefault();
-    if (!ready || busy) return;
-    onSend(input.trim(), files);
+    if (!ready) return;
+    if (busy) {
+      if (!input.trim()) return;
+      onSteer(kind, input.trim());
+    } else {
+      onSend(input.trim(), files);
+      setFiles([]);
+    }
     setInput('');
-    setFiles([]);
   };
   return (
     <form className="composer" onSubmit={submit}>
@@ -163,7 +203,7 @@ function Composer({ busy, stopping, onSend, onStop }) {
         </button>
         <textarea
           aria-label="Message"
-          placeholder="Ask the demo model something…"
+          placeholder={busy ? 'Steer the answer: Enter, or Queue for after it…' : 'Ask the demo model something…'}
           rows={1}
           value={input}
           onChange={event => setInput(event.target.value)}
@@ -172,9 +212,14 @@ function Composer({ busy, stopping, onSend, onStop }) {
           }}
         />
         {busy ? (
-          <button type="button" className="stop" onClick={onStop} disabled={stopping}>
-            {stopping ? 'Stopping…' : 'Stop'}
-          </button>
+          <>
+            <button type="button" className="queue" onClick={event => submit(event, 'queue')} disabled={!input.trim()}>
+              Queue
+            </button>
+            <button type="button" className="stop" onClick={onStop} disabled={stopping}>
+              {stopping ? 'Stopping…' : 'Stop'}
+            </button>
+          </>
         ) : (
           <button type="submit" className="send" disabled={!ready}>
             Send
@@ -427,6 +472,21 @@ export function ChatPane({ chatId, initialMessages, initialFeedback, initialVers
     sendMessage(files.length > 0 ? { text: text || undefined, files: fileList(files) } : { text });
   };
 
+  // A message for the answer being written (steer or queue): the page shows
+  // its outcome when the server knows it (the POST answers then).
+  const [steered, setSteered] = useState([]);
+  const steer = async (kind, text) => {
+    const id = `steer-${crypto.randomUUID()}`;
+    const message = { id: `msg-${crypto.randomUUID()}`, role: 'user', parts: [{ type: 'text', text }] };
+    const note = change => setSteered(current => current.map(item => (item.id === id ? { ...item, ...change } : item)));
+    setSteered(current => [...current.slice(-4), { id, kind, text }]);
+    try {
+      note({ outcome: await api.steer(chatId, kind, id, message) });
+    } catch (failure) {
+      note({ error: failure.message });
+    }
+  };
+
   const lastAssistant = messages.findLast(m => m.role === 'assistant');
   const lastMessage = messages[messages.length - 1];
   // A question with no answer after it: the request failed before the
@@ -554,7 +614,8 @@ export function ChatPane({ chatId, initialMessages, initialFeedback, initialVers
           )
         )}
       </div>
-      <Composer busy={busy} stopping={stopping} onSend={send} onStop={onStop} />
+      <SteeringOutcomes outcomes={steered} />
+      <Composer busy={busy} stopping={stopping} onSend={send} onStop={onStop} onSteer={steer} />
     </div>
   );
 }

@@ -131,4 +131,11 @@ export const api = {
   // Stop the answer on purpose (stored as "stopped"; a dropped connection
   // is not the same thing on the server).
   stop: id => request(`${urls.chat}/${encodeURIComponent(id)}/stop`, { method: 'POST' }),
+
+  // Talk to the answer while it is written: `kind` "steer" (taken at the
+  // next step boundary) or "queue" (when the model gave its final answer).
+  // Resolves with the outcome: {type: "delivered", id, stepNumber} or
+  // {type: "not-delivered", id, reason}.
+  steer: (id, kind, steeringId, message) =>
+    request(`${urls.chat}/${encodeURIComponent(id)}/${kind}`, { method: 'POST', json: { id: steeringId, message } }),
 };

@@ -173,6 +173,25 @@ function FilePart({ part }) {
   );
 }
 
+// A message the person sent while the answer was being written, where the
+// answer took it in (between two steps): shown as theirs, inside the answer.
+function SteeringPart({ part }) {
+  return (
+    <div className="steering-message" data-steering-id={part.id}>
+      <div className="tool-label">You, meanwhile</div>
+      {part.parts.map((inner, index) =>
+        inner.type === 'file' ? (
+          <FilePart key={index} part={inner} />
+        ) : (
+          <div key={index} className="steering-text">
+            {inner.text}
+          </div>
+        ),
+      )}
+    </div>
+  );
+}
+
 export function MessageParts({ message, onApproval, busy, markdown = false }) {
   const sources = message.parts.filter(p => p.type === 'source-url' || p.type === 'source-document');
   return (
@@ -190,6 +209,7 @@ export function MessageParts({ message, onApproval, busy, markdown = false }) {
         if (part.type === 'reasoning') return <Reasoning key={key} part={part} />;
         if (isToolUIPart(part)) return <ToolCard key={key} part={part} onApproval={onApproval} busy={busy} />;
         if (part.type === 'file') return <FilePart key={key} part={part} />;
+        if (part.type === 'steering-message') return <SteeringPart key={key} part={part} />;
         if (part.type.startsWith('data-')) {
           return (
             <div key={key} className="data-part">

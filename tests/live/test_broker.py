@@ -247,6 +247,40 @@ async def test_stop_reaches_only_the_active_run(broker: Broker) -> None:
     await second.close()
 
 
+async def test_steering_reaches_only_the_active_run_in_order(broker: Broker) -> None:
+    first = await broker.open_run("conv", "run-1")
+    await first.close()
+    second = await broker.open_run("conv", "run-2")
+    assert await broker.send_steering("conv", "run-1", {"id": "s0"}) is False  # ended
+    assert await broker.send_steering("other-conv", "run-2", {"id": "s0"}) is False
+    assert await broker.send_steering("conv", "run-2", {"id": "s1", "kind": "steer"}) is True
+    assert await broker.send_steering("conv", "run-2", {"id": "s2", "kind": "queue"}) is True
+    async with asyncio.timeout(GUARD):
+        got = [await second.steering_requests.get(), await second.steering_requests.get()]
+    assert got == [{"id": "s1", "kind": "steer"}, {"id": "s2", "kind": "queue"}]
+    assert first.steering_requests.empty()
+    assert not second.stop_requested.is_set()  # a steering message is not a stop
+    await second.close()
+    assert await broker.send_steering("conv", "run-2", {"id": "s3"}) is False
+
+
+async def test_a_steering_outcome_is_read_by_every_waiter_and_stays(broker: Broker) -> None:
+    assert await broker.steering_outcome("conv", "s1", wait=0) is None
+    outcome = {"type": "delivered", "id": "s1", "stepNumber": 2}
+    async with asyncio.timeout(GUARD):
+        waiting = [asyncio.create_task(broker.steering_outcome("conv", "s1", wait=GUARD)) for _ in range(2)]
+        await asyncio.sleep(0)  # let them start waiting (or not yet: the outcome stays, either way)
+        await broker.report_steering("conv", "s1", outcome)
+        assert await asyncio.gather(*waiting) == [outcome, outcome]
+    assert await broker.steering_outcome("conv", "s1", wait=0) == outcome
+    assert await broker.steering_outcome("conv", "s1", wait=GUARD) == outcome
+    assert await broker.steering_outcome("other-conv", "s1", wait=0) is None
+
+
+async def test_waiting_for_a_steering_outcome_that_never_comes_returns_none(broker: Broker) -> None:
+    assert await broker.steering_outcome("conv", "never", wait=0.05) is None
+
+
 async def test_closing_a_subscriber_mid_stream_leaks_nothing(broker: Broker, request: pytest.FixtureRequest) -> None:
     baseline = other_tasks()
     channel = await broker.open_run("conv", "run-1")

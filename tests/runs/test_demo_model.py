@@ -13,6 +13,7 @@ from uistream_app.protocol.events import (
     Done,
     Finish,
     ReasoningDelta,
+    StepFinished,
     TextDelta,
     ToolApprovalRequest,
     ToolCall,
@@ -30,6 +31,7 @@ from uistream_app.runs import (
     UserMessage,
 )
 from uistream_app.runs.openai import OpenAIChatModel
+from uistream_app.runs.steering import SteeringInbox, SteeringRequest
 
 pytestmark = pytest.mark.asyncio
 
@@ -219,3 +221,51 @@ async def test_safe_eval_computes(expression: str, value: float) -> None:
 async def test_safe_eval_refuses(expression: str) -> None:
     with pytest.raises(ToolError):
         safe_eval(expression)
+
+
+def _steps_said(events: list[Any]) -> list[str]:
+    """The text of each step, and ``| pause`` where the step called it."""
+    steps, text = [], []
+    for event in events:
+        if isinstance(event, TextDelta):
+            text.append(event.text)
+        elif isinstance(event, ToolCall):
+            text.append(f" | {event.tool_name}")
+        elif isinstance(event, StepFinished):
+            steps.append("".join(text))
+            text = []
+    return steps
+
+
+async def test_count_slowly_counts_in_six_steps_of_fifty_with_a_pause_between() -> None:
+    steps = _steps_said(await run("count to 300 slowly"))
+    assert len(steps) == 6
+    assert steps[0] == " ".join(str(i) for i in range(1, 51)) + " | pause"
+    assert steps[4] == " ".join(str(i) for i in range(201, 251)) + " | pause"
+    assert steps[5] == " ".join(str(i) for i in range(251, 301))  # the last: no pause, the answer ends
+
+
+async def test_now_count_backwards_steered_in_turns_the_next_step_round() -> None:
+    inbox = SteeringInbox()
+    loop = ToolLoop(DemoModel(delay_ms=0), DEMO_TOOLS)
+    events = []
+    async for event in loop.run([UserMessage("count to 300 slowly")], steering=inbox):
+        events.append(event)
+        if event == StepFinished(1):
+            said = [{"type": "text", "text": "now count backwards"}]
+            outcome = inbox.send(SteeringRequest("s1", "steer", said, UserMessage("now count backwards")))
+    steps = _steps_said(events)
+    assert steps[1].endswith("99 100 | pause")
+    assert steps[2] == " ".join(str(i) for i in range(99, 49, -1)) + " | pause"
+    assert steps[3] == " ".join(str(i) for i in range(49, 0, -1))
+    assert len(steps) == 4
+    assert (await outcome).to_wire() == {"type": "delivered", "id": "s1", "stepNumber": 2}
+
+
+async def test_a_question_after_a_slow_count_is_answered_as_itself() -> None:
+    counted = await run("count to 60 slowly")
+    history: list[ModelMessage] = [UserMessage("count to 60 slowly")]
+    history.append(AssistantMessage("".join(e.text for e in counted if isinstance(e, TextDelta))))
+    history.append(UserMessage("compute 2 + 2"))
+    events = [e async for e in ToolLoop(DemoModel(delay_ms=0), DEMO_TOOLS).run(history)]
+    assert ToolResult("call_0", {"expression": "2 + 2", "result": 4}, tool_name="calculate") in events

@@ -30,9 +30,11 @@ from ..protocol.ui.encoder import UIMessageEncoder
 from ..protocol.ui.stream import aencode_batches
 from ..recording import CURRENT_RECORDER, RunRecorder
 from ..runs import telemetry
+from ..runs.steering import SteeringInbox
 from . import shutdown
 from .leases import INTERRUPTED_FINISH_REASON, ensure_renewer
 from .registry import RunHandle, interruption_of, live_runs, track
+from .steering_messages import relay_steering
 from .store import PreparedRun
 from .threads import in_lane
 
@@ -93,6 +95,7 @@ class Runner:
             expose_errors=uistream_settings.EXPOSE_ERRORS,
             stopped=stopped,
             clock=clock,
+            steering=prepared.steering,
         )
         task = asyncio.create_task(
             # The run's sync work goes to a shared lane, not the request's
@@ -104,11 +107,14 @@ class Runner:
             context=context,
         )
         watcher = asyncio.create_task(_watch_stop(prepared.channel, task, stopped))
+        # Messages sent to the run while it runs, from the broker to the loop.
+        relay = asyncio.create_task(relay_steering(prepared.channel, prepared.steering, prepared.conversation_id))
         handle = RunHandle(prepared.run, task, prepared)
         track(handle)
         shutdown.install()
         ensure_renewer()  # this process now holds a lease to renew
         task.add_done_callback(lambda _task: watcher.cancel())
+        task.add_done_callback(lambda _task: relay.cancel())
         return handle
 
 
@@ -122,11 +128,15 @@ async def execute_run(
     expose_errors: bool,
     stopped: asyncio.Event,
     clock: RunClock | None = None,
+    steering: SteeringInbox | None = None,
 ) -> None:
     """Drive one run: encode the source, record every chunk, publish it.
 
     The chunks one source event produces are recorded and published
     together, recording first: whatever a subscriber was sent is in the log.
+    However the run ends, ``steering`` (the run's inbox) ends with it: the
+    messages still waiting are not delivered, for the reason the run's
+    status gives (runs.steering rule 5).
     """
     failure: list[BaseException] = []
     status = "completed"
@@ -169,6 +179,8 @@ async def execute_run(
         # An interrupted answer did not finish; its log ends with the error
         # its client was shown (one terminal chunk), the run says why.
         reason = INTERRUPTED_FINISH_REASON if status == "interrupted" else None
+        if steering is not None:
+            steering.end("finished" if status == "completed" else "error" if status == "failed" else "aborted")
         telemetry.end_run(status, finish_reason=reason or encoder.finish_reason, usage=encoder.usage, error=error)
         # The task ends only once the outcome is stored: a shutdown waits
         # for the task, and then the process exits.

@@ -29,6 +29,7 @@ from ..owners import Owner
 from ..protocol.ui.parts import is_tool_part, tool_name, tool_parts
 from ..recording import log_writes_inline
 from ..runs import ClientToolResult, ToolApproval
+from ..runs.steering import SteeringInbox
 from ..runs.tools import validate_json
 from .attachments import StagedFiles, decode_files, has_file_parts, referenced_file_ids
 from .branches import retire_from
@@ -150,6 +151,10 @@ class PreparedRun:
     #: What the endpoint's hooks chose for the turn (``turns.TurnSetup``,
     #: its ``context`` among it), set by ``ChatHooks.start_turn``.
     setup: TurnSetup | None = None
+    #: The messages sent to the run while it runs (``runs.steering``):
+    #: the tool loop takes them at its step boundaries; where the run
+    #: executes, ``lifecycle.steering_messages`` fills it from the broker.
+    steering: SteeringInbox = field(default_factory=SteeringInbox)
 
     @property
     def chat_id(self) -> str:

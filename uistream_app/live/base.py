@@ -95,6 +95,9 @@ class RunChannel(ABC):
     conversation_id: str
     #: Set when ``request_stop`` reached this run, from any process.
     stop_requested: asyncio.Event
+    #: The steering messages ``send_steering`` sent this run, from any
+    #: process, in the order they came (the JSON objects as sent).
+    steering_requests: asyncio.Queue[dict[str, Any]]
 
     @property
     @abstractmethod
@@ -184,6 +187,24 @@ class Broker(Protocol):
     async def request_stop(self, conversation_id: str) -> bool:
         """Ask the conversation's active run to stop, wherever it runs;
         ``False`` when it has none."""
+        ...
+
+    async def send_steering(self, conversation_id: str, run_id: str, request: Mapping[str, Any]) -> bool:
+        """Hand ``request`` (a JSON object) to run ``run_id``, wherever it
+        runs, if it is still the conversation's active run: its channel's
+        ``steering_requests`` gets it. ``False`` when it is not (it ended)."""
+        ...
+
+    async def report_steering(self, conversation_id: str, steering_id: str, outcome: Mapping[str, Any]) -> None:
+        """Make the outcome of the conversation's steering message
+        ``steering_id`` readable by ``steering_outcome``, in every process,
+        for the time a finished run stays readable (``FINISHED_TTL``)."""
+        ...
+
+    async def steering_outcome(self, conversation_id: str, steering_id: str, wait: float) -> dict[str, Any] | None:
+        """The outcome ``report_steering`` reported, waiting for it up to
+        ``wait`` seconds (0: only look); ``None`` when there is none yet.
+        Reading it leaves it there for other readers."""
         ...
 
     async def published(self, run_id: str) -> list[Chunk] | None:

@@ -12,6 +12,7 @@ means those).
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections import deque
@@ -84,6 +85,7 @@ class MemoryRunChannel(RunChannel):
         self.run_id = run.run_id
         self.conversation_id = run.conversation_id
         self.stop_requested = asyncio.Event()
+        self.steering_requests: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
     @property
     def next_seq(self) -> int:
@@ -139,6 +141,10 @@ class MemoryBroker:
         self._kept_bytes = 0
         self._kept_lock = threading.Lock()
         self._clock: Callable[[], float] = time.monotonic
+        #: Steering outcomes by (conversation, steering id): (forget at, outcome).
+        self._outcomes: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+        #: Who waits for one: the futures ``report_steering`` resolves.
+        self._outcome_waiters: dict[tuple[str, str], list[asyncio.Future[None]]] = {}
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> MemoryBroker:
@@ -230,6 +236,43 @@ class MemoryBroker:
             return False
         channel._request_stop()
         return True
+
+    async def send_steering(self, conversation_id: str, run_id: str, request: Mapping[str, Any]) -> bool:
+        channel = self._active.get(conversation_id)
+        if channel is None or channel.run_id != run_id:
+            return False
+        data = dict(request)
+        _call_in(channel._loop, lambda: channel.steering_requests.put_nowait(data))
+        return True
+
+    async def report_steering(self, conversation_id: str, steering_id: str, outcome: Mapping[str, Any]) -> None:
+        key = (conversation_id, steering_id)
+        now = self._clock()
+        # Forget the expired ones (a dict kept in insertion order: the oldest first).
+        for old in [k for k, (until, _) in self._outcomes.items() if until <= now]:
+            del self._outcomes[old]
+        self._outcomes[key] = (now + max(self.finished_ttl, 60.0), dict(outcome))
+        for future in self._outcome_waiters.pop(key, []):
+            _call_in(future.get_loop(), functools.partial(_resolve, future))
+
+    async def steering_outcome(self, conversation_id: str, steering_id: str, wait: float) -> dict[str, Any] | None:
+        key = (conversation_id, steering_id)
+        kept = self._outcomes.get(key)
+        if kept is None and wait > 0:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._outcome_waiters.setdefault(key, []).append(future)
+            try:
+                await asyncio.wait_for(asyncio.shield(future), wait)
+            except TimeoutError:
+                pass
+            finally:
+                waiters = self._outcome_waiters.get(key)
+                if waiters is not None and future in waiters:
+                    waiters.remove(future)
+                    if not waiters:
+                        del self._outcome_waiters[key]
+            kept = self._outcomes.get(key)
+        return None if kept is None else dict(kept[1])
 
     async def published(self, run_id: str) -> list[Chunk] | None:
         self._sweep()

@@ -114,6 +114,16 @@ return 1
 """
 
 
+# KEYS: active, steering list. ARGV: run id, ttl ms, the request (JSON).
+# 1: queued for the run; 0: the run is not the conversation's active one.
+_STEER = """
+if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('rpush', KEYS[2], ARGV[3])
+redis.call('pexpire', KEYS[2], ARGV[2])
+return 1
+"""
+
+
 def _reconnecting_retry() -> Retry:
     """Rule 12: a command whose connection turns out dead (Redis restarted
     while it idled in the pool) reconnects and goes again, twice at most;
@@ -176,7 +186,7 @@ def _decode(data: bytes) -> list[Chunk]:
 class _Client:
     """The redis client and scripts of one event loop (rule 8)."""
 
-    __slots__ = ("adopt_run", "close_run", "heartbeat", "open_run", "redis")
+    __slots__ = ("adopt_run", "close_run", "heartbeat", "open_run", "redis", "steer")
 
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
@@ -184,6 +194,7 @@ class _Client:
         self.open_run: AsyncScript = redis.register_script(_OPEN)
         self.heartbeat: AsyncScript = redis.register_script(_HEARTBEAT)
         self.close_run: AsyncScript = redis.register_script(_CLOSE)
+        self.steer: AsyncScript = redis.register_script(_STEER)
 
 
 class RedisRunChannel(RunChannel):
@@ -193,6 +204,7 @@ class RedisRunChannel(RunChannel):
         self.conversation_id = conversation_id
         self.run_id = run_id
         self.stop_requested = asyncio.Event()
+        self.steering_requests: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._next_seq = 0
         self._flushed_seq = 0
         self._pending: list[Chunk] = []
@@ -203,6 +215,7 @@ class RedisRunChannel(RunChannel):
         self._active_key = broker._active_key(conversation_id)
         self._stream_key = broker._stream_key(run_id)
         self._stop_key = broker._stop_key(run_id)
+        self._steer_key = broker._steer_key(run_id)
         self._watcher: asyncio.Task[None] | None = None
         self._watching = True
 
@@ -336,7 +349,10 @@ class RedisRunChannel(RunChannel):
                 # "block forever": never ask it to wait less than 10 ms.
                 if wait >= 0.01:
                     wait = min(wait, self._broker.block_seconds)  # within the socket timeout
-                    if await redis.blpop([self._stop_key], timeout=wait) is not None:
+                    popped = await redis.blpop([self._stop_key, self._steer_key], timeout=wait)
+                    if popped is not None and _text(popped[0]) == self._steer_key:
+                        self._steered(popped[1])
+                    elif popped is not None:
                         self.stop_requested.set()
                     continue
                 await self._heartbeat()
@@ -352,6 +368,15 @@ class RedisRunChannel(RunChannel):
                 failing = True
                 await asyncio.sleep(min(interval, 1.0))
                 beat_at = loop.time()
+
+    def _steered(self, data: bytes | str) -> None:
+        try:
+            request = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            logger.warning("Run %s was sent a steering message that is not JSON: dropped.", self.run_id)
+            return
+        if isinstance(request, dict):
+            self.steering_requests.put_nowait(request)
 
     async def _heartbeat(self) -> None:
         held = await self._client.heartbeat(
@@ -438,6 +463,12 @@ class RedisBroker:
 
     def _stop_key(self, run_id: str) -> str:
         return f"{self.prefix}:run:{run_id}:stop"
+
+    def _steer_key(self, run_id: str) -> str:
+        return f"{self.prefix}:run:{run_id}:steer"
+
+    def _outcome_key(self, conversation_id: str, steering_id: str) -> str:
+        return f"{self.prefix}:conv:{conversation_id}:steering:{steering_id}"
 
     def _adopted_key(self, run_id: str) -> str:
         return f"{self.prefix}:run:{run_id}:adopted"
@@ -564,6 +595,42 @@ class RedisBroker:
             pipe.pexpire(stop_key, int(self.active_ttl * 1000))
             await pipe.execute()
         return True
+
+    async def send_steering(self, conversation_id: str, run_id: str, request: Mapping[str, Any]) -> bool:
+        client = self._client()
+        with self._unavailable():
+            queued = await client.steer(
+                keys=[self._active_key(conversation_id), self._steer_key(run_id)],
+                args=[run_id, int(self.active_ttl * 1000), orjson.dumps(dict(request))],
+            )
+        return bool(queued)
+
+    async def report_steering(self, conversation_id: str, steering_id: str, outcome: Mapping[str, Any]) -> None:
+        # A list of one: ``steering_outcome`` waits on it with BLMOVE from
+        # the list to itself, which reads without taking (rule 14).
+        key = self._outcome_key(conversation_id, steering_id)
+        with self._unavailable():
+            pipe = self._client().redis.pipeline(transaction=True)
+            pipe.delete(key)
+            pipe.rpush(key, orjson.dumps(dict(outcome)))
+            pipe.pexpire(key, int(self.finished_ttl * 1000))
+            await pipe.execute()
+
+    async def steering_outcome(self, conversation_id: str, steering_id: str, wait: float) -> dict[str, Any] | None:
+        key = self._outcome_key(conversation_id, steering_id)
+        redis = self._client().redis
+        with self._unavailable():
+            if wait > 0:
+                # Within the socket timeout, and never 0 (BLMOVE's "for ever").
+                seconds = max(min(wait, self.block_seconds), 0.01)
+                # Seconds as a float (Redis 6+); redis-py's hint says int.
+                data = await redis.blmove(key, key, seconds, "LEFT", "RIGHT")  # type: ignore[arg-type]
+            else:
+                data = await redis.lindex(key, 0)
+        if data is None:
+            return None
+        outcome = orjson.loads(data)
+        return outcome if isinstance(outcome, dict) else None
 
     async def published(self, run_id: str) -> list[Chunk] | None:
         redis = self._client().redis

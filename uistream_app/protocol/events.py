@@ -16,7 +16,8 @@ The vocabulary, in the order a tool-loop step usually produces it:
   for a streaming tool's progress), ``ToolInputError`` (arguments that did
   not parse or fit), ``ToolApprovalRequest``, ``ToolApprovalResponse`` (an
   approval policy decided on its own), ``ToolDenied``, ``StepFinished``,
-  ``Done`` (the message is over);
+  ``SteeringMessage`` (a person's message taken into the run between two
+  steps), ``Done`` (the message is over);
 * extras any source may carry: ``SourceUrl``, ``SourceDocument``, ``File``,
   ``Data``, ``MessageMetadata``.
 
@@ -49,6 +50,7 @@ __all__ = [
     "ReasoningEnd",
     "SourceDocument",
     "SourceUrl",
+    "SteeringMessage",
     "StepFinished",
     "TextDelta",
     "TextEnd",
@@ -226,6 +228,17 @@ class StepFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class SteeringMessage:
+    """A user message sent to the run while it ran (steering), taken in at
+    a step boundary: the next step's model call sees it. ``parts`` are the
+    message's text and file parts (UI parts, as the ``steering-message``
+    chunk carries them); ``id`` is the steering message's id."""
+
+    id: str
+    parts: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
 class Done:
     """The message is over. ``reason`` overrides the last model ``Finish``
     (a loop that hit its step limit says so here)."""
@@ -301,6 +314,7 @@ Event: TypeAlias = (
     | ToolApprovalResponse
     | ToolDenied
     | StepFinished
+    | SteeringMessage
     | Done
     | SourceUrl
     | SourceDocument
@@ -325,6 +339,7 @@ _TAGS: Final[dict[type, str]] = {
     ToolApprovalResponse: "tool-approval-response",
     ToolDenied: "tool-denied",
     StepFinished: "step-finished",
+    SteeringMessage: "steering-message",
     Done: "done",
     SourceUrl: "source-url",
     SourceDocument: "source-document",

@@ -27,6 +27,7 @@ __all__ = [
     "FrameError",
     "ResumeFrame",
     "SendFrame",
+    "SteerFrame",
     "check_frame",
     "decode_json_text",
 ]
@@ -73,6 +74,17 @@ class AbortFrame(TypedDict):
     requestId: str
 
 
+class SteerFrame(TypedDict):
+    """Ours, not the transport's (rule 8): a message for the chat's running
+    answer, as ``POST chat/<id>/steer`` (or ``queue``) sends it."""
+
+    type: Literal["steer", "queue"]
+    requestId: str
+    id: str
+    steeringId: NotRequired[str]
+    message: dict[str, Any]
+
+
 # -- the wire: server → client (what ChatFrameRenderer writes) ----------------------
 
 
@@ -104,6 +116,12 @@ class NoActiveFrame(TypedDict):
     requestId: str
 
 
+class SteeringOutcomeFrame(TypedDict):
+    type: Literal["steering-outcome"]
+    requestId: str
+    outcome: dict[str, Any]
+
+
 class FrameError(ValueError):
     """A client frame the protocol refuses (rule 1): the socket closes with
     ``code``."""
@@ -117,12 +135,12 @@ def _is_sequence(value: object) -> bool:
     return type(value) is int and 0 <= value <= MAX_SEQUENCE
 
 
-def check_frame(frame: object) -> SendFrame | ResumeFrame | AbortFrame:
+def check_frame(frame: object) -> SendFrame | ResumeFrame | AbortFrame | SteerFrame:
     """``frame`` (decoded JSON) as a request frame, or ``FrameError`` (rule 1)."""
     if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
         raise FrameError("a frame is a JSON object with a string type")
     kind = frame["type"]
-    if kind not in ("send", "resume", "abort"):
+    if kind not in ("send", "resume", "abort", "steer", "queue"):
         raise FrameError(f"unknown frame type {kind[:40]!r}")
     request_id = frame.get("requestId")
     if not isinstance(request_id, str):
@@ -130,6 +148,14 @@ def check_frame(frame: object) -> SendFrame | ResumeFrame | AbortFrame:
     if len(request_id) > MAX_REQUEST_ID_LENGTH:
         raise FrameError(f"{kind}: requestId is longer than {MAX_REQUEST_ID_LENGTH} characters")
     if kind == "abort":
+        return frame  # type: ignore[return-value]
+    if kind in ("steer", "queue"):
+        # What the message says is checked as on HTTP, answered with an
+        # ``error`` frame (rule 8); only the frame's shape closes the socket.
+        if not isinstance(frame.get("id"), str) or not isinstance(frame.get("message"), dict):
+            raise FrameError(f"{kind}: id must be a string and message an object")
+        if "steeringId" in frame and not isinstance(frame["steeringId"], str):
+            raise FrameError(f"{kind}: steeringId must be a string when present")
         return frame  # type: ignore[return-value]
     headers = frame.get("headers")
     if (
@@ -211,6 +237,17 @@ class ChatFrameRenderer:
 
     def no_active(self) -> str:
         return self._simple("no-active")
+
+    def steering_outcome(self, outcome: dict[str, Any]) -> str:
+        """The answer to a ``steer`` or ``queue`` frame: its outcome, in
+        the shape the HTTP endpoints answer."""
+        return (
+            '{"type":"steering-outcome","requestId":'
+            + _json(self.request_id)
+            + ',"outcome":'
+            + orjson.dumps(outcome).decode()
+            + "}"
+        )
 
     def error(self, error_text: str, code: str | None = None) -> str:
         """An ``error`` frame; ``code`` is the one the HTTP endpoints answer

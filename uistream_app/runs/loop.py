@@ -22,6 +22,7 @@ from ..protocol.events import (
     Finish,
     ReasoningDelta,
     ReasoningEnd,
+    SteeringMessage,
     StepFinished,
     TextDelta,
     ToolApprovalRequest,
@@ -35,6 +36,7 @@ from ..protocol.events import (
 from .failures import ToolError
 from .messages import AssistantMessage, ModelMessage, ModelOptions, ReasoningPart, ToolCallRequest, ToolMessage
 from .model import ChatModel
+from .steering import SteeringInbox
 from .telemetry import tool_failed, trace_model_call, trace_tool_call
 from .tools import ApprovalStatus, Tool, ToolArgumentsError, ToolContext, approval_status, tool_output_text
 
@@ -99,6 +101,7 @@ class _Run:
     approvals: Mapping[str, ToolApproval]
     client_results: Mapping[str, ClientToolResult]
     context: Any = None  # the runtime context (ToolContext.runtime_context)
+    steering: SteeringInbox | None = None
     step: int = 0
     waiting: bool = False  # a call of the last settled batch awaits its answer
 
@@ -208,13 +211,19 @@ class ToolLoop:
         approvals: Mapping[str, ToolApproval] | None = None,
         client_results: Mapping[str, ClientToolResult] | None = None,
         context: Any = None,
+        steering: SteeringInbox | None = None,
     ) -> AsyncGenerator[Event, None]:
         """The run's events. ``approvals`` maps tool call ids to a person's
         decisions, for calls that awaited approval in an earlier run;
         ``client_results`` the browser's results of client-side tools;
         ``context`` is what tools and approval rules see as
-        ``ToolContext.runtime_context``."""
-        state = _Run(list(messages), approvals or {}, client_results or {}, context)
+        ``ToolContext.runtime_context``; ``steering`` the run's inbox of
+        messages sent while it runs (``runs.steering``: taken at each step
+        boundary; the loop ends it where it ends, its owner where the run
+        fails or is cancelled)."""
+        state = _Run(list(messages), approvals or {}, client_results or {}, context, steering)
+        if steering is not None:
+            steering.listening = True
         conversation = state.conversation
         specs = [t.spec for t in self.tools.values()]
 
@@ -224,12 +233,18 @@ class ToolLoop:
                 async for event in answers:
                     yield event
             if state.waiting:
+                _end_steering(state, "waiting-for-tool-results")
                 yield StepFinished(state.step)
                 yield Done()
                 return
 
         model_stream = self.model.stream
         while True:
+            if steering is not None:
+                for steered in steering.take(state.step):
+                    conversation.append(steered.message)
+                    yield SteeringMessage(steered.id, [dict(p) for p in steered.parts])
+            finish_reason: str | None = None
             texts: list[str] = []
             reasoning: list[str] = []
             calls: list[ToolCall] = []
@@ -257,8 +272,11 @@ class ToolLoop:
                         # execution…) is answered in this same stream by its
                         # ``ToolResult``; only the others are the loop's.
                         calls.append(event)  # type: ignore[arg-type]
-                    elif traced is not None and (cls is Usage or cls is Finish):
-                        traced.observe(event)  # type: ignore[arg-type]
+                    elif cls is Finish or cls is Usage:
+                        if cls is Finish:
+                            finish_reason = event.reason  # type: ignore[union-attr]
+                        if traced is not None:
+                            traced.observe(event)  # type: ignore[arg-type]
                     yield event
             except BaseException as exc:
                 if traced is not None:
@@ -281,10 +299,22 @@ class ToolLoop:
                         yield event
             yield StepFinished(state.step)
             state.step += 1
-            if not requests or state.waiting:
+            if state.waiting:
+                _end_steering(state, "waiting-for-tool-results")
                 yield Done()
                 return
+            if not requests:
+                if not _steered_on(state, finish_reason):
+                    _end_steering(state, "error" if finish_reason == "error" else "finished")
+                    yield Done()
+                    return
+                if state.step >= self.max_steps:
+                    _end_steering(state, "stop-condition")
+                    yield Done()
+                    return
+                continue
             if state.step >= self.max_steps:
+                _end_steering(state, "stop-condition")
                 yield Done(self.max_steps_reason)
                 return
 
@@ -455,6 +485,23 @@ class ToolLoop:
         if replaced is not None:
             result = replaced
         return _Outcome((result,), ToolMessage(call_id, tool_output_text(result.content), result.is_error, name))
+
+
+def _end_steering(state: _Run, reason: Any) -> None:
+    if state.steering is not None:
+        state.steering.end(reason)
+
+
+def _steered_on(state: _Run, finish_reason: str | None) -> bool:
+    """Whether a final answer goes on for a steering message (runs.steering
+    rules 1 and 2): one waits, or a queued one is promoted, unless the
+    answer was cut short; never after a failed model call."""
+    steering = state.steering
+    if steering is None or finish_reason == "error":
+        return False
+    if steering.has_pending():
+        return True
+    return finish_reason not in ("length", "content-filter") and steering.promote_queued()
 
 
 class _ToolTimeout(Exception):

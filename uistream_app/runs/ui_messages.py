@@ -165,6 +165,12 @@ def ui_to_model_messages(messages: Iterable[Mapping[str, Any]]) -> list[ModelMes
                 if content or reasoning or calls:
                     out.append(AssistantMessage(content, tuple(calls), reasoning, _reasoning_parts(step)))
                     out.extend(results)
+                # A message steered into the run came between this step and
+                # the next, which answered it: the model reads it as the
+                # user's (as the SDK's convertToModelMessages does).
+                for part in step:
+                    if part.get("type") == "steering-message" and isinstance(part.get("parts"), list):
+                        out.append(_user_message([p for p in part["parts"] if isinstance(p, Mapping)]))
     return out
 
 

@@ -35,6 +35,7 @@ from asgiref.sync import sync_to_async
 from ..conf import settings as uistream_settings
 from ..errors import NOT_FOUND_TEXT, BadRequest, Codes, NotAuthenticated, import_extra, not_found
 from ..hooks import ChatHooks, TurnContext
+from ..lifecycle.steering_messages import send_steering
 from ..live import BrokerError, get_broker
 from ..models import Conversation
 from ..owners import Owner
@@ -50,10 +51,11 @@ from ..protocol.ws import (
     FrameError,
     ResumeFrame,
     SendFrame,
+    SteerFrame,
     check_frame,
     decode_json_text,
 )
-from .chat_request import ChatRequest, chat_turn, check_chat_request, valid_id
+from .chat_request import ChatRequest, chat_turn, check_chat_request, check_steering_request, valid_id
 from .pipeline import TERMINAL_CHUNKS
 
 # Channels is the extra ``channels``: without it, importing this module (and
@@ -74,7 +76,7 @@ class _Request:
     """One request of the socket, from its frame to its last frame."""
 
     request_id: str
-    kind: Literal["send", "resume"]
+    kind: Literal["send", "resume", "steer", "queue"]
     chat_id: str
     task: asyncio.Task[None] | None = None
     #: The run it streams, once known, and its conversation's key (what
@@ -114,6 +116,12 @@ def _close_then_check(request: SocketRequest, view: Any, permissions: list[type]
     channels_db.close_old_connections()
     if permissions or throttles:
         check_policies(request, view, permissions, throttles)
+
+
+def _check_throttles(request: SocketRequest, consumer: Any) -> None:
+    throttles = consumer.get_steering_throttle_classes()
+    if throttles:
+        check_policies(request, consumer, [], throttles)
 
 
 def _verified_session_key(session: Any) -> str | None:
@@ -274,12 +282,14 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
         self._requests[request_id] = request
         if frame["type"] == "send":
             work = self.serve_send(request, frame, renderer)
-        else:
+        elif frame["type"] == "resume":
             work = self.serve_resume(request, frame, renderer)
+        else:
+            work = self.serve_steering(request, frame, renderer)
         request.task = asyncio.create_task(self._guard(work, renderer), name=f"uistream-ws-{frame['type']}")
         request.task.add_done_callback(self._forget(request))
 
-    def decode_frame(self, text_data: str | None) -> SendFrame | ResumeFrame | AbortFrame:
+    def decode_frame(self, text_data: str | None) -> SendFrame | ResumeFrame | AbortFrame | SteerFrame:
         """Rule 1: the frame, or ``FrameError``."""
         if text_data is None:
             raise FrameError("frames are text")
@@ -387,6 +397,37 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
         request.run_id = run_id
         last = frame.get("lastSequence")
         await self._forward(request, renderer, 0 if last is None else last + 1)
+
+    async def serve_steering(self, request: _Request, frame: SteerFrame, renderer: ChatFrameRenderer) -> None:
+        """Rule 8: a message for the chat's running answer (``steer`` or
+        ``queue``), checked and delivered as ``POST chat/<id>/steer`` does
+        it; the answer is one ``steering-outcome`` frame, or an ``error``
+        frame with the HTTP refusal's code. An ``abort`` of it only stops
+        waiting: the message stays sent."""
+        try:
+            await self.check_policies(throttle=False)
+            await sync_to_async(_check_throttles)(SocketRequest(self.scope, self.owner.user), self)
+            data: dict[str, Any] = {"message": frame["message"]}
+            if "steeringId" in frame:
+                data["id"] = frame["steeringId"]
+            submission = check_steering_request(data, kind=frame["type"])
+            conversation = await self._owned_conversation(frame["id"])
+            request.streaming = True  # only waiting from here: cancelling loses nothing
+            outcome = await send_steering(conversation, submission)
+        except BadRequest as exc:
+            if not request.aborted and not self._closed:
+                await self.send(text_data=renderer.error(self.get_error_text(exc), exc.code))
+            return
+        if not request.aborted and not self._closed:
+            await self.send(text_data=renderer.steering_outcome(outcome.to_wire()))
+
+    async def _owned_conversation(self, chat_id: str) -> Conversation:
+        conversation = None
+        if valid_id(chat_id):
+            conversation = await Conversation.objects.owned_by(self.owner).with_client_id(chat_id).afirst()
+        if conversation is None:
+            raise not_found()
+        return conversation
 
     async def _conversation_key(self, chat_id: str) -> str:
         """The key of this socket's owner's chat ``chat_id``; ``not_found``

@@ -10,10 +10,12 @@ where it is (``field`` is a path such as ``messages[2].parts[0].text``).
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import BadRequest, Codes, from_status, not_found
+from ..lifecycle.steering_messages import SteeringSubmission
 from ..lifecycle.store import AnswerReader, ToolAnswer, Turn
 from ..models import Conversation, Message
 from ..protocol.jsonbody import MAX_DEPTH, JSONBodyError, depth_ok, load_json_object
@@ -25,7 +27,9 @@ __all__ = [
     "ChatRequest",
     "chat_turn",
     "check_chat_request",
+    "check_steering_request",
     "parse_chat_request",
+    "parse_steering_request",
     "valid_id",
 ]
 
@@ -160,6 +164,42 @@ def check_chat_request(data: dict[str, Any], *, require_id: bool = True) -> Chat
     if not depth_ok({**extra, "messages": messages[last:]}, MAX_DEPTH):
         raise BadRequest(f"the request body is nested deeper than {MAX_DEPTH} levels", code=Codes.TOO_DEEP)
     return ChatRequest(chat_id, messages, trigger, message_id, extra)
+
+
+def parse_steering_request(body: bytes | str, *, kind: str, max_bytes: int) -> SteeringSubmission:
+    """The body of ``POST chat/<id>/steer`` (or ``queue``):
+    ``{"id"?: str, "message": <a useChat user message>}`` (docs/protocols.md,
+    "Steering requests")."""
+    try:
+        data = load_json_object(body, max_bytes=max_bytes, expected="a steering request's JSON body", max_depth=None)
+    except JSONBodyError as exc:
+        raise from_status(exc.message, code=exc.code, status=exc.status) from None
+    return check_steering_request(data, kind=kind)
+
+
+def check_steering_request(data: dict[str, Any], *, kind: str, where: str = "") -> SteeringSubmission:
+    """``parse_steering_request`` of a body already decoded (a WebSocket
+    frame's, whose fields are ``where``-prefixed in errors): the id as a
+    message id is checked (one of ours when absent, as the SDK makes one),
+    the message as the last message of a chat request is, and it must be
+    the user's; nested no deeper than a chat request."""
+    steering_id = data.get("id")
+    if steering_id is None:
+        steering_id = "steer-" + secrets.token_urlsafe(18)
+    _check_id(steering_id, f"{where}id")
+    message = _check_message(data.get("message"), f"{where}message")
+    if message["role"] != "user":
+        raise BadRequest("a steering message is the user's: role must be 'user'", field=f"{where}message.role")
+    if not message["parts"]:
+        raise BadRequest("a steering message says something: parts is empty", field=f"{where}message.parts")
+    for i, part in enumerate(message["parts"]):
+        if part["type"] not in ("text", "file"):
+            # The steering-message chunk carries text and files only.
+            at = f"{where}message.parts[{i}].type"
+            raise BadRequest(f"a steering message holds text and files, not {part['type']!r}", field=at)
+    if not depth_ok(message, MAX_DEPTH):
+        raise BadRequest(f"the request body is nested deeper than {MAX_DEPTH} levels", code=Codes.TOO_DEEP)
+    return SteeringSubmission(kind, steering_id, message)  # type: ignore[arg-type]
 
 
 def chat_turn(chat: ChatRequest) -> Turn:

@@ -24,6 +24,7 @@ from ..errors import BadRequest, Gone, not_found
 from ..hooks import ChatHooks, TurnContext
 from ..lifecycle.leases import stop_dead_run
 from ..lifecycle.runner import execute_run, live_runs
+from ..lifecycle.steering_messages import send_steering
 from ..lifecycle.store import new_chat_id
 from ..live import get_broker
 from ..models import Conversation, Message, Run
@@ -33,7 +34,8 @@ from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.render import UIStreamRenderer, downgrade
 from ..protocol.ui.replay import replay_message
 from ..recording import load_log
-from .chat_request import ChatRequest, chat_turn, parse_chat_request, valid_id
+from ..runs.steering import SteeringKind
+from .chat_request import ChatRequest, chat_turn, parse_chat_request, parse_steering_request, valid_id
 from .pipeline import (
     RUN_ID_HEADER,
     SSE_HEADERS,
@@ -51,6 +53,8 @@ __all__ = [
     "CHAT_ID_HEADER",
     "SSE_HEADERS",
     "TAIL_INDEX_HEADER",
+    "ChatQueueView",
+    "ChatSteerView",
     "ChatStopView",
     "ChatStreamView",
     "ChatView",
@@ -324,6 +328,37 @@ class ChatStopView(StreamView):
             # ends on the request, or renews its lease; a dead one does neither.
             stopped = await stop_dead_run(run) or stopped
         return JsonResponse({"stopped": stopped})
+
+
+class ChatSteerView(StreamView):
+    """POST ``chat/<chat_id>/steer``: a user message for the chat's running
+    answer, delivered at its next step boundary (ai@7's ``steer``);
+    ``ChatQueueView`` (``queue``): when the model gave its final answer.
+    The body is ``{"id"?, "message"}`` (a useChat user message, checked as
+    a chat message is, files included); the answer, once known, is the
+    SDK's outcome: ``{"type": "delivered", "id", "stepNumber"}`` or
+    ``{"type": "not-delivered", "id", "reason"}`` (``finished`` when no run
+    is going). Owner-only (404), CSRF, and the chat throttles less those
+    that count runs in flight (docs/operations.md, "Steering")."""
+
+    http_method_names: ClassVar[list[str]] = ["post", "options"]  # type: ignore[misc]
+    kind: ClassVar[SteeringKind] = "steer"
+
+    def get_throttle_classes(self) -> list[type]:
+        return self.get_steering_throttle_classes()
+
+    async def post(self, request: HttpRequest, context: RequestContext, chat_id: str) -> HttpResponse:
+        max_bytes = check_json_request(request)
+        submission = parse_steering_request(_taken_body(request), kind=self.kind, max_bytes=max_bytes)
+        conversation = await context.owned_conversation(chat_id)
+        outcome = await send_steering(conversation, submission)
+        return JsonResponse(outcome.to_wire())
+
+
+class ChatQueueView(ChatSteerView):
+    """POST ``chat/<chat_id>/queue``: ``ChatSteerView``'s ``queue``."""
+
+    kind: ClassVar[SteeringKind] = "queue"
 
 
 class StoredMessageStreamView(StreamView):

@@ -182,6 +182,7 @@ class UIMessageEncoder:
             ev.Usage: self._usage,
             ev.Finish: self._finish_event,
             ev.StepFinished: self._step_finished,
+            ev.SteeringMessage: self._steering_message,
             ev.Done: self._done,
             ev.SourceUrl: self._source_url,
             ev.SourceDocument: self._source_document,
@@ -559,6 +560,18 @@ class UIMessageEncoder:
         self._ensure_started(out)
         self._close_parts(out)
         self._close_step(out)
+        return out
+
+    def _steering_message(self, event: ev.SteeringMessage) -> list[Chunk]:
+        """Between two steps, as ``streamText`` streams it: after the last
+        step's ``finish-step`` (closed here if a source did not say
+        ``StepFinished``), before the ``start-step`` of the step whose
+        model call receives it."""
+        out: list[Chunk] = []
+        self._ensure_message_started(out)
+        self._close_parts(out)
+        self._close_step(out)
+        out.append({"type": "steering-message", "id": event.id, "parts": list(event.parts)})
         return out
 
     def _done(self, event: ev.Done) -> list[Chunk]:
