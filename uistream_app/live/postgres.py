@@ -206,6 +206,8 @@ class _Loop:
     followers: dict[str, set[asyncio.Event]] = field(default_factory=dict)
     listener: asyncio.Task[None] | None = None
     listening: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set after each attempt of the listener to connect, whatever came of it.
+    attempted: asyncio.Event = field(default_factory=asyncio.Event)
     failure: BaseException | None = None
     #: Callers between "I need the listener" and registering what needs it.
     holds: int = 0
@@ -598,7 +600,8 @@ class PostgresBroker:
                 state.listener = state.loop.create_task(self._listen(state), name="uistream-pg-listener")
             if state.listening.is_set():
                 return
-            waiter = asyncio.ensure_future(state.listening.wait())
+            state.attempted.clear()
+            waiter = asyncio.ensure_future(state.attempted.wait())
             try:
                 await asyncio.wait(
                     [waiter, state.listener],
@@ -638,6 +641,7 @@ class PostgresBroker:
             except BrokerUnavailable as exc:
                 state.failure = exc
                 state.listening.clear()
+                state.attempted.set()
                 state.wake_all()
                 if not failing:
                     logger.warning("The PostgreSQL broker cannot listen: %s", exc)
@@ -651,6 +655,7 @@ class PostgresBroker:
                 await conn.execute(f"LISTEN {SIGNAL_CHANNEL}")
                 state.failure = None
                 state.listening.set()
+                state.attempted.set()
                 if failing:
                     logger.info("The PostgreSQL broker listens again.")
                     failing = False
@@ -668,6 +673,7 @@ class PostgresBroker:
             except (psycopg.Error, OSError, BrokerUnavailable) as exc:
                 state.failure = exc
                 state.listening.clear()
+                state.attempted.set()
                 state.wake_all()
                 level = logging.DEBUG if failing else logging.WARNING
                 logger.log(level, "The PostgreSQL broker's listener failed: %s", exc)
