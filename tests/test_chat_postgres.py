@@ -136,3 +136,96 @@ def test_the_other_process_refuses_a_second_turn_stops_the_run_and_resumes_by_in
         chunks, done = read_chunks(again)
     assert done
     assert numbers(text_of(chunks)) == ["1", "2", "3"]
+
+
+class ThreadedProxy:
+    """``tests.live.test_postgres.Proxy`` on an event loop of its own
+    thread: the broker's database, as two server processes reach it,
+    taken away and given back while the test (sync) watches."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        import asyncio
+        import threading
+
+        from .live.test_postgres import Proxy
+
+        self.loop = asyncio.new_event_loop()
+        self.proxy = Proxy(target)
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def _call(self, coroutine: Any) -> Any:
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=10)
+
+    def start(self) -> int:
+        self._call(self.proxy.start())
+        return self.proxy.port
+
+    def stop(self) -> None:
+        self._call(self.proxy.stop())
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+
+
+def test_the_broker_s_database_going_away_ends_a_follower_in_band_refuses_503_and_the_first_request_after_works(
+    request: pytest.FixtureRequest,
+) -> None:
+    from urllib.parse import urlsplit, urlunsplit
+
+    from uistream_app.models import Conversation
+
+    from .test_redis_outage import sse_chunks
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the PostgreSQL broker needs the suite on PostgreSQL (DATABASE_URL=postgres://…)")
+    url = urlsplit(shared_database_url())
+    proxy = ThreadedProxy((url.hostname or "127.0.0.1", url.port or 5432))
+    request.addfinalizer(proxy.close)
+    port = proxy.start()
+    user = url.netloc.rsplit("@", 1)[0]
+    broker = {
+        "BACKEND": "postgres",
+        "URL": urlunsplit(url._replace(netloc=f"{user}@127.0.0.1:{port}")),
+        "CONNECT_TIMEOUT": 2,
+        "OPERATION_TIMEOUT": 2,
+    }
+    env = {
+        **postgres_env(),
+        "UISTREAM_TEST_SETTINGS": json.dumps(
+            {**json.loads(postgres_env()["UISTREAM_TEST_SETTINGS"]), "BROKER": broker}
+        ),
+    }
+    with demo_server("uvicorn", env) as first, demo_server("daphne", env) as second:
+        browser = Browser(first.url)
+        with browser.stream("chat-u1", "count to 2000") as original:
+            read_chunks(original, stop=lambda cs: len(numbers(text_of(cs))) >= 5)
+            other = same_visitor(browser, second.url)
+            with other.client.stream("GET", "/api/chat/chat-u1/stream") as follower:
+                assert follower.status_code == 200
+                head, _ = read_chunks(follower, stop=lambda cs: len(numbers(text_of(cs))) >= 3)
+                proxy.stop()  # the broker's database is gone (the ORM's connections are not)
+                tail, done = read_chunks(follower)
+            # The follower on the other process ended in band: the masked
+            # error, then the stream's normal end.
+            assert done
+            assert tail[-1] == {"type": "error", "errorText": "An error occurred."}
+            assert text_of(head + tail).startswith(text_of(head))
+
+            # While it is gone: a new chat on either process is refused with
+            # the 503 JSON, and nothing is written.
+            for base in (first.url, second.url):
+                refused = same_visitor(browser, base).post("/api/chat", browser.chat_body("chat-u2", "count to 3"))
+                assert refused.status_code == 503, refused.text[:200]
+                assert refused.headers["content-type"] == "application/json"
+                assert refused.json()["error"]["code"] == "broker_unavailable"
+            assert not Conversation.objects.filter(client_id="chat-u2").exists()
+
+            proxy.start()  # back, on the same port
+            # The first request after works, on the process that was refused.
+            again = same_visitor(browser, second.url).post("/api/chat", browser.chat_body("chat-u2", "count to 3"))
+            assert again.status_code == 200, again.text[:200]
+            assert text_of(sse_chunks(again.content)) == "1 2 3"
