@@ -1,7 +1,9 @@
 """Settings of the uistream demo: runs offline on SQLite out of the box.
 
 Environment switches: ``DATABASE_URL`` (postgres://user@host:port/name),
-``REDIS_URL`` (the Redis live-run broker), ``UISTREAM_DEMO_EXECUTOR``
+``REDIS_URL`` (the Redis live-run broker), ``UISTREAM_DEMO_BROKER``
+(``postgres``: the PostgreSQL live-run broker, on ``DATABASE_URL`` alone;
+``redis``; ``memory``), ``UISTREAM_DEMO_EXECUTOR``
 (``celery``: runs execute on Celery workers, with ``REDIS_URL`` as
 Celery's broker too; see demo_project/celery.py), ``OPENAI_MODEL`` /
 ``OPENAI_API_KEY`` / ``OPENAI_API`` / ``OPENAI_BASE_URL`` (a real OpenAI or
@@ -241,8 +243,24 @@ if os.environ.get("UISTREAM_DEMO_NUM_PROXIES"):
     # throttle counts the hop the outermost one saw; unset, the peer's
     # address (a client's own header chooses nothing).
     REST_FRAMEWORK = {"NUM_PROXIES": int(os.environ["UISTREAM_DEMO_NUM_PROXIES"])}
-if os.environ.get("REDIS_URL"):
+#: The live-run broker: UISTREAM_DEMO_BROKER, else Redis when REDIS_URL is
+#: set, else the in-process one.
+DEMO_BROKER = os.environ.get("UISTREAM_DEMO_BROKER") or ("redis" if os.environ.get("REDIS_URL") else "memory")
+if DEMO_BROKER == "postgres":
+    # Several server processes on PostgreSQL alone: the database the chat
+    # is stored in carries the runs in flight too.
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured(
+            "UISTREAM_DEMO_BROKER=postgres needs DATABASE_URL=postgres://user@host:port/name (the PostgreSQL "
+            "broker keeps the runs in flight in the chat's own database)"
+        )
+    UISTREAM["BROKER"] = {"BACKEND": "postgres"}
+elif DEMO_BROKER == "redis":
+    if not os.environ.get("REDIS_URL"):
+        raise ImproperlyConfigured("UISTREAM_DEMO_BROKER=redis needs REDIS_URL=redis://host:6379/0")
     UISTREAM["BROKER"] = {"BACKEND": "redis", "URL": os.environ["REDIS_URL"]}
+elif DEMO_BROKER != "memory":
+    raise ImproperlyConfigured(f"UISTREAM_DEMO_BROKER={DEMO_BROKER} is not one of memory, redis, postgres")
 if os.environ.get("UISTREAM_DEMO_EXECUTOR"):
     # "celery": every run executes on a worker (celery -A demo_project
     # worker); the web process only relays the broker's stream.

@@ -544,3 +544,31 @@ def test_an_owner_cap_is_a_whole_number_or_none(value: object) -> None:
             assert ids([*check_settings(), *check_policies()]) == ["uistream_app.E010"]
         with override_settings(UISTREAM={key: None}):
             assert ids([*check_settings(), *check_policies()]) == []
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+def test_the_postgres_broker_needs_a_postgresql_database() -> None:
+    from uistream_app.checks import check_broker, check_executor
+
+    postgres = {"ENGINE": "django.db.backends.postgresql", "NAME": "chat", "HOST": "db"}
+    sqlite = {"ENGINE": "django.db.backends.sqlite3", "NAME": "db.sqlite3"}
+    with override_settings(UISTREAM={"BROKER": {"BACKEND": "postgres"}}, DATABASES={"default": sqlite}):
+        (message,) = check_broker()
+    assert message.id == "uistream_app.E022"
+    assert "DATABASES['default'] is 'django.db.backends.sqlite3'" in message.msg
+    with override_settings(UISTREAM={"BROKER": {"BACKEND": "postgres", "DATABASE": "live"}}):
+        assert [m.msg for m in check_broker()] == [
+            "UISTREAM['BROKER'] = 'postgres' needs a PostgreSQL database: DATABASES['live'] is not in DATABASES."
+        ]
+    with override_settings(UISTREAM={"BROKER": {"BACKEND": "postgres"}}, DATABASES={"default": postgres}):
+        assert check_broker() == []
+    # A URL of its own: no alias to check.
+    with override_settings(UISTREAM={"BROKER": {"BACKEND": "postgres", "URL": "postgres://db/chat"}}):
+        assert check_broker() == []
+    # It can carry runs to Celery workers, as Redis can.
+    with override_settings(
+        UISTREAM={"BROKER": {"BACKEND": "postgres"}, "EXECUTOR": "celery"}, DATABASES={"default": postgres}
+    ):
+        assert [m for m in check_executor() if "broker" in m.msg] == []
+    with override_settings(UISTREAM={"EXECUTOR": "celery"}):
+        assert [m.id for m in check_executor() if "broker of many processes" in m.msg] == ["uistream_app.E020"]

@@ -5,6 +5,7 @@ one's own, and then no URL patterns on the 404 page."""
 
 from __future__ import annotations
 
+import json
 import os
 import runpy
 import shutil
@@ -192,3 +193,57 @@ def test_with_debug_on_the_404_page_lists_them() -> None:
     assert response.status_code == 404
     assert "admin/" in response.text
     assert "demo_project.urls" in response.text
+
+
+def demo_broker(**env: str) -> subprocess.CompletedProcess[str]:
+    """The demo's ``UISTREAM["BROKER"]`` (printed as JSON) in a process of
+    its own, with ``env`` added and neither REDIS_URL nor DATABASE_URL
+    unless given."""
+    base = {k: v for k, v in demo_env().items() if k not in ("REDIS_URL", "DATABASE_URL", "UISTREAM_DEMO_BROKER")}
+    code = (
+        "import json, django; django.setup(); from django.conf import settings; "
+        "print(json.dumps(settings.UISTREAM.get('BROKER')))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=60
+    )
+
+
+def last_line(done: subprocess.CompletedProcess[str]) -> object:
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_demo_broker_is_chosen_by_uistream_demo_broker() -> None:
+    postgres = demo_broker(UISTREAM_DEMO_BROKER="postgres", DATABASE_URL="postgres://postgres@127.0.0.1:5432/chat")
+    assert postgres.returncode == 0, postgres.stderr
+    assert last_line(postgres) == {"BACKEND": "postgres"}
+    assert last_line(demo_broker()) is None  # the default: the in-process broker
+    redis = demo_broker(REDIS_URL="redis://127.0.0.1:6379/0")
+    assert last_line(redis) == {"BACKEND": "redis", "URL": "redis://127.0.0.1:6379/0"}
+    # An explicit choice wins over REDIS_URL (Celery may still use Redis).
+    both = demo_broker(
+        UISTREAM_DEMO_BROKER="postgres",
+        DATABASE_URL="postgres://postgres@127.0.0.1:5432/chat",
+        REDIS_URL="redis://127.0.0.1:6379/0",
+    )
+    assert last_line(both) == {"BACKEND": "postgres"}
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"UISTREAM_DEMO_BROKER": "postgres"}, "UISTREAM_DEMO_BROKER=postgres needs DATABASE_URL=postgres://"),
+        (
+            {"UISTREAM_DEMO_BROKER": "postgres", "DATABASE_URL": "sqlite:////tmp/demo.sqlite3"},
+            "UISTREAM_DEMO_BROKER=postgres needs DATABASE_URL=postgres://",
+        ),
+        ({"UISTREAM_DEMO_BROKER": "redis"}, "UISTREAM_DEMO_BROKER=redis needs REDIS_URL="),
+        ({"UISTREAM_DEMO_BROKER": "kafka"}, "UISTREAM_DEMO_BROKER=kafka is not one of memory, redis, postgres"),
+    ],
+)
+def test_a_demo_broker_it_cannot_use_is_refused_in_one_line(env: dict[str, str], says: str) -> None:
+    done = demo_broker(**env)
+    assert done.returncode == 1
+    assert says in done.stderr
+    assert "ImproperlyConfigured" in done.stderr

@@ -170,6 +170,6 @@ def test_a_run_the_executor_cannot_take_fails_in_band(monkeypatch: pytest.Monkey
             wait_for(run_finished, "the run to be stored")
             run = Run.objects.get()
             assert run.status == "failed"
-            assert "Redis broker" in run.error_detail
+            assert "a broker of many processes, Redis or PostgreSQL" in run.error_detail
             # Nothing holds the chat.
             assert browser.client.get("/api/chat/misconfigured/stream").status_code == 204

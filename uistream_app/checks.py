@@ -16,7 +16,8 @@
 | E011   | ``MODEL`` is a provider name (``"anthropic:…"``) that is malformed or whose API key is not set |
 | E012   | ``LEASE_SECONDS`` is not more than twice ``HEARTBEAT_SECONDS`` |
 | E013   | ``ALLOWED_MEDIA_TYPES`` is not a list of media types |
-| E020   | ``EXECUTOR`` names no executor, or "celery" without Celery or the Redis broker |
+| E020   | ``EXECUTOR`` names no executor, or "celery" without Celery or a broker of many processes |
+| E022   | the "postgres" broker's ``DATABASE`` (default "default") is not a PostgreSQL database |
 | E030   | ``USAGE_LIMITS`` holds something that is not a ``RunUsageLimit`` (or a dict of its fields) |
 | E031   | ``BUDGETS`` is not ``{"day"|"month": {tokens, cost, reserve_tokens, reserve_cost}}`` of numbers |
 | E032   | ``PRICES`` is not ``{model: {"input", "output"}}`` of numbers |
@@ -27,7 +28,7 @@
 | W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
 | W005   | ``runserver`` serves WSGI (no ``"daphne"`` first in ``INSTALLED_APPS``) |
 | W004   | ``MAX_REQUEST_BYTES`` can't carry one file of ``MAX_FILE_BYTES`` as base64 |
-| W003   | the Redis broker cannot be reached (``check --deploy``) |
+| W003   | the Redis or PostgreSQL broker cannot be reached (``check --deploy``) |
 | W030   | a cost budget is set but ``PRICES`` is empty: every run costs 0 |
 | W040   | anonymous chats are throttled by address and ``REST_FRAMEWORK["NUM_PROXIES"]`` is not set |
 | W041   | anonymous chats are allowed with no throttle and no cap on a session's runs or storage |
@@ -367,17 +368,39 @@ def check_broker(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         return [
             Error(
                 f"UISTREAM['BROKER'] is not a valid broker setting: {exc}",
-                hint='Use {"BACKEND": "memory"} or {"BACKEND": "redis", "URL": "redis://127.0.0.1:6379/0"}.',
+                hint='Use {"BACKEND": "memory"}, {"BACKEND": "redis", "URL": "redis://127.0.0.1:6379/0"} or '
+                '{"BACKEND": "postgres"}.',
                 id="uistream_app.E006",
             )
         ]
+    if isinstance(config, dict) and config.get("BACKEND") == "postgres" and "URL" not in config:
+        return _check_postgres_database(config.get("DATABASE", "default"))
     return []
+
+
+def _check_postgres_database(alias: str) -> list[CheckMessage]:
+    """E022: the PostgreSQL broker reads the chunk log and keeps its rows in
+    the database ``DATABASE`` names, which must be a PostgreSQL one."""
+    databases = getattr(django_settings, "DATABASES", {})
+    engine = databases.get(alias, {}).get("ENGINE", "") if isinstance(databases, dict) else ""
+    if "postgresql" in engine:
+        return []
+    what = f"is {engine!r}" if alias in databases else "is not in DATABASES"
+    return [
+        Error(
+            f"UISTREAM['BROKER'] = 'postgres' needs a PostgreSQL database: DATABASES[{alias!r}] {what}.",
+            hint="Run the project on PostgreSQL (DATABASES ENGINE 'django.db.backends.postgresql'), name its alias "
+            "in UISTREAM['BROKER']['DATABASE'], or use the memory or Redis broker.",
+            id="uistream_app.E022",
+        )
+    ]
 
 
 @register(Tags.compatibility)
 def check_executor(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E020: an executor that can't be used; runs on workers relay through
-    the broker, so the "celery" executor needs Redis (and Celery)."""
+    the broker, so the "celery" executor needs a broker of many processes,
+    Redis or PostgreSQL (and Celery)."""
     from .lifecycle.executors import CeleryRunner, executor_class  # at check time: it brings the runner and store
 
     user = getattr(django_settings, "UISTREAM", {})
@@ -405,12 +428,12 @@ def check_executor(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     broker = user.get("BROKER", DEFAULTS["BROKER"])
-    if not isinstance(broker, dict) or broker.get("BACKEND") != "redis":
+    if not isinstance(broker, dict) or broker.get("BACKEND") not in ("redis", "postgres"):
         errors.append(
             Error(
-                f"UISTREAM['EXECUTOR'] = {value!r} needs the Redis broker: the worker publishes the run's "
-                "chunks and the web processes relay them.",
-                hint='Set UISTREAM["BROKER"] = {"BACKEND": "redis", "URL": "redis://…"}.',
+                f"UISTREAM['EXECUTOR'] = {value!r} needs a broker of many processes (Redis or PostgreSQL): the "
+                "worker publishes the run's chunks and the web processes relay them.",
+                hint='Set UISTREAM["BROKER"] = {"BACKEND": "redis", "URL": "redis://…"} or {"BACKEND": "postgres"}.',
                 id="uistream_app.E020",
             )
         )
@@ -461,12 +484,14 @@ def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
 
 @register(Tags.compatibility, deploy=True)
 def check_broker_reachable(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Only for a Redis broker, and only with ``--deploy``: a ping, so a deploy check
-    says at once that resume and stop across processes will not work."""
+    """Only for a Redis or PostgreSQL broker, and only with ``--deploy``: a
+    ping, so a deploy check says at once that resume and stop across
+    processes will not work."""
     user = getattr(django_settings, "UISTREAM", {})
     config = user.get("BROKER") if isinstance(user, dict) else None
-    if not isinstance(config, dict) or config.get("BACKEND") != "redis":
+    if not isinstance(config, dict) or config.get("BACKEND") not in ("redis", "postgres"):
         return []
+    name = "Redis" if config["BACKEND"] == "redis" else "PostgreSQL"
     try:
         asyncio.run(ping(config))
     except RuntimeError:
@@ -474,8 +499,8 @@ def check_broker_reachable(app_configs: Any = None, **kwargs: Any) -> list[Check
     except BrokerError as exc:
         return [
             Warning(
-                f"The Redis broker cannot be reached: {exc}",
-                hint="Start Redis or fix UISTREAM['BROKER']['URL']; until then chats cannot start.",
+                f"The {name} broker cannot be reached: {exc}",
+                hint=f"Start {name} or fix UISTREAM['BROKER']; until then chats cannot start.",
                 id="uistream_app.W003",
             )
         ]

@@ -153,8 +153,8 @@ DESCRIPTIONS: Final[Mapping[str, str]] = {
         "`unsupported_media_type`, nothing stored (`E013` when not a list of media types)."
     ),
     "BROKER": (
-        'The live-run broker: `{"BACKEND": "memory"}` for one process, `{"BACKEND": "redis", "URL": …}` for '
-        "several (see [Brokers](docs/operations.md#brokers); check `E006`)."
+        'The live-run broker: `{"BACKEND": "memory"}` for one process, `{"BACKEND": "redis", "URL": …}` or '
+        '`{"BACKEND": "postgres"}` for several (see [Brokers](docs/operations.md#brokers); checks `E006`, `E022`).'
     ),
     "FLUSH_EVERY_MS": (
         "The longest a sent chunk waits before the log writer stores it. Step and run ends are stored at once."
@@ -239,8 +239,8 @@ DESCRIPTIONS: Final[Mapping[str, str]] = {
     ),
     "EXECUTOR": (
         'Where runs execute (see [Executors](docs/operations.md#executors)): `"inprocess"` (the web process '
-        'that took the request), `"celery"` (Celery workers; needs the Redis broker), or the dotted path of a '
-        "`uistream_app.lifecycle.runner.Runner` subclass (`E020`)."
+        'that took the request), `"celery"` (Celery workers; needs the Redis or PostgreSQL broker), or the '
+        "dotted path of a `uistream_app.lifecycle.runner.Runner` subclass (`E020`)."
     ),
     "USAGE_LIMITS": (
         "What one run may spend: `RunUsageLimit` objects (or dicts of their fields: `input_tokens`, "

@@ -193,7 +193,8 @@ CATALOGUE: Final = MappingProxyType(
             "under `DEBUG` or `EXPOSE_ERRORS`, else masked; logged once per process",
         ),
         Codes.BROKER_UNAVAILABLE: CodeInfo(
-            503, "the live broker (Redis) cannot be reached (`Retry-After`); on the WebSocket also mid-stream"
+            503,
+            "the live broker (Redis, PostgreSQL) cannot be reached (`Retry-After`); on the WebSocket also mid-stream",
         ),
         Codes.TOO_MANY_REQUESTS: CodeInfo(None, "a socket already has `max_requests` requests open"),
         Codes.RUN_LOST: CodeInfo(None, "the run's stream ended without its end"),

@@ -673,3 +673,38 @@ class StoredFile(models.Model):
             return reverse("uistream:file", args=[str(file_id)])
         except NoReverseMatch:
             return f"/api/files/{file_id}"
+
+
+class LiveRun(models.Model):
+    """A run in flight as the PostgreSQL broker knows it
+    (``uistream_app.live.postgres``; docs/operations.md, "postgres"): the
+    chat's run slot (one open row per conversation), its lease in the
+    broker (``expires_at``, refreshed by the process that runs it), a stop
+    asked of it, and whether a worker adopted it. The broker reads and
+    writes this table with its own connections, by its name
+    (``uistream_app_liverun``); other brokers leave it empty. A closed row
+    is kept ``FINISHED_TTL`` so that late subscribers on other processes
+    see the run ended, then deleted."""
+
+    run_id = models.CharField(_("run id"), max_length=64, primary_key=True)
+    conversation_id = models.CharField(_("conversation key"), max_length=64)
+    open = models.BooleanField(_("open"), default=True)
+    expires_at = models.DateTimeField(_("expires at"), help_text=_("Open past this: its process is gone."))
+    next_seq = models.PositiveIntegerField(
+        _("next sequence number"), default=0, help_text=_("Chunks published before a hand-off.")
+    )
+    handed_off = models.BooleanField(_("handed off"), default=False)
+    adopted = models.BooleanField(_("adopted"), default=False)
+    stop_requested = models.BooleanField(_("stop requested"), default=False)
+
+    class Meta:
+        verbose_name = _("live run")
+        verbose_name_plural = _("live runs")
+        constraints = (
+            models.UniqueConstraint(
+                fields=["conversation_id"], condition=Q(open=True), name="uistream_liverun_one_open_per_chat"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.run_id} ({'open' if self.open else 'closed'})"

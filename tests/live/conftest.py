@@ -1,9 +1,12 @@
-"""Fixtures of the broker suite: one suite, both backends.
+"""Fixtures of the broker suite: one suite, every backend.
 
-``broker`` is parametrized over ``memory`` and ``redis``. The Redis broker
-gets a key prefix and a client name of its own per test, and its keys are
-deleted afterwards. When Redis cannot be reached its tests are skipped,
-unless ``CI`` is "true": then they fail (``require_redis``).
+``broker`` is parametrized over ``memory``, ``redis`` and ``postgres``. The
+Redis broker gets a key prefix and a client name of its own per test, and
+its keys are deleted afterwards. When Redis cannot be reached its tests are
+skipped, unless ``CI`` is "true": then they fail (``require_redis``). The
+PostgreSQL broker runs on the test database (migrated, committed:
+``transactional_db``) when the suite runs on PostgreSQL (``DATABASE_URL``),
+and is skipped on SQLite.
 """
 
 from __future__ import annotations
@@ -86,14 +89,60 @@ def redis_config() -> Iterator[dict[str, Any]]:
         client.close()
 
 
-@pytest_asyncio.fixture(params=["memory", "redis"])
+POSTGRES_URL = pytest.StashKey[str]()
+
+
+def require_postgres(request: pytest.FixtureRequest) -> str:
+    """The URL of the test database, migrated and committed, when it is
+    PostgreSQL; the test is skipped on SQLite. Call it from a sync fixture
+    (Django refuses its set-up inside an event loop, and an async context
+    does not see the test database's name)."""
+    from django.db import connection
+
+    from ..server import shared_database_url
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the PostgreSQL broker needs the suite on PostgreSQL (DATABASE_URL=postgres://…)")
+    request.getfixturevalue("transactional_db")
+    url = request.node.stash[POSTGRES_URL] = shared_database_url()
+    return url
+
+
+@pytest.fixture(autouse=True)
+def _postgres_database(request: pytest.FixtureRequest) -> None:
+    """The database of the ``postgres`` leg of ``broker``, set up before
+    the async fixtures run."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("broker") == "postgres":
+        require_postgres(request)
+
+
+@pytest.fixture
+def postgres_config(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """A ``BROKER`` setting on the test database, with short timeouts
+    (``require_postgres`` first, in a sync fixture)."""
+    return {
+        "BACKEND": "postgres",
+        "URL": request.node.stash[POSTGRES_URL],
+        "POLL_SECONDS": 0.5,
+        "ACTIVE_TTL": 3,
+        "CONNECT_TIMEOUT": 2,
+        "OPERATION_TIMEOUT": 2,
+    }
+
+
+@pytest_asyncio.fixture(
+    params=["memory", "redis", pytest.param("postgres", marks=pytest.mark.django_db(transaction=True))]
+)
 async def broker(request: pytest.FixtureRequest) -> AsyncIterator[Broker]:
     """Each backend in turn, closed after the test."""
     instance: Broker
     if request.param == "memory":
         instance = MemoryBroker()
-    else:
+    elif request.param == "redis":
         instance = broker_from_config(request.getfixturevalue("redis_config"))
+    else:
+        instance = broker_from_config(request.getfixturevalue("postgres_config"))
     yield instance
     await instance.aclose()
 

@@ -64,7 +64,7 @@ def test_a_backend_can_be_a_dotted_path() -> None:
     ("config", "message"),
     [
         ("redis", "must be a dict"),
-        ({"BACKEND": "postgres"}, "'postgres' is neither"),
+        ({"BACKEND": "kafka"}, "'kafka' is neither 'memory', 'redis', 'postgres'"),
         ({"BACKEND": "tests.live.nowhere.Broker"}, "cannot be imported"),
         ({"BACKEND": "tests.live.test_config.Nothing"}, "is neither"),
         ({"BACKEND": 3}, "must be 'memory'"),
@@ -129,3 +129,37 @@ def test_the_broker_imports_neither_django_nor_redis() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"BACKEND": "postgres", "HOST": "db"}, "keys the postgres broker does not know: HOST"),
+        ({"BACKEND": "postgres", "URL": ""}, r"\['URL'\] must be a postgres:// URL"),
+        ({"BACKEND": "postgres", "DATABASE": 3}, r"\['DATABASE'\] must be the alias"),
+        ({"BACKEND": "postgres", "URL": "postgres://db/x", "DATABASE": "default"}, "URL or DATABASE, not both"),
+        ({"BACKEND": "postgres", "ACTIVE_TTL": 0}, r"\['ACTIVE_TTL'\] must be a number of seconds >= 0.3"),
+        ({"BACKEND": "postgres", "POLL_SECONDS": "1"}, r"\['POLL_SECONDS'\] must be a number of seconds"),
+    ],
+)
+def test_a_bad_postgres_setting_is_named(config: Any, message: str) -> None:
+    with pytest.raises(BrokerConfigError, match=message):
+        broker_from_config(config)
+
+
+def test_the_postgres_broker_refuses_a_database_that_is_not_postgresql(settings: Any) -> None:
+    from django.db import connection
+
+    broker = broker_from_config({"BACKEND": "postgres"})
+    if connection.vendor == "postgresql":
+        assert "dbname=" in broker._dsn()  # type: ignore[attr-defined]
+    else:
+        with pytest.raises(BrokerConfigError, match=r"needs a PostgreSQL database; DATABASES\['default'\] is sqlite"):
+            broker._dsn()  # type: ignore[attr-defined]
+
+
+def test_the_log_writer_and_the_broker_name_one_channel() -> None:
+    from uistream_app.live.postgres import LOG_CHANNEL
+    from uistream_app.recording import log_writer
+
+    assert log_writer.LOG_CHANNEL == LOG_CHANNEL

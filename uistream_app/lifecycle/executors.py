@@ -8,7 +8,9 @@ broker), hands its broker channel off and enqueues a task; a Celery worker
 adopts the channel, rebuilds the ``PreparedRun`` through the store
 (``ConversationStore.load``) and executes it with ``Runner`` in its own event
 loop. Web processes only relay the broker's stream, so resume, stop and
-``ON_DISCONNECT`` work as they do in-process; the broker must be Redis.
+``ON_DISCONNECT`` work as they do in-process; the broker must be one of
+many processes that can hand a run off (Redis or PostgreSQL: a channel
+with ``hand_off()``, a broker with ``adopt_run()``).
 
 The task carries what the worker cannot read from the database: the hooks
 class's dotted path, the run id, the turn (its kind and JSON extra), the
@@ -20,7 +22,7 @@ hooks get the same ``TurnContext`` (``on_worker`` set, no request). Celery is an
 (``django-uistream[celery]``), imported only by ``CeleryRunner``.
 
 A run executes at most once: the worker adopts its channel atomically
-(``RedisBroker.adopt_run``), so a task delivered twice (``acks_late`` after
+(``RedisBroker.adopt_run``, ``PostgresBroker.adopt_run``), so a task delivered twice (``acks_late`` after
 a worker died, or the visibility timeout) runs once, and a task whose run
 was settled or stopped while it waited does nothing.
 """
@@ -54,14 +56,26 @@ __all__ = [
     "celery_options",
     "execute_in_worker",
     "executor_class",
+    "hands_off",
     "lease_seconds",
     "run_payload",
 ]
 
 logger = logging.getLogger("uistream_app.executors")
 
+NEEDS_A_SHARED_BROKER: Final = (
+    "UISTREAM['EXECUTOR'] = 'celery' needs a broker of many processes, Redis or PostgreSQL (check E020)."
+)
+
 #: The Celery task's name (``uistream_app.tasks``).
 TASK_NAME: Final = "uistream_app.execute_run"
+
+
+def hands_off(channel: Any) -> bool:
+    """Whether ``channel``'s broker can hand the run to another process
+    (``channel.hand_off()``, then ``broker.adopt_run()`` there, at most once):
+    the Redis and PostgreSQL brokers' channels can."""
+    return callable(getattr(channel, "hand_off", None))
 
 
 def executor_class() -> type[Runner]:
@@ -166,20 +180,18 @@ class CeleryRunner(Runner):
         return cls(type(hooks))
 
     async def start(self, prepared: PreparedRun, source: AsyncIterator[Event], *, metadata: Any = None) -> RunHandle:
-        from ..live import RedisRunChannel  # the redis extra (live.__getattr__ imports it on use)
-
         channel = prepared.channel
         try:
             task_function = _task()
-            if not isinstance(channel, RedisRunChannel):
-                raise ImproperlyConfigured("UISTREAM['EXECUTOR'] = 'celery' needs the Redis broker (check E020).")
+            if not hands_off(channel):
+                raise ImproperlyConfigured(NEEDS_A_SHARED_BROKER)
         except ImproperlyConfigured as exc:
             # The run is prepared (its rows, the chat's slot): end it as
             # failed, in-band and stored, rather than leave it running.
             logger.exception("run %s cannot be handed to a worker", prepared.run.pk)
             return await Runner().start(prepared, failing_source(exc))
         payload = run_payload(self.hooks_class, prepared, metadata)
-        await channel.hand_off()
+        await channel.hand_off()  # type: ignore[attr-defined]
         options: dict[str, Any] = {
             # A task that waited longer than a lease finds its run orphaned.
             "expires": lease_seconds(),
@@ -221,15 +233,14 @@ async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None
     """Execute the run ``payload`` describes (``run_payload``), in the
     worker's event loop; returns what happened (``"executed"``,
     ``"not-active"`` when the run ended or was adopted before)."""
-    from ..live import RedisBroker  # the redis extra (live.__getattr__ imports it on use)
-
     broker = get_broker()
-    if not isinstance(broker, RedisBroker):
-        raise ImproperlyConfigured("UISTREAM['EXECUTOR'] = 'celery' needs the Redis broker (check E020).")
+    adopt_run = getattr(broker, "adopt_run", None)
+    if adopt_run is None:
+        raise ImproperlyConfigured(NEEDS_A_SHARED_BROKER)
     run_id, chat_id = payload["run_id"], payload["chat_id"]
     # A task enqueued before chat ids were per owner names no key: its
     # conversation's key was its chat id then (migration 0013).
-    channel = await broker.adopt_run(payload.get("conversation_id", chat_id), run_id)
+    channel = await adopt_run(payload.get("conversation_id", chat_id), run_id)
     if channel is None:
         logger.info("run %s is not active any more (or was adopted before): nothing to execute", run_id)
         return "not-active"

@@ -6,12 +6,14 @@ from any process, replays from seq 0 without gap or duplicate and then
 follows live; a stop request reaches the run wherever it runs. The rules
 are in ``base``; the backends are ``MemoryBroker`` (one process, the
 default) and ``RedisBroker`` (many processes). ``get_broker()`` returns the
-one the ``UISTREAM["BROKER"]`` setting names::
+one the ``UISTREAM["BROKER"]`` setting names; ``PostgresBroker`` (many
+processes on PostgreSQL alone) is the third::
 
     UISTREAM = {"BROKER": {"BACKEND": "memory"}}  # the default
     UISTREAM = {"BROKER": {"BACKEND": "redis", "URL": "redis://127.0.0.1:6379/0", "PREFIX": "uistream"}}
+    UISTREAM = {"BROKER": {"BACKEND": "postgres"}}  # the DATABASES["default"] the chunk log is in
 
-``BACKEND`` is ``"memory"``, ``"redis"`` or the dotted path of a class with
+``BACKEND`` is ``"memory"``, ``"redis"``, ``"postgres"`` or the dotted path of a class with
 a ``from_config(config)`` class method. The broker imports no Django:
 only ``get_broker()`` reads the settings, and lazily.
 """
@@ -39,6 +41,7 @@ from .base import (
 from .memory import MemoryBroker, MemoryRunChannel
 
 if TYPE_CHECKING:
+    from .postgres import PostgresBroker, PostgresRunChannel
     from .redis_streams import RedisBroker, RedisRunChannel
 
 __all__ = [
@@ -52,6 +55,8 @@ __all__ = [
     "Chunk",
     "MemoryBroker",
     "MemoryRunChannel",
+    "PostgresBroker",
+    "PostgresRunChannel",
     "RedisBroker",
     "RedisRunChannel",
     "RunAlreadyActive",
@@ -67,6 +72,7 @@ __all__ = [
 BACKENDS: Final[Mapping[str, str]] = {
     "memory": "uistream_app.live.memory.MemoryBroker",
     "redis": "uistream_app.live.redis_streams.RedisBroker",
+    "postgres": "uistream_app.live.postgres.PostgresBroker",
 }
 
 
@@ -77,6 +83,10 @@ def __getattr__(name: str) -> Any:
         from . import redis_streams
 
         return getattr(redis_streams, name)
+    if name in ("PostgresBroker", "PostgresRunChannel"):  # the optional ``psycopg`` package, likewise
+        from . import postgres
+
+        return getattr(postgres, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -87,7 +97,7 @@ def broker_from_config(config: Mapping[str, Any]) -> Broker:
         raise BrokerConfigError(f"UISTREAM['BROKER'] must be a dict, not {type(config).__name__}.")
     backend = config.get("BACKEND", "memory")
     if not isinstance(backend, str):
-        raise BrokerConfigError("UISTREAM['BROKER']['BACKEND'] must be 'memory', 'redis' or a dotted path.")
+        raise BrokerConfigError("UISTREAM['BROKER']['BACKEND'] must be 'memory', 'redis', 'postgres' or a dotted path.")
     path = BACKENDS.get(backend, backend)
     module_name, _, class_name = path.rpartition(".")
     try:
@@ -98,7 +108,7 @@ def broker_from_config(config: Mapping[str, Any]) -> Broker:
         cls = None
     if cls is None or not callable(getattr(cls, "from_config", None)):
         raise BrokerConfigError(
-            f"UISTREAM['BROKER']['BACKEND'] = {backend!r} is neither 'memory', 'redis' nor the dotted path "
+            f"UISTREAM['BROKER']['BACKEND'] = {backend!r} is neither 'memory', 'redis', 'postgres' nor the dotted path "
             "of a class with a from_config(config) class method."
         )
     return cast(Broker, cls.from_config(config))

@@ -294,6 +294,15 @@ class MemoryBroker:
     async def aclose(self) -> None:
         return None
 
+    def _forget(self, run_id: str) -> None:
+        """Drop ``run_id`` without closing it (a broker built on this one
+        whose run went elsewhere: refused by its server, or handed off)."""
+        run = self._runs.pop(run_id, None)
+        if run is not None:
+            channel = self._active.get(run.conversation_id)
+            if channel is not None and channel.run_id == run_id:
+                del self._active[run.conversation_id]
+
     def _finished(self, channel: MemoryRunChannel) -> None:
         if self._active.get(channel.conversation_id) is channel:
             del self._active[channel.conversation_id]

@@ -10,7 +10,7 @@ import uistream_app.models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("uistream_app", "0014_message_versions_and_feedback"),
+        ("uistream_app", "0015_live_run"),
     ]
 
     operations = [

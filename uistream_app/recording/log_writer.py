@@ -353,10 +353,36 @@ def _recover_connection() -> None:
         connection.close()
 
 
+#: The PostgreSQL broker's ``NOTIFY`` channel of the chunk log
+#: (``uistream_app.live.postgres.LOG_CHANNEL``; a test holds the two together).
+LOG_CHANNEL: Final = "uistream_log"
+#: ``BROKER["BACKEND"]`` values that follow runs of other processes through the log.
+_LOG_FOLLOWERS: Final = frozenset({"postgres", "uistream_app.live.postgres.PostgresBroker"})
+#: Most run ids in one ``NOTIFY`` payload (PostgreSQL takes 8000 bytes).
+_NOTIFY_IDS: Final = 200
+
+
+def _follows_log(config: Any) -> bool:
+    return isinstance(config, dict) and config.get("BACKEND") in _LOG_FOLLOWERS
+
+
+def _notify(run_ids: list[str]) -> None:
+    """Wake the PostgreSQL broker's followers of ``run_ids`` (other
+    processes that read these runs from the log) when this transaction
+    commits: a ``NOTIFY`` is delivered at commit, so a follower it wakes
+    finds the rows. Only with that broker, on PostgreSQL."""
+    if not run_ids or connection.vendor != "postgresql" or not uistream_settings.derived("BROKER", _follows_log):
+        return
+    with connection.cursor() as cursor:
+        for start in range(0, len(run_ids), _NOTIFY_IDS):
+            cursor.execute("SELECT pg_notify(%s, %s)", [LOG_CHANNEL, ",".join(run_ids[start : start + _NOTIFY_IDS])])
+
+
 def _store(jobs: list[_Job]) -> None:
     rows = [row for job in jobs for row in _rows(job.recorder.run.pk, job.first_seq, job.offsets, job.chunks)]
     if rows:
         _insert_rows(rows)
+        _notify(list(dict.fromkeys(str(job.recorder.run.pk) for job in jobs if job.chunks)))
     counts = [
         (job.stored, job.recorder.run.pk)
         for job in jobs
@@ -451,6 +477,7 @@ def write_log(run: Run, chunks: Iterable[Chunk], offsets: Iterable[int] | None =
         first = 0 if last is None else last + 1
         if chunk_list:
             _insert_rows(list(_rows(run.pk, first, offset_list, chunk_list)))
+            _notify([str(run.pk)])
         count = first + len(chunk_list)
         Run.objects.filter(pk=run.pk).update(chunk_count=count)
     run.chunk_count = count
