@@ -12,10 +12,15 @@ Redis, except in CI where that is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
+import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +29,7 @@ from uistream_app.models import Run
 
 from .conftest import in_ci
 from .live.conftest import redis_config  # noqa: F401  (fixture)
+from .server import ROOT
 from .test_celery_executor import Process, Stack, answer_text, run_status, settled, visitor
 from .test_chat_http import Browser, read_chunks, text_of, wait_for
 from .test_chat_real_client import run_client, stored_messages
@@ -31,38 +37,138 @@ from .test_chat_real_client import run_client, stored_messages
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def require_tasks_db() -> None:
+#: The backends the executor is tested on: the database backend
+#: (django-tasks-db, its ``db_worker``), and RQ (django-tasks-rq, django-rq's
+#: ``rqworker``), a queue on Redis that forks a process per job.
+BACKENDS = ["database", "rq"]
+
+
+def require(module: str, package: str) -> None:
     try:
-        import django_tasks_db  # noqa: F401
+        __import__(module)
     except ImportError:
-        message = "django-tasks-db is not installed (pip install 'django-uistream[tasks]')"
+        message = f"{package} is not installed"
         if in_ci():
             pytest.fail(f"{message} (CI=true: the Tasks executor's tests must run)")
         pytest.skip(message)
 
 
 class TasksStack(Stack):
-    """Web servers and ``db_worker`` processes on one test database."""
+    """Web servers and the backend's workers on one test database."""
 
-    def __init__(self, uistream: dict[str, Any], broker: dict[str, Any], tag: str) -> None:
+    def __init__(self, uistream: dict[str, Any], broker: dict[str, Any], tag: str, backend: str) -> None:
         super().__init__(uistream, broker, tag)
         self.env["UISTREAM_DEMO_EXECUTOR"] = "tasks"
         del self.env["UISTREAM_TEST_CELERY_PREFIX"]
+        self.backend = backend
+        self.queue = f"uistream-test-{tag}"
+        if backend == "rq":
+            # A TASKS backend "rq" with a queue of this test's own, which the
+            # runner names (tests/tasks_runners.py, tests/server_settings.py).
+            self.env["UISTREAM_TEST_RQ_QUEUE"] = self.queue
+            uistream = {**uistream, "EXECUTOR": "tests.tasks_runners.RQTasksRunner"}
+            self.env["UISTREAM_TEST_SETTINGS"] = json.dumps(uistream)
         self.workers = 0
 
     def worker(self) -> Process:
         self.workers += 1
-        worker_id = f"uistream-test-{self.tag}-{self.workers}"
-        process = Process(
-            [
-                *(sys.executable, "-m", "django", "db_worker", "--no-reload", "--no-startup-delay"),
-                *("--interval", "0.05", "--worker-id", worker_id, "--verbosity", "2"),
-            ],
-            self.env,
-        )
+        name = f"{self.queue}-{self.workers}"
+        if self.backend == "database":
+            command = ["db_worker", "--no-reload", "--no-startup-delay", "--interval", "0.05", "--worker-id", name]
+            ready = f"worker_id={name}"
+        else:
+            command = ["rqworker", self.queue, "--job-class", "django_tasks_rq.Job", "--name", name]
+            ready = f"Listening on {self.queue}"
+        process = Process([sys.executable, "-m", "django", *command, "--verbosity", "2"], self.env)
         self.processes.append(process)
-        process.wait_until(lambda: f"worker_id={worker_id}" in process.output(), "the db_worker", timeout=60)
+        process.wait_until(lambda: ready in process.output(), f"the {self.backend} worker", timeout=60)
         return process
+
+    def kill_worker(self, worker: Process) -> None:
+        """SIGKILL to the worker and every process under it, as when its
+        host dies: RQ's work horse, which runs the job, is a child in a
+        process group of its own."""
+        for pid in descendants(worker.proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        worker.kill(signal.SIGKILL)
+
+    def deliver_again(self, chat_id: str) -> str:
+        """Enqueue once more the task that carried the chat's last run, as
+        a backend that delivers at least once may, and wait for it: what it
+        returned."""
+        script = DELIVER_AGAIN.format(backend=self.backend, chat_id=chat_id, queue=self.queue)
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        answer: str = json.loads(result.stdout.splitlines()[-1])
+        return answer
+
+    def close(self) -> None:
+        super().close()
+        if self.backend == "rq":
+            import redis
+
+            client = redis.Redis.from_url(self.env["REDIS_URL"])
+            try:
+                for key in client.scan_iter(match=f"rq:*{self.queue}*", count=1000):
+                    if client.type(key) == b"zset":
+                        for job_id in client.zrange(key, 0, -1):
+                            client.delete(b"rq:job:" + job_id, b"rq:results:" + job_id)
+                    client.delete(key)
+            finally:
+                client.close()
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes under ``pid`` (children, theirs…), from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+#: Run in a process of the stack's settings (``deliver_again``).
+DELIVER_AGAIN = """
+import json, time
+import django
+django.setup()
+from uistream_app.lifecycle.tasks_executor import execute_run_task
+
+def carried(kwargs):
+    return kwargs["payload"]["chat_id"] == {chat_id!r}
+
+if {backend!r} == "database":
+    from django_tasks_db.models import DBTaskResult
+    rows = DBTaskResult.objects.order_by("-enqueued_at")
+    kwargs = next(row.args_kwargs["kwargs"] for row in rows if carried(row.args_kwargs["kwargs"]))
+    task = execute_run_task
+else:
+    import django_rq
+    from rq.registry import FinishedJobRegistry, StartedJobRegistry
+    queue = django_rq.get_queue({queue!r})
+    ids = [*StartedJobRegistry(queue=queue).get_job_ids(), *FinishedJobRegistry(queue=queue).get_job_ids()]
+    kwargs = next(job.kwargs for job in map(queue.fetch_job, ids) if job is not None and carried(job.kwargs))
+    task = execute_run_task.using(backend="rq", queue_name={queue!r})
+result = task.enqueue(**kwargs)
+while result.status not in ("SUCCESSFUL", "FAILED"):
+    time.sleep(0.05)
+    result.refresh()
+print(json.dumps(result.return_value if result.status == "SUCCESSFUL" else result.status))
+"""
 
 
 @pytest.fixture(params=["redis"])
@@ -72,9 +178,10 @@ def broker_config(request: pytest.FixtureRequest) -> dict[str, Any]:
     return config
 
 
-@pytest.fixture
-def stack(broker_config: dict[str, Any]) -> Iterator[TasksStack]:
-    require_tasks_db()
+def make_stack(broker_config: dict[str, Any], backend: str) -> TasksStack:
+    require("django_tasks_db", "django-tasks-db (pip install 'django-uistream[tasks]')")
+    if backend == "rq":
+        require("django_tasks_rq", "django-tasks-rq")
     uistream = {
         "ALLOW_ANONYMOUS": True,
         "MODEL": "demo_project.demo_model.make_model",
@@ -84,7 +191,22 @@ def stack(broker_config: dict[str, Any]) -> Iterator[TasksStack]:
         "ON_DISCONNECT": "finish",
         "LOG_WRITER": "thread",
     }
-    stack = TasksStack(uistream, broker_config, broker_config.get("PREFIX", "t").rsplit(":", 1)[-1])
+    tag = broker_config.get("PREFIX", uuid.uuid4().hex[:12]).rsplit(":", 1)[-1]
+    return TasksStack(uistream, broker_config, tag, backend)
+
+
+@pytest.fixture(params=BACKENDS)
+def stack(request: pytest.FixtureRequest, broker_config: dict[str, Any]) -> Iterator[TasksStack]:
+    stack = make_stack(broker_config, request.param)
+    try:
+        yield stack
+    finally:
+        stack.close()
+
+
+@pytest.fixture
+def database_stack(broker_config: dict[str, Any]) -> Iterator[TasksStack]:
+    stack = make_stack(broker_config, "database")
     try:
         yield stack
     finally:
@@ -92,7 +214,7 @@ def stack(broker_config: dict[str, Any]) -> Iterator[TasksStack]:
 
 
 def task_rows(chat_id: str) -> list[dict[str, Any]]:
-    """The backend's rows of the tasks that carried this chat's runs, oldest first."""
+    """The database backend's rows of the tasks that carried this chat's runs, oldest first."""
     from django_tasks_db.models import DBTaskResult
 
     rows = DBTaskResult.objects.order_by("enqueued_at").values("status", "return_value", "args_kwargs", "task_path")
@@ -103,14 +225,15 @@ def test_a_post_gets_its_headers_at_once_and_the_worker_answers_through_the_web_
     web, _ = stack.web()
     browser = Browser(web)
     with browser.stream("waiting", "count to 5") as response:
-        # No worker runs yet: the task waits in the database, and the
-        # response is already open.
+        # No worker runs yet: the task waits in the backend's queue, and
+        # the response is already open.
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         assert Run.objects.get(conversation__client_id="waiting").status == "running"
-        (queued,) = task_rows("waiting")
-        assert queued["status"] == "READY"
-        assert queued["task_path"] == "uistream_app.lifecycle.tasks_executor.execute_run_task"
+        if stack.backend == "database":
+            (queued,) = task_rows("waiting")
+            assert queued["status"] == "READY"
+            assert queued["task_path"] == "uistream_app.lifecycle.tasks_executor.execute_run_task"
         stack.worker()
         chunks, done = read_chunks(response)
     assert done
@@ -118,11 +241,13 @@ def test_a_post_gets_its_headers_at_once_and_the_worker_answers_through_the_web_
     assert chunks[-1]["type"] == "finish"
     wait_for(lambda: settled("waiting"), "the run to be stored")
     assert run_status("waiting") == ["completed"]
-    wait_for(lambda: task_rows("waiting")[0]["status"] == "SUCCESSFUL", "the task to finish")
-    assert task_rows("waiting")[0]["return_value"] == "executed"
+    if stack.backend == "database":
+        wait_for(lambda: task_rows("waiting")[0]["status"] == "SUCCESSFUL", "the task to finish")
+        assert task_rows("waiting")[0]["return_value"] == "executed"
 
 
-def test_the_real_client_chats_through_a_worker_as_in_process(node: str, stack: TasksStack) -> None:
+def test_the_real_client_chats_through_a_worker_as_in_process(node: str, database_stack: TasksStack) -> None:
+    stack = database_stack
     worker_web, _ = stack.web()
     stack.worker()
     inprocess_web, _ = stack.web(EXECUTOR="inprocess")
@@ -136,6 +261,8 @@ def test_the_real_client_chats_through_a_worker_as_in_process(node: str, stack: 
     assert run_status("on-worker") == ["completed", "completed"]
     stored = stored_messages("on-worker")
     assert on_worker["messages"] == stored
+    wait_for(lambda: len(task_rows("on-worker")) == 2, "the tasks")
+    wait_for(lambda: {row["status"] for row in task_rows("on-worker")} == {"SUCCESSFUL"}, "the tasks to finish")
     assert [row["return_value"] for row in task_rows("on-worker")] == ["executed", "executed"]
 
     def shape(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -176,7 +303,7 @@ def test_killing_the_worker_settles_the_run_interrupted(stack: TasksStack) -> No
     with browser.stream("orphan", "count to 400") as response:
         seen, done = read_chunks(response, stop=lambda cs: len(text_of(cs).split()) >= 10)
         assert not done
-        worker.kill(signal.SIGKILL)
+        stack.kill_worker(worker)
         rest, done = read_chunks(response)
     # The client is not left hanging: a terminal chunk, then [DONE].
     assert done
@@ -185,9 +312,11 @@ def test_killing_the_worker_settles_the_run_interrupted(stack: TasksStack) -> No
     assert run_status("orphan") == ["interrupted"]
     said = text_of(seen + rest).split()
     assert answer_text(stored_messages("orphan")[-1]).split() == said
-    # The backend still has the dead worker's task as running: it delivers
-    # no task twice by itself. A new worker and a new turn on the chat.
-    assert [row["status"] for row in task_rows("orphan")] == ["RUNNING"]
+    if stack.backend == "database":
+        # The backend keeps the dead worker's task as running: it never
+        # delivers it again by itself.
+        assert [row["status"] for row in task_rows("orphan")] == ["RUNNING"]
+    # A new worker, and a new turn on the chat.
     stack.worker()
     answer = browser.post("/api/chat", browser.chat_body("orphan", "count to 2", message_id="u2"))
     assert answer.status_code == 200
@@ -196,30 +325,25 @@ def test_killing_the_worker_settles_the_run_interrupted(stack: TasksStack) -> No
 
 
 def test_a_task_delivered_twice_runs_once(stack: TasksStack) -> None:
-    from uistream_app.lifecycle.tasks_executor import execute_run_task
-
     stack.env["UISTREAM_DEMO_DELAY_MS"] = "20"
     web, _ = stack.web()
     stack.worker()
     stack.worker()
     browser = Browser(web)
-    with browser.stream("twice", "count to 60") as response:
+    with browser.stream("twice", "count to 100") as response:
         seen, _ = read_chunks(response, stop=lambda cs: len(text_of(cs).split()) >= 3)
-        # The same task again while its run streams, as a backend that
-        # delivers at least once may: the second worker finds the run adopted.
-        (first,) = task_rows("twice")
-        execute_run_task.enqueue(**first["args_kwargs"]["kwargs"])
-        wait_for(lambda: [row["status"] for row in task_rows("twice")][1:] == ["SUCCESSFUL"], "the second delivery")
+        # The same task again while its run streams: the other worker
+        # finds the run adopted and does nothing.
+        assert stack.deliver_again("twice") == "not-active"
         rest, done = read_chunks(response)
     assert done
-    assert text_of(seen + rest).split() == [str(n) for n in range(1, 61)]
+    assert text_of(seen + rest).split() == [str(n) for n in range(1, 101)]
     wait_for(lambda: settled("twice"), "the run to be stored")
     assert run_status("twice") == ["completed"]
-    assert answer_text(stored_messages("twice")[-1]).split() == [str(n) for n in range(1, 61)]
-    wait_for(lambda: task_rows("twice")[0]["status"] == "SUCCESSFUL", "the first delivery")
-    assert [row["return_value"] for row in task_rows("twice")] == ["executed", "not-active"]
-    # And a task whose run ended before it was delivered does nothing either.
-    execute_run_task.enqueue(**first["args_kwargs"]["kwargs"])
-    wait_for(lambda: [row["status"] for row in task_rows("twice")][2:] == ["SUCCESSFUL"], "the late delivery")
-    assert task_rows("twice")[2]["return_value"] == "not-active"
+    assert answer_text(stored_messages("twice")[-1]).split() == [str(n) for n in range(1, 101)]
+    # Nor does a task whose run ended before it was delivered.
+    assert stack.deliver_again("twice") == "not-active"
     assert run_status("twice") == ["completed"]
+    if stack.backend == "database":
+        rows = task_rows("twice")
+        assert [row["return_value"] for row in rows] == ["executed", "not-active", "not-active"]
