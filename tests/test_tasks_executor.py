@@ -79,7 +79,9 @@ class TasksStack(Stack):
         else:
             command = ["rqworker", self.queue, "--job-class", "django_tasks_rq.Job", "--name", name]
             ready = f"Listening on {self.queue}"
-        process = Process([sys.executable, "-m", "django", *command, "--verbosity", "2"], self.env)
+        # --skip-checks: the web processes run them; a worker's start is then
+        # its imports.
+        process = Process([sys.executable, "-m", "django", *command, "--verbosity", "2", "--skip-checks"], self.env)
         self.processes.append(process)
         process.wait_until(lambda: ready in process.output(), f"the {self.backend} worker", timeout=60)
         return process
