@@ -25,14 +25,23 @@ from typing import Any
 
 import pytest
 
-from uistream_app.models import Run
-
 from .conftest import in_ci
 from .live.conftest import redis_config  # noqa: F401  (fixture)
 from .server import ROOT
-from .test_celery_executor import Process, Stack, answer_text, run_status, settled, visitor
+from .test_celery_executor import (
+    Process,
+    Stack,
+    answer_text,
+    answers_once_a_worker_starts,
+    chats_through_a_worker_as_in_process,
+    killed_worker_run_settled,
+    run_status,
+    settled,
+    stop_stops_the_worker_run,
+    visitor,
+)
 from .test_chat_http import Browser, read_chunks, text_of, wait_for
-from .test_chat_real_client import run_client, stored_messages
+from .test_chat_real_client import stored_messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,7 +100,7 @@ class TasksStack(Stack):
     def kill_worker(self, worker: Process) -> None:
         """SIGKILL to the worker and every process under it, as when its
         host dies: RQ's work horse, which runs the job, is a child in a
-        process group of its own."""
+        process group of its own, which a kill of the worker's group misses."""
         for pid in descendants(worker.proc.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -226,24 +235,13 @@ def task_rows(chat_id: str) -> list[dict[str, Any]]:
 
 
 def test_a_post_gets_its_headers_at_once_and_the_worker_answers_through_the_web_process(stack: TasksStack) -> None:
-    web, _ = stack.web()
-    browser = Browser(web)
-    with browser.stream("waiting", "count to 5") as response:
-        # No worker runs yet: the task waits in the backend's queue, and
-        # the response is already open.
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/event-stream")
-        assert Run.objects.get(conversation__client_id="waiting").status == "running"
+    def queued() -> None:
         if stack.backend == "database":
-            (queued,) = task_rows("waiting")
-            assert queued["status"] == "READY"
-            assert queued["task_path"] == "uistream_app.lifecycle.tasks_executor.execute_run_task"
-        stack.worker()
-        chunks, done = read_chunks(response)
-    assert done
-    assert text_of(chunks).split() == ["1", "2", "3", "4", "5"]
-    assert chunks[-1]["type"] == "finish"
-    wait_for(lambda: settled("waiting"), "the run to be stored")
+            (row,) = task_rows("waiting")
+            assert row["status"] == "READY"
+            assert row["task_path"] == "uistream_app.lifecycle.tasks_executor.execute_run_task"
+
+    answers_once_a_worker_starts(stack, queued)
     assert run_status("waiting") == ["completed"]
     if stack.backend == "database":
         wait_for(lambda: task_rows("waiting")[0]["status"] == "SUCCESSFUL", "the task to finish")
@@ -251,29 +249,10 @@ def test_a_post_gets_its_headers_at_once_and_the_worker_answers_through_the_web_
 
 
 def test_the_real_client_chats_through_a_worker_as_in_process(node: str, database_stack: TasksStack) -> None:
-    stack = database_stack
-    worker_web, _ = stack.web()
-    stack.worker()
-    inprocess_web, _ = stack.web(EXECUTOR="inprocess")
-    steps = [{"send": "What's the weather in Oslo?"}, {"send": "compute 6*7"}]
-    on_worker = run_client(node, worker_web, Browser(worker_web), chatId="on-worker", version=7, steps=steps)
-    here = run_client(node, inprocess_web, Browser(inprocess_web), chatId="in-process", version=7, steps=steps)
-
-    assert on_worker["error"] is None
-    assert on_worker["finished"] == 2
-    wait_for(lambda: settled("on-worker") and settled("in-process"), "the runs to be stored")
-    assert run_status("on-worker") == ["completed", "completed"]
-    stored = stored_messages("on-worker")
-    assert on_worker["messages"] == stored
-    wait_for(lambda: len(task_rows("on-worker")) == 2, "the tasks")
+    chats_through_a_worker_as_in_process(node, database_stack)
+    # One task per turn, each executed once.
     wait_for(lambda: {row["status"] for row in task_rows("on-worker")} == {"SUCCESSFUL"}, "the tasks to finish")
     assert [row["return_value"] for row in task_rows("on-worker")] == ["executed", "executed"]
-
-    def shape(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{**m, "id": "-"} for m in messages]
-
-    assert shape(stored) == shape(stored_messages("in-process"))
-    assert shape(on_worker["messages"]) == shape(here["messages"])
 
 
 def test_a_stop_through_another_web_process_stops_the_worker_run(stack: TasksStack) -> None:
@@ -281,51 +260,17 @@ def test_a_stop_through_another_web_process_stops_the_worker_run(stack: TasksSta
     other, _ = stack.web()
     stack.worker()
     browser = Browser(web)
-    with browser.stream("stopped", "count to 400") as response:
-        received, _ = read_chunks(response, stop=lambda cs: len(text_of(cs).split()) >= 5)
-        answer = visitor(browser, other).post("/api/chat/stopped/stop")
-        assert answer.json() == {"stopped": True}
-        rest, done = read_chunks(response)
-    assert done
-    assert rest[-1] == {"type": "abort", "reason": "stopped"}
-    wait_for(lambda: settled("stopped"), "the run to be stored")
-    assert run_status("stopped") == ["stopped"]
-    said = text_of(received + rest).split()
-    assert 5 <= len(said) < 400
-    assert answer_text(stored_messages("stopped")[-1]).split() == said
+    stop_stops_the_worker_run(browser, lambda: visitor(browser, other))
 
 
 def test_killing_the_worker_settles_the_run_interrupted(stack: TasksStack) -> None:
-    stack.env["UISTREAM_DEMO_DELAY_MS"] = "30"
-    # Short leases, as in test_leases: the web process's sweeper finds the
-    # dead worker's run within seconds rather than the default 20.
-    settings = {**json.loads(stack.env["UISTREAM_TEST_SETTINGS"]), "HEARTBEAT_SECONDS": 0.5, "LEASE_SECONDS": 2}
-    stack.env["UISTREAM_TEST_SETTINGS"] = json.dumps(settings)
-    web, _ = stack.web()
-    worker = stack.worker()
-    browser = Browser(web)
-    with browser.stream("orphan", "count to 400") as response:
-        seen, done = read_chunks(response, stop=lambda cs: len(text_of(cs).split()) >= 10)
-        assert not done
-        stack.kill_worker(worker)
-        rest, done = read_chunks(response)
-    # The client is not left hanging: a terminal chunk, then [DONE].
-    assert done
-    assert rest[-1]["type"] in ("error", "abort")
-    wait_for(lambda: settled("orphan"), "the run to be settled", timeout=settings["LEASE_SECONDS"] + 15)
-    assert run_status("orphan") == ["interrupted"]
-    said = text_of(seen + rest).split()
-    assert answer_text(stored_messages("orphan")[-1]).split() == said
-    if stack.backend == "database":
-        # The backend keeps the dead worker's task as running: it never
-        # delivers it again by itself.
-        assert [row["status"] for row in task_rows("orphan")] == ["RUNNING"]
-    # A new worker, and a new turn on the chat.
-    stack.worker()
-    answer = browser.post("/api/chat", browser.chat_body("orphan", "count to 2", message_id="u2"))
-    assert answer.status_code == 200
-    wait_for(lambda: settled("orphan"), "the second run to be stored")
-    assert run_status("orphan") == ["interrupted", "completed"]
+    def still_running() -> None:
+        if stack.backend == "database":
+            # The backend keeps the dead worker's task as running: it never
+            # delivers it again by itself.
+            assert [row["status"] for row in task_rows("orphan")] == ["RUNNING"]
+
+    killed_worker_run_settled(stack, still_running)
 
 
 def test_a_task_delivered_twice_runs_once(stack: TasksStack) -> None:
