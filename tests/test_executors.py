@@ -100,6 +100,20 @@ def test_e020_for_a_tasks_backend_that_refuses_the_task(options: dict[str, objec
     assert "settings.TASKS" in (message.hint or "")
 
 
+@pytest.mark.parametrize("backend", ["ImmediateBackend", "DummyBackend"])
+def test_e020_for_django_s_own_backends_which_have_no_workers(backend: str) -> None:
+    pytest.importorskip("django_tasks_db")
+    from importlib.util import find_spec
+
+    api = "django.tasks" if find_spec("django.tasks") else "django_tasks"
+    module = backend.removesuffix("Backend").lower()
+    tasks = {"default": {"BACKEND": f"{api}.backends.{module}.{backend}"}}
+    with override_settings(UISTREAM={"EXECUTOR": "tasks", "BROKER": REDIS}, TASKS=tasks):
+        (message,) = check_executor()
+    assert message.id == "uistream_app.E020"
+    assert f"'default' is {backend}, which has no workers" in message.msg
+
+
 def test_a_dotted_path_names_a_runner_class() -> None:
     with override_settings(UISTREAM={"EXECUTOR": f"{__name__}.LoudRunner"}):
         assert type(ShopView().get_runner()) is LoudRunner

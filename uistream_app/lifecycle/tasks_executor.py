@@ -31,10 +31,14 @@ from .executors import WorkerRunner, execute_in_worker
 
 if find_spec("django.tasks") is not None:  # Django 6
     from django.tasks import task
+    from django.tasks.backends.dummy import DummyBackend
+    from django.tasks.backends.immediate import ImmediateBackend
     from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
 else:  # Django 5.2: the backport, the "tasks" extra's
     import_extra("django_tasks", "tasks")
     from django_tasks import task  # type: ignore[no-redef,unused-ignore]
+    from django_tasks.backends.dummy import DummyBackend  # type: ignore[assignment]
+    from django_tasks.backends.immediate import ImmediateBackend  # type: ignore[assignment]
     from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend  # type: ignore[assignment]
     from django_tasks.exceptions import InvalidTaskError as InvalidTask  # type: ignore[assignment]
 
@@ -71,9 +75,18 @@ class TasksRunner(WorkerRunner):
     @classmethod
     def check_engine(cls) -> None:
         try:
-            cls.get_task()
+            backend = cls.get_task().get_backend()
         except (InvalidTaskBackend, InvalidTask) as exc:  # no such alias in TASKS; a queue the backend lacks…
             raise ImproperlyConfigured(f"UISTREAM['EXECUTOR'] = {cls.engine!r} cannot enqueue its task: {exc}") from exc
+        # Django's own two (ImmediateBackend is its default TASKS) have no
+        # workers: the first would run the run inside the POST's enqueue,
+        # its headers held until the answer ends; the second never runs it.
+        if isinstance(backend, ImmediateBackend | DummyBackend):
+            raise ImproperlyConfigured(
+                f"UISTREAM['EXECUTOR'] = {cls.engine!r} cannot enqueue its task: the TASKS backend "
+                f"{backend.alias!r} is {type(backend).__name__}, which has no workers: name one that has "
+                "(django_tasks_db.DatabaseBackend, whose worker is manage.py db_worker)."
+            )
 
     async def enqueue(self, payload: dict[str, Any]) -> None:
         await self.get_task().aenqueue(payload=payload, time_limit=self.time_limit)
