@@ -1,23 +1,26 @@
-"""The Celery executor's overhead against in-process runs, in one sitting.
+"""A worker executor's overhead against in-process runs, in one sitting.
 
-    .venv/bin/python bench/executor_bench.py [--reps 10] [--ttfd-reps 30] [--concurrency 1]
+    .venv/bin/python bench/executor_bench.py [--executor celery|tasks] [--reps 10] [--ttfd-reps 30]
+        [--concurrency 1] [--interval 0.1]
 
 Two daphne servers (``http_bench.Server``: the bench project on a fresh
 SQLite file each), both on the Redis broker ($REDIS_URL, else
 127.0.0.1:6379, under a key prefix of this run's own), so that only the
-executor differs: ``inprocess`` runs in the web process, ``celery`` hands
+executor differs: ``inprocess`` runs in the web process; ``celery`` hands
 every run to a ``celery -A demo_project worker`` started here on the second
-server's settings and database. Measured, interleaved (in-process, then
-Celery, per round), on fresh connections:
+server's settings and database, ``tasks`` to Django's background tasks on
+the database backend, whose ``db_worker`` (one; it polls the table every
+``--interval`` seconds when idle) is started here the same way. Measured,
+interleaved (in-process, then the worker, per round), on fresh connections:
 
 1. **time to first delta**: from sending the useChat POST ("count to 3",
    the demo model with no delay) to the first ``text-delta`` byte;
 2. **the standard workload** (``POST /bench/chat``: the real ``ChatView``
    replaying the standard workload's 50 steps): the whole response.
 
-Printed: medians and the per-round paired ratio celery / in-process (its
+Printed: medians and the per-round paired ratio worker / in-process (its
 median and range). Both arms' bodies are checked first: the same chunks
-(the Celery one after its leading keep-alive comment).
+(the worker's after its leading keep-alive comment).
 """
 
 from __future__ import annotations
@@ -73,16 +76,30 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=10, help="rounds of the standard workload")
     parser.add_argument("--ttfd-reps", type=int, default=30, help="rounds of time to first delta")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--concurrency", type=int, default=1, help="the worker's pool size")
+    parser.add_argument("--executor", choices=["celery", "tasks"], default="celery")
+    parser.add_argument("--concurrency", type=int, default=1, help="the Celery worker's pool size")
+    parser.add_argument("--interval", type=float, default=0.1, help="db_worker's polling interval (s)")
     args = parser.parse_args()
+    executor = args.executor
 
     prefix = f"uistream-executor-bench:{uuid.uuid4().hex[:10]}"
     redis_env = {"UISTREAM_BENCH_REDIS_URL": REDIS_URL, "UISTREAM_BENCH_REDIS_PREFIX": prefix}
     here = Server("inprocess", 0)
-    there = Server("celery", 0)
+    there = Server(executor, 0)
     here.env.update(redis_env)
     # UISTREAM_DEMO_EXECUTOR: the demo package loads its Celery app with Django.
-    there.env.update({**redis_env, "UISTREAM_BENCH_EXECUTOR": "celery", "UISTREAM_DEMO_EXECUTOR": "celery"})
+    there.env.update({**redis_env, "UISTREAM_BENCH_EXECUTOR": executor, "UISTREAM_DEMO_EXECUTOR": executor})
+    if executor == "celery":
+        command = [
+            *(PY, "-m", "celery", "-A", "demo_project", "worker", "--loglevel=warning"),
+            *("-c", str(args.concurrency), "--without-gossip", "--without-mingle"),
+            *("-n", f"bench-{prefix[-10:]}@%h"),
+        ]
+    else:
+        command = [
+            *(PY, "-m", "django", "db_worker", "--no-reload", "--no-startup-delay", "--skip-checks"),
+            *("--interval", str(args.interval), "--worker-id", f"bench-{prefix[-10:]}"),
+        ]
     worker: subprocess.Popen[bytes] | None = None
     log = there.dir / "worker.log"
     try:
@@ -90,22 +107,27 @@ def main() -> None:
         there.start()
         with log.open("wb") as out:
             worker = subprocess.Popen(
-                [
-                    *(PY, "-m", "celery", "-A", "demo_project", "worker", "--loglevel=warning"),
-                    *("-c", str(args.concurrency), "--without-gossip", "--without-mingle"),
-                    *("-n", f"bench-{prefix[-10:]}@%h"),
-                ],
+                command,
                 cwd=ROOT,
                 env=there.env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        clients = {"inprocess": Client(here.port), "celery": Client(there.port)}
+        # A run that waits a lease for a worker still starting is swept (a
+        # Celery task waits in its queue until the worker is up).
+        deadline = time.monotonic() + 120
+        while executor == "tasks" and b"Starting worker" not in log.read_bytes():
+            if worker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the worker did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.1)
+        clients = {"inprocess": Client(here.port), executor: Client(there.port)}
         bodies = {kind: client.chat("/bench/chat", "Run the workload.").body for kind, client in clients.items()}
-        celery_body = bodies["celery"].split(b"\n\n", 1)[1] if bodies["celery"].startswith(b":") else bodies["celery"]
-        if chunks_of(celery_body) != chunks_of(bodies["inprocess"]):
-            raise AssertionError("the Celery run's chunks differ from the in-process run's")
-        print(f"checked: both arms stream the same {len(chunks_of(celery_body)):,} chunks of the standard workload")
+        worker_body = bodies[executor]
+        while worker_body.startswith(b":"):  # keep-alives while the run waited for a worker
+            worker_body = worker_body.split(b"\n\n", 1)[1]
+        if chunks_of(worker_body) != chunks_of(bodies["inprocess"]):
+            raise AssertionError(f"the {executor} run's chunks differ from the in-process run's")
+        print(f"checked: both arms stream the same {len(chunks_of(worker_body)):,} chunks of the standard workload")
         for _ in range(args.warmup):
             for client in clients.values():
                 first_delta(client)
@@ -128,15 +150,19 @@ def main() -> None:
         there.stop()
         here.stop()
         _forget_keys(prefix)
+    if executor == "celery":
+        worker_kind = f"worker pool {args.concurrency}"
+    else:
+        worker_kind = f"one db_worker, --interval {args.interval}"
     print(
         f"\n{args.ttfd_reps} rounds of time to first delta, {args.reps} of the standard workload, interleaved"
-        f" (daphne, Redis broker both; worker pool {args.concurrency}):\n"
+        f" (daphne, Redis broker both; {worker_kind}):\n"
     )
     rows = [
-        paired("time to first delta", ttfd["inprocess"], ttfd["celery"]),
-        paired("standard workload, whole response", workload["inprocess"], workload["celery"]),
+        paired("time to first delta", ttfd["inprocess"], ttfd[executor]),
+        paired("standard workload, whole response", workload["inprocess"], workload[executor]),
     ]
-    print(table(rows, ["", "in-process (median)", "celery (median)", "celery / in-process (paired)"]))
+    print(table(rows, ["", "in-process (median)", f"{executor} (median)", f"{executor} / in-process (paired)"]))
 
 
 def _forget_keys(prefix: str) -> None:

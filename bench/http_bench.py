@@ -217,7 +217,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        lines = self.log.read_text(errors="replace").splitlines()
+        # A server that never started (another's start failed first) has no log.
+        lines = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
         pauses = [float(line.split()[2]) for line in lines if line.startswith("gc gen2:")]
         if pauses:  # UISTREAM_BENCH_GC_DEBUG=1 (bench_settings.py)
             print(

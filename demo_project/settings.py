@@ -5,7 +5,9 @@ Environment switches: ``DATABASE_URL`` (postgres://user@host:port/name),
 (``postgres``: the PostgreSQL live-run broker, on ``DATABASE_URL`` alone;
 ``redis``; ``memory``), ``UISTREAM_DEMO_EXECUTOR``
 (``celery``: runs execute on Celery workers, with ``REDIS_URL`` as
-Celery's broker too; see demo_project/celery.py), ``OPENAI_MODEL`` /
+Celery's broker too; see demo_project/celery.py; ``tasks``: on the workers
+of Django's background tasks, the database backend of ``django-tasks-db``,
+``python manage.py db_worker``), ``OPENAI_MODEL`` /
 ``OPENAI_API_KEY`` / ``OPENAI_API`` / ``OPENAI_BASE_URL`` (a real OpenAI or
 OpenAI-compatible model), ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_MODEL`` (a
 real Claude model), ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY``,
@@ -264,8 +266,19 @@ elif DEMO_BROKER != "memory":
 if os.environ.get("UISTREAM_DEMO_EXECUTOR"):
     # "celery": every run executes on a worker (celery -A demo_project
     # worker); the web process only relays the broker's stream.
+    # "tasks": the same on Django's background tasks, with the database
+    # backend, whose worker is `python manage.py db_worker`.
     UISTREAM["EXECUTOR"] = os.environ["UISTREAM_DEMO_EXECUTOR"]
     CELERY_BROKER_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+if importlib.util.find_spec("django_tasks_db"):
+    # django-tasks-db (django-uistream[tasks]): its table, and the backend
+    # the "tasks" executor enqueues on.
+    INSTALLED_APPS.append("django_tasks_db")
+    TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+elif os.environ.get("UISTREAM_DEMO_EXECUTOR") == "tasks":
+    raise ImproperlyConfigured(
+        "UISTREAM_DEMO_EXECUTOR=tasks needs django-tasks-db: pip install 'django-uistream[tasks]'"
+    )
 
 if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
     # Traces to an OpenTelemetry collector over OTLP/HTTP (demo_project/tracing.py).

@@ -37,3 +37,19 @@ if os.environ.get("UISTREAM_TEST_LOG_LEVELS"):
 if os.environ.get("UISTREAM_TEST_CSRF_TRUSTED_ORIGINS"):
     # The Origin check's tests: the origins trusted besides the server's own.
     CSRF_TRUSTED_ORIGINS = json.loads(os.environ["UISTREAM_TEST_CSRF_TRUSTED_ORIGINS"])
+
+if os.environ.get("UISTREAM_TEST_RQ_QUEUE"):
+    # The "tasks" executor's tests on RQ (django-tasks-rq): a backend "rq"
+    # beside the demo's database one, with a queue of the test's own (the
+    # runner, tests.tasks_runners.RQTasksRunner, names both).
+    INSTALLED_APPS = [*INSTALLED_APPS, "django_rq"]  # noqa: F405
+    # Jobs longer than a run's time limit; "default" is the connection
+    # django-tasks-rq reads results through.
+    RQ_QUEUES = {
+        os.environ["UISTREAM_TEST_RQ_QUEUE"]: {"URL": os.environ["REDIS_URL"], "DEFAULT_TIMEOUT": 960},
+        "default": {"URL": os.environ["REDIS_URL"]},
+    }
+    TASKS = {
+        **TASKS,  # noqa: F405
+        "rq": {"BACKEND": "django_tasks_rq.RQBackend", "QUEUES": [os.environ["UISTREAM_TEST_RQ_QUEUE"]]},
+    }

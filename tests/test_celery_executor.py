@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +135,10 @@ class Stack:
         process.wait_until(lambda: " ready." in process.output(), "the Celery worker", timeout=60)
         return process
 
+    def kill_worker(self, worker: Process) -> None:
+        """SIGKILL to the worker and its pool, as when its host dies."""
+        worker.kill(signal.SIGKILL)
+
     def close(self) -> None:
         for process in self.processes:
             process.close()
@@ -193,6 +197,12 @@ def without_server_ids(data: bytes) -> bytes:
 
 
 def test_the_real_client_chats_through_a_worker_as_in_process(node: str, stack: Stack) -> None:
+    chats_through_a_worker_as_in_process(node, stack)
+
+
+def chats_through_a_worker_as_in_process(node: str, stack: Stack) -> None:
+    """Two turns of the real ai@7 client through a worker (the chat
+    ``on-worker``) build what they build in-process, and are stored so."""
     worker_web, _ = stack.web()
     stack.worker()
     inprocess_web, _ = stack.web(EXECUTOR="inprocess")
@@ -239,6 +249,13 @@ def test_a_worker_stream_is_the_in_process_stream(stack: Stack) -> None:
 
 
 def test_a_post_gets_its_headers_while_no_worker_runs_yet(stack: Stack) -> None:
+    answers_once_a_worker_starts(stack)
+
+
+def answers_once_a_worker_starts(stack: Stack, while_waiting: Callable[[], None] | None = None) -> None:
+    """A POST while no worker runs gets its headers at once; the answer
+    comes through the web process once a worker starts (the chat
+    ``waiting``). ``while_waiting`` looks at the queued task."""
     web, _ = stack.web()
     browser = Browser(web)
     with browser.stream("waiting", "count to 5") as response:
@@ -247,6 +264,8 @@ def test_a_post_gets_its_headers_while_no_worker_runs_yet(stack: Stack) -> None:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         assert Run.objects.get(conversation__client_id="waiting").status == "running"
+        if while_waiting is not None:
+            while_waiting()
         stack.worker()
         chunks, done = read_chunks(response)
     assert done
@@ -294,9 +313,23 @@ def test_stop_through_the_web_process_stops_the_worker_run(stack: Stack) -> None
     web, _ = stack.web()
     stack.worker()
     browser = Browser(web)
+    stop_stops_the_worker_run(browser, lambda: browser.client)
+
+    answer = browser.post("/api/chat", browser.chat_body("stopped", "count to 2", message_id="u2"))
+    assert answer.status_code == 200
+    wait_for(lambda: settled("stopped"), "the second run to be stored")
+    assert run_status("stopped") == ["stopped", "completed"]
+
+
+def stop_stops_the_worker_run(browser: Browser, stopper: Callable[[], httpx.Client]) -> None:
+    """A stop sent through the client ``stopper`` makes once the chat has
+    begun (the same web process or another, with the browser's session,
+    which the chat's POST made) while a worker streams the chat
+    ``stopped``: the stream ends ``abort``, the run is stored ``stopped``
+    with what was sent."""
     with browser.stream("stopped", "count to 400") as response:
         received, _ = read_chunks(response, stop=lambda cs: len(text_of(cs).split()) >= 5)
-        answer = browser.post("/api/chat/stopped/stop")
+        answer = stopper().post("/api/chat/stopped/stop", headers={"X-CSRFToken": browser.token})
         assert answer.json() == {"stopped": True}
         rest, done = read_chunks(response)
     assert done
@@ -307,17 +340,20 @@ def test_stop_through_the_web_process_stops_the_worker_run(stack: Stack) -> None
     assert 5 <= len(said) < 400
     assert answer_text(stored_messages("stopped")[-1]).split() == said
 
-    answer = browser.post("/api/chat", browser.chat_body("stopped", "count to 2", message_id="u2"))
-    assert answer.status_code == 200
-    wait_for(lambda: settled("stopped"), "the second run to be stored")
-    assert run_status("stopped") == ["stopped", "completed"]
-
 
 def test_killing_the_worker_settles_the_run_interrupted(stack: Stack) -> None:
     from uistream_app.conf import DEFAULTS
 
     if "LEASE_SECONDS" not in DEFAULTS:
         pytest.skip("needs the leases and the sweeper (issue 15, part A), not on this branch yet")
+    killed_worker_run_settled(stack)
+
+
+def killed_worker_run_settled(stack: Stack, after: Callable[[], None] | None = None) -> None:
+    """A worker killed mid-run (the chat ``orphan``): the client gets a
+    terminal chunk, the sweeper stores the run ``interrupted`` with what
+    was sent, and a new turn runs on a new worker. ``after`` looks at the
+    dead worker's task once the run is settled."""
     stack.env["UISTREAM_DEMO_DELAY_MS"] = "30"
     # Short leases, as in test_leases: the web process's sweeper finds the
     # dead worker's run within seconds rather than the default 20.
@@ -330,7 +366,7 @@ def test_killing_the_worker_settles_the_run_interrupted(stack: Stack) -> None:
     with browser.stream("orphan", "count to 400") as response:
         seen, done = read_chunks(response, stop=lambda cs: len(text_of(cs).split()) >= 10)
         assert not done
-        worker.kill(signal.SIGKILL)
+        stack.kill_worker(worker)
         rest, done = read_chunks(response)
     # The client is not left hanging: a terminal chunk, then [DONE].
     assert done
@@ -339,6 +375,8 @@ def test_killing_the_worker_settles_the_run_interrupted(stack: Stack) -> None:
     assert run_status("orphan") == ["interrupted"]
     said = text_of(seen + rest).split()
     assert answer_text(stored_messages("orphan")[-1]).split() == said
+    if after is not None:
+        after()
 
     # A new worker; the task the dead one held is not run again, a new turn is.
     stack.worker()

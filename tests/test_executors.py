@@ -30,6 +30,16 @@ class ShopView(ChatView):
     pass
 
 
+def tasks_runner(**options: object) -> str:
+    """A ``TasksRunner`` subclass with ``options``, as a project names one
+    in ``EXECUTOR``: its dotted path (a class of this module's)."""
+    from uistream_app.lifecycle.tasks_executor import TasksRunner
+
+    name = "Tasks" + "".join(f"{key}{value}" for key, value in options.items()).title().replace("_", "")
+    globals()[name] = type(name, (TasksRunner,), {**options, "__module__": __name__})
+    return f"{__name__}.{name}"
+
+
 def test_the_default_runs_in_process() -> None:
     with override_settings(UISTREAM={}):
         runner = ShopView().get_runner()
@@ -43,6 +53,65 @@ def test_celery_names_the_view_class_for_the_worker() -> None:
         assert check_executor() == []
     assert isinstance(runner, CeleryRunner)
     assert runner.hooks_class is ShopView
+
+
+def test_tasks_names_the_view_class_for_the_worker_and_the_default_backend() -> None:
+    pytest.importorskip("django_tasks_db")
+    from uistream_app.lifecycle.tasks_executor import TasksRunner, execute_run_task
+
+    with override_settings(UISTREAM={"EXECUTOR": "tasks", "BROKER": REDIS}):
+        runner = ShopView().get_runner()
+        assert check_executor() == []
+    assert type(runner) is TasksRunner
+    assert runner.hooks_class is ShopView
+    task = runner.get_task()
+    assert task.backend == "default"
+    assert task.queue_name == "default"
+    # What a worker imports from the queue: the task itself.
+    assert task.module_path == "uistream_app.lifecycle.tasks_executor.execute_run_task"
+    assert task.func is execute_run_task.func
+
+
+def test_a_tasks_runner_subclass_names_its_backend_queue_and_priority() -> None:
+    pytest.importorskip("django_tasks_db")
+    path = tasks_runner(backend="default", queue_name="default", priority=10)
+    with override_settings(UISTREAM={"EXECUTOR": path, "BROKER": REDIS}):
+        runner = ShopView().get_runner()
+        assert check_executor() == []
+    task = runner.get_task()  # type: ignore[attr-defined]
+    assert (task.backend, task.queue_name, task.priority) == ("default", "default", 10)
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"backend": "nowhere"}, "nowhere"),  # an alias settings.TASKS lacks
+        ({"queue_name": "elsewhere"}, "elsewhere"),  # a queue the backend does not serve
+    ],
+)
+def test_e020_for_a_tasks_backend_that_refuses_the_task(options: dict[str, object], problem: str) -> None:
+    pytest.importorskip("django_tasks_db")
+    path = tasks_runner(**options)
+    with override_settings(UISTREAM={"EXECUTOR": path, "BROKER": REDIS}):
+        (message,) = check_executor()
+    assert message.id == "uistream_app.E020"
+    assert problem in message.msg
+    assert message.msg.startswith("UISTREAM['EXECUTOR'] = 'tasks' cannot enqueue its task")
+    assert "settings.TASKS" in (message.hint or "")
+
+
+@pytest.mark.parametrize("backend", ["ImmediateBackend", "DummyBackend"])
+def test_e020_for_django_s_own_backends_which_have_no_workers(backend: str) -> None:
+    pytest.importorskip("django_tasks_db")
+    from importlib.util import find_spec
+
+    api = "django.tasks" if find_spec("django.tasks") else "django_tasks"
+    module = backend.removesuffix("Backend").lower()
+    tasks = {"default": {"BACKEND": f"{api}.backends.{module}.{backend}"}}
+    with override_settings(UISTREAM={"EXECUTOR": "tasks", "BROKER": REDIS}, TASKS=tasks):
+        (message,) = check_executor()
+    assert message.id == "uistream_app.E020"
+    assert f"'default' is {backend}, which has no workers" in message.msg
 
 
 def test_a_dotted_path_names_a_runner_class() -> None:
@@ -68,6 +137,7 @@ def test_celery_options_hold_a_task_for_one_lease() -> None:
         # The worker publishes the chunks, the web processes relay them.
         {"EXECUTOR": "celery"},
         {"EXECUTOR": "celery", "BROKER": {"BACKEND": "memory"}},
+        {"EXECUTOR": "tasks"},
     ],
 )
 def test_e020(uistream: dict[str, object]) -> None:
@@ -75,7 +145,7 @@ def test_e020(uistream: dict[str, object]) -> None:
         messages = check_executor()
         assert [m.id for m in messages] == ["uistream_app.E020"]
         assert all(m.hint for m in messages)
-        if uistream["EXECUTOR"] != "celery":
+        if uistream["EXECUTOR"] not in ("celery", "tasks"):
             with pytest.raises(ImproperlyConfigured, match="EXECUTOR"):
                 executor_class()
 
@@ -151,14 +221,27 @@ async def test_a_handed_off_run_is_adopted_once(redis_config: dict[str, object])
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_run_the_executor_cannot_take_fails_in_band(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("executor", "detail"),
+    [
+        # Check E020's cases: the Celery executor on the in-process broker, a
+        # Tasks backend alias that settings.TASKS lacks.
+        ("celery", "a broker of many processes, Redis or PostgreSQL"),
+        ("tasks-nowhere", "cannot enqueue its task"),
+    ],
+)
+def test_a_run_the_executor_cannot_take_fails_in_band(
+    monkeypatch: pytest.MonkeyPatch, executor: str, detail: str
+) -> None:
     from uistream_app.models import Run
 
     from .server import serve_demo
     from .test_chat_http import Browser, read_chunks, run_finished, wait_for
 
-    # Check E020's case: the Celery executor on the in-process broker.
-    uistream = {"ALLOW_ANONYMOUS": True, "MODEL": "demo_project.demo_model.make_model", "EXECUTOR": "celery"}
+    if executor == "tasks-nowhere":
+        pytest.importorskip("django_tasks_db")
+        executor = tasks_runner(backend="nowhere")
+    uistream = {"ALLOW_ANONYMOUS": True, "MODEL": "demo_project.demo_model.make_model", "EXECUTOR": executor}
     with override_settings(UISTREAM=uistream):
         for url in serve_demo(monkeypatch, 1):
             browser = Browser(url)
@@ -170,6 +253,6 @@ def test_a_run_the_executor_cannot_take_fails_in_band(monkeypatch: pytest.Monkey
             wait_for(run_finished, "the run to be stored")
             run = Run.objects.get()
             assert run.status == "failed"
-            assert "a broker of many processes, Redis or PostgreSQL" in run.error_detail
+            assert detail in run.error_detail
             # Nothing holds the chat.
             assert browser.client.get("/api/chat/misconfigured/stream").status_code == 204

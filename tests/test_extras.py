@@ -18,8 +18,9 @@ import pytest
 
 from .conftest import ROOT
 
-#: Hidden in the interpreter: the extras whose absence is tested.
-HIDDEN = ["channels", "redis", "celery", "langgraph"]
+#: Hidden in the interpreter: the extras whose absence is tested (and
+#: ``django.tasks``, as on Django 5.2, where the backport is the API).
+HIDDEN = ["channels", "redis", "celery", "langgraph", "django.tasks", "django_tasks", "django_tasks_db"]
 
 #: The modules that need an extra, and the extra (and package) they name.
 NEEDS_AN_EXTRA = {
@@ -28,6 +29,7 @@ NEEDS_AN_EXTRA = {
     "uistream_app.transport.chat_consumer": ("channels", "channels"),
     "uistream_app.live.redis_streams": ("redis", "redis"),
     "uistream_app.tasks": ("celery", "celery"),
+    "uistream_app.lifecycle.tasks_executor": ("django_tasks", "tasks"),
     "uistream_app.adapters.langgraph": ("langgraph", "langgraph"),
 }
 #: What needs none of them: the ASGI wrappers, the HTTP views, the checks.

@@ -35,6 +35,7 @@ EXTRAS = {
     "redis",
     "postgres",
     "celery",
+    "tasks",
     "pydantic-ai",
     "langgraph",
     "openai-agents",
@@ -107,7 +108,7 @@ def test_the_metadata_names_the_extras_the_docs_tell_users_to_install(dists: tup
 
     sources = [*ROOT.glob("uistream_app/**/*.py"), ROOT / "README.md", *ROOT.glob("docs/*.md")]
     mentioned = {extra for path in sources for extra in EXTRA_MENTION.findall(path.read_text(encoding="utf-8"))}
-    assert {"celery", "mcp", "otel", "redis"} <= mentioned  # the messages of the code that needs them
+    assert {"celery", "mcp", "otel", "redis", "tasks"} <= mentioned  # the messages of the code that needs them
     assert sorted(mentioned - extras) == [], "extras named in the package or its docs that do not exist"
 
     assert metadata["License-Expression"] == "BSD-3-Clause"

@@ -3,8 +3,9 @@
 The project's ASGI application behind the OpenTelemetry ASGI
 instrumentation, served over real TCP; the spans land in the SDK's
 ``InMemorySpanExporter``. Attribute names are the semantic conventions
-package's constants. A run on a Celery worker: the real web server and
-worker processes of tests/test_celery_executor.py, each writing its spans
+package's constants. A run on a worker (Celery's, a Tasks backend's): the
+real web server and worker processes of tests/test_celery_executor.py and
+tests/test_tasks_executor.py, each writing its spans
 to a file this test reads.
 """
 
@@ -409,13 +410,22 @@ def _env() -> dict[str, str]:
 # -- a run on a worker ----------------------------------------------------------
 
 
-def test_a_run_on_a_worker_continues_the_requests_trace(tmp_path: Path, redis_config: dict[str, Any]) -> None:
+@pytest.mark.parametrize("executor", ["celery", "tasks"])
+def test_a_run_on_a_worker_continues_the_requests_trace(
+    tmp_path: Path, redis_config: dict[str, Any], executor: str
+) -> None:
     from .test_celery_executor import Stack, require_celery
+    from .test_tasks_executor import TasksStack, require
 
-    require_celery()
     span_file = tmp_path / "spans.jsonl"
-    uistream = {**SETTINGS, "BROKER": redis_config, "EXECUTOR": "celery", "ON_DISCONNECT": "finish"}
-    stack = Stack(uistream, redis_config, redis_config["PREFIX"].rsplit(":", 1)[-1])
+    uistream = {**SETTINGS, "BROKER": redis_config, "EXECUTOR": executor, "ON_DISCONNECT": "finish"}
+    tag = redis_config["PREFIX"].rsplit(":", 1)[-1]
+    if executor == "celery":
+        require_celery()
+        stack = Stack(uistream, redis_config, tag)
+    else:
+        require("django_tasks_db", "django-tasks-db (pip install 'django-uistream[tasks]')")
+        stack = TasksStack(uistream, redis_config, tag, "database")
     stack.env["UISTREAM_TEST_SPAN_FILE"] = str(span_file)
     try:
         web, _ = stack.web(app="tests.otel_asgi:application")

@@ -16,7 +16,7 @@
 | E011   | ``MODEL`` is a provider name (``"anthropic:…"``) that is malformed or whose API key is not set |
 | E012   | ``LEASE_SECONDS`` is not more than twice ``HEARTBEAT_SECONDS`` |
 | E013   | ``ALLOWED_MEDIA_TYPES`` is not a list of media types |
-| E020   | ``EXECUTOR`` names no executor, or "celery" without Celery or a broker of many processes |
+| E020   | ``EXECUTOR`` names no executor; "celery" or "tasks" without its engine or a broker of many processes |
 | E022   | the "postgres" broker's ``DATABASE`` (default "default") is not a PostgreSQL database |
 | E030   | ``USAGE_LIMITS`` holds something that is not a ``RunUsageLimit`` (or a dict of its fields) |
 | E031   | ``BUDGETS`` is not ``{"day"|"month": {tokens, cost, reserve_tokens, reserve_cost}}`` of numbers |
@@ -399,34 +399,48 @@ def _check_postgres_database(alias: str) -> list[CheckMessage]:
 @register(Tags.compatibility)
 def check_executor(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E020: an executor that can't be used; runs on workers relay through
-    the broker, so the "celery" executor needs a broker of many processes,
-    Redis or PostgreSQL (and Celery)."""
-    from .lifecycle.executors import CeleryRunner, executor_class  # at check time: it brings the runner and store
+    the broker, so the "celery" and "tasks" executors need a broker of many
+    processes, Redis or PostgreSQL (and their engine: Celery, or a ``TASKS``
+    backend that takes the task)."""
+    from .lifecycle.executors import CeleryRunner, WorkerRunner, executor_class  # at check time: the runner, store
 
     user = getattr(django_settings, "UISTREAM", {})
     if not isinstance(user, dict):
         return []
     value = user.get("EXECUTOR", DEFAULTS["EXECUTOR"])
     hint = (
-        'Use "inprocess" (the default), "celery" or the dotted path of a uistream_app.lifecycle.runner.Runner subclass.'
+        'Use "inprocess" (the default), "celery", "tasks" or the dotted path of a '
+        "uistream_app.lifecycle.runner.Runner subclass."
     )
     try:
         cls = executor_class()
     except ImproperlyConfigured as exc:
         return [Error(str(exc), hint=hint, id="uistream_app.E020")]
-    if not issubclass(cls, CeleryRunner):
+    if not issubclass(cls, WorkerRunner):
         return []
     errors: list[CheckMessage] = []
-    try:  # the celery extra: whether it is installed is what is checked
-        import celery  # noqa: F401
-    except ImportError:
-        errors.append(
-            Error(
-                f"UISTREAM['EXECUTOR'] = {value!r} needs Celery, which is not installed.",
-                hint="pip install 'django-uistream[celery]'",
-                id="uistream_app.E020",
+    if issubclass(cls, CeleryRunner):
+        try:  # the celery extra: whether it is installed is what is checked
+            import celery  # noqa: F401
+        except ImportError:
+            errors.append(
+                Error(
+                    f"UISTREAM['EXECUTOR'] = {value!r} needs Celery, which is not installed.",
+                    hint="pip install 'django-uistream[celery]'",
+                    id="uistream_app.E020",
+                )
             )
-        )
+    else:
+        try:
+            cls.check_engine()
+        except ImproperlyConfigured as exc:
+            errors.append(
+                Error(
+                    str(exc),
+                    hint="Name a backend of settings.TASKS that takes the task (its alias, queue and priority).",
+                    id="uistream_app.E020",
+                )
+            )
     broker = user.get("BROKER", DEFAULTS["BROKER"])
     if not isinstance(broker, dict) or broker.get("BACKEND") not in ("redis", "postgres"):
         errors.append(

@@ -239,8 +239,9 @@ DESCRIPTIONS: Final[Mapping[str, str]] = {
     ),
     "EXECUTOR": (
         'Where runs execute (see [Executors](docs/operations.md#executors)): `"inprocess"` (the web process '
-        'that took the request), `"celery"` (Celery workers; needs the Redis or PostgreSQL broker), or the '
-        "dotted path of a `uistream_app.lifecycle.runner.Runner` subclass (`E020`)."
+        'that took the request), `"celery"` (Celery workers), `"tasks"` (the workers of a `django.tasks` '
+        "backend, `settings.TASKS`); both need the Redis or PostgreSQL broker; or the dotted path of a "
+        "`uistream_app.lifecycle.runner.Runner` subclass (`E020`)."
     ),
     "USAGE_LIMITS": (
         "What one run may spend: `RunUsageLimit` objects (or dicts of their fields: `input_tokens`, "
@@ -297,6 +298,7 @@ ON_DISCONNECT_CHOICES: Final = ("cancel", "finish")
 EXECUTORS: Final = {
     "inprocess": "uistream_app.lifecycle.runner.Runner",
     "celery": "uistream_app.lifecycle.executors.CeleryRunner",
+    "tasks": "uistream_app.lifecycle.tasks_executor.TasksRunner",
 }
 SDK_VERSIONS: Final = (5, 6, 7)
 #: How many files of the largest size (``MAX_FILE_BYTES``) the derived

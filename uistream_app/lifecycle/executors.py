@@ -2,29 +2,34 @@
 docs/operations.md, "Executors").
 
 ``"inprocess"`` (the default) is ``runner.Runner``: the run is a task of the
-web process that took the request. ``"celery"`` is ``CeleryRunner``: the web
-process prepares the run (rows written, the chat's slot taken with the
-broker), hands its broker channel off and enqueues a task; a Celery worker
-adopts the channel, rebuilds the ``PreparedRun`` through the store
-(``ConversationStore.load``) and executes it with ``Runner`` in its own event
-loop. Web processes only relay the broker's stream, so resume, stop and
-``ON_DISCONNECT`` work as they do in-process; the broker must be one of
-many processes that can hand a run off (Redis or PostgreSQL: a channel
-with ``hand_off()``, a broker with ``adopt_run()``).
+web process that took the request. ``"celery"`` (``CeleryRunner``) and
+``"tasks"`` (``tasks_executor.TasksRunner``, Django's background tasks) are
+``WorkerRunner``s: the web process prepares the run (rows written, the
+chat's slot taken with the broker), hands its broker channel off and
+enqueues a task; a worker adopts the channel, rebuilds the ``PreparedRun``
+through the store (``ConversationStore.load``) and executes it with
+``Runner`` in its own event loop (``execute_in_worker``). Web processes only
+relay the broker's stream, so resume, stop and ``ON_DISCONNECT`` work as
+they do in-process; the broker must be one of many processes that can
+hand a run off (Redis or PostgreSQL: a channel with ``hand_off()``, a
+broker with ``adopt_run()``). What differs between the
+engines is how a task is sent (``WorkerRunner.enqueue``) and what must be
+installed (``check_engine``).
 
-The task carries what the worker cannot read from the database: the hooks
-class's dotted path, the run id, the turn (its kind and JSON extra), the
-checked approvals and client results, the owner (user id or session key),
-the turn's context (its transport and extra keys) and the start chunk's
-metadata. The worker starts the turn through the same
-``ChatHooks.start_turn`` as the web process, with an ``AdoptedRun``: its
-hooks get the same ``TurnContext`` (``on_worker`` set, no request). Celery is an optional extra
+The task carries what the worker cannot read from the database
+(``run_payload``): the hooks class's dotted path, the run id, the turn (its
+kind and JSON extra), the checked approvals and client results, the owner
+(user id or session key), the turn's context (its transport and extra
+keys), the start chunk's metadata and the request's trace. The worker
+starts the turn through the same ``ChatHooks.start_turn`` as the web
+process, with an ``AdoptedRun``: its hooks get the same ``TurnContext``
+(``on_worker`` set, no request). Celery is an optional extra
 (``django-uistream[celery]``), imported only by ``CeleryRunner``.
 
 A run executes at most once: the worker adopts its channel atomically
 (``RedisBroker.adopt_run``, ``PostgresBroker.adopt_run``), so a task delivered twice (``acks_late`` after
-a worker died, or the visibility timeout) runs once, and a task whose run
-was settled or stopped while it waited does nothing.
+a worker died, the visibility timeout, a Tasks backend's retry) runs once,
+and a task whose run was settled or stopped while it waited does nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from .turns import AdoptedRun, RunNotActive, TurnContext, failing_source
 __all__ = [
     "CeleryRunner",
     "WorkerRunHandle",
+    "WorkerRunner",
     "celery_options",
     "execute_in_worker",
     "executor_class",
@@ -63,9 +69,11 @@ __all__ = [
 
 logger = logging.getLogger("uistream_app.executors")
 
-NEEDS_A_SHARED_BROKER: Final = (
-    "UISTREAM['EXECUTOR'] = 'celery' needs a broker of many processes, Redis or PostgreSQL (check E020)."
-)
+
+def needs_a_shared_broker(engine: str) -> str:
+    """The refusal of a worker executor on a broker that can't hand runs off."""
+    return f"UISTREAM['EXECUTOR'] = {engine!r} needs a broker of many processes, Redis or PostgreSQL (check E020)."
+
 
 #: The Celery task's name (``uistream_app.tasks``).
 TASK_NAME: Final = "uistream_app.execute_run"
@@ -85,8 +93,8 @@ def executor_class() -> type[Runner]:
     cls = import_from_string(EXECUTORS.get(value, value), "UISTREAM['EXECUTOR']") if isinstance(value, str) else value
     if not (isinstance(cls, type) and issubclass(cls, Runner)):
         raise ImproperlyConfigured(
-            f"UISTREAM['EXECUTOR'] = {value!r} is neither 'inprocess', 'celery' nor the dotted path of a Runner "
-            "subclass."
+            f"UISTREAM['EXECUTOR'] = {value!r} is neither 'inprocess', 'celery', 'tasks' nor the dotted path of a "
+            "Runner subclass."
         )
     return cls
 
@@ -160,14 +168,16 @@ def run_payload(hooks_class: type[Any], prepared: PreparedRun, metadata: Any) ->
     }
 
 
-class CeleryRunner(Runner):
-    """Runs on Celery workers (see the module docstring). Subclass it and
-    name the subclass in ``UISTREAM["EXECUTOR"]`` to change the task's
-    options: ``queue``, ``time_limit`` (seconds a run may take; a run over
-    it is cancelled in the worker, and Celery's hard limit ends the task
-    ``TIME_LIMIT_MARGIN`` later)."""
+class WorkerRunner(Runner):
+    """The base of the executors whose runs execute on a worker (see the
+    module docstring): the web process prepares the run, hands its broker
+    channel off and enqueues ``run_payload`` with ``enqueue``; the worker's
+    task calls ``execute_in_worker``. A subclass names its engine and
+    says how a payload is enqueued; the rest is shared."""
 
-    queue: str | None = None
+    #: The executor's name in ``UISTREAM["EXECUTOR"]``, for messages.
+    engine: ClassVar[str] = ""
+    #: Seconds a run may take on the worker before it is cancelled there.
     time_limit: float = 900.0
     #: The worker builds the run's source (``execute_in_worker``).
     executes_here: ClassVar[bool] = False
@@ -179,12 +189,22 @@ class CeleryRunner(Runner):
     def for_hooks(cls, hooks: Any) -> Runner:
         return cls(type(hooks))
 
+    @classmethod
+    def check_engine(cls) -> None:
+        """Raise ``ImproperlyConfigured`` naming what is missing when runs
+        cannot be enqueued (the engine's extra, its configuration)."""
+
+    async def enqueue(self, payload: dict[str, Any]) -> None:
+        """Send ``payload`` to a worker (the task's JSON argument). Called
+        once per run, after the hand-off; an exception fails the run."""
+        raise NotImplementedError(f"{type(self).__name__} must implement enqueue()")
+
     async def start(self, prepared: PreparedRun, source: AsyncIterator[Event], *, metadata: Any = None) -> RunHandle:
         channel = prepared.channel
         try:
-            task_function = _task()
+            self.check_engine()
             if not hands_off(channel):
-                raise ImproperlyConfigured(NEEDS_A_SHARED_BROKER)
+                raise ImproperlyConfigured(needs_a_shared_broker(self.engine))
         except ImproperlyConfigured as exc:
             # The run is prepared (its rows, the chat's slot): end it as
             # failed, in-band and stored, rather than leave it running.
@@ -192,21 +212,11 @@ class CeleryRunner(Runner):
             return await Runner().start(prepared, failing_source(exc))
         payload = run_payload(self.hooks_class, prepared, metadata)
         await channel.hand_off()  # type: ignore[attr-defined]
-        options: dict[str, Any] = {
-            # A task that waited longer than a lease finds its run orphaned.
-            "expires": lease_seconds(),
-            "time_limit": self.time_limit + TIME_LIMIT_MARGIN,
-            "soft_time_limit": self.time_limit + TIME_LIMIT_MARGIN / 2,
-        }
-        if self.queue:
-            options["queue"] = self.queue
-
-        def enqueue() -> None:
-            task_function.apply_async(kwargs={"payload": payload, "time_limit": self.time_limit}, **options)
-
         name = f"uistream-enqueue-{payload['run_id']}"
-        task = asyncio.get_running_loop().create_task(asyncio.to_thread(enqueue), name=name)
+        task = asyncio.get_running_loop().create_task(self.enqueue(payload), name=name)
         try:
+            # Shielded: a request cancelled meanwhile does not leave the
+            # task half sent.
             await asyncio.shield(task)
         except Exception:
             # Nothing will run it: the run fails here, in-band and stored,
@@ -215,6 +225,34 @@ class CeleryRunner(Runner):
             failure = RuntimeError("the run could not be handed to a worker")
             return await Runner().start(prepared, failing_source(failure))
         return WorkerRunHandle(prepared.run, task, prepared, conversation_id=prepared.conversation_id)
+
+
+class CeleryRunner(WorkerRunner):
+    """Runs on Celery workers (see the module docstring). Subclass it and
+    name the subclass in ``UISTREAM["EXECUTOR"]`` to change the task's
+    options: ``queue``, ``time_limit`` (seconds a run may take; a run over
+    it is cancelled in the worker, and Celery's hard limit ends the task
+    ``TIME_LIMIT_MARGIN`` later)."""
+
+    engine: ClassVar[str] = "celery"
+    queue: str | None = None
+
+    @classmethod
+    def check_engine(cls) -> None:
+        _task()
+
+    async def enqueue(self, payload: dict[str, Any]) -> None:
+        task_function = _task()
+        options: dict[str, Any] = {
+            # A task that waited longer than a lease finds its run orphaned.
+            "expires": lease_seconds(),
+            "time_limit": self.time_limit + TIME_LIMIT_MARGIN,
+            "soft_time_limit": self.time_limit + TIME_LIMIT_MARGIN / 2,
+        }
+        if self.queue:
+            options["queue"] = self.queue
+        kwargs = {"payload": payload, "time_limit": self.time_limit}
+        await asyncio.to_thread(task_function.apply_async, kwargs=kwargs, **options)
 
 
 #: Seconds between the executor's own time limit and Celery's hard one.
@@ -236,7 +274,9 @@ async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None
     broker = get_broker()
     adopt_run = getattr(broker, "adopt_run", None)
     if adopt_run is None:
-        raise ImproperlyConfigured(NEEDS_A_SHARED_BROKER)
+        raise ImproperlyConfigured(
+            "A run executes on a worker only with a broker of many processes, Redis or PostgreSQL (check E020)."
+        )
     run_id, chat_id = payload["run_id"], payload["chat_id"]
     # A task enqueued before chat ids were per owner names no key: its
     # conversation's key was its chat id then (migration 0013).
