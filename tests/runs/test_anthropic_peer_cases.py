@@ -26,8 +26,8 @@ pytestmark = pytest.mark.asyncio
 #:   thinking signature is compared below, from ``ReasoningEnd``);
 #: - ``output`` of provider-executed tools: the corpus records the parts
 #:   without it (the results are compared by id, name and error flag).
-DROP_KEYS = frozenset({"citations", "providerMetadata", "callProviderMetadata", "output"})
-DROP_TYPES = frozenset({"custom"})
+DROP_KEYS = frozenset({"providerMetadata", "callProviderMetadata", "resultProviderMetadata", "output"})
+DROP_TYPES: frozenset[str] = frozenset()
 
 
 def make_model(base_url: str) -> AnthropicModel:

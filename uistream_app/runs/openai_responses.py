@@ -69,6 +69,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx
 
 from ..protocol.events import (
+    Custom,
     Finish,
     ReasoningDelta,
     ReasoningEnd,
@@ -258,6 +259,8 @@ class _Item:
     summary: list[list[str]] = field(default_factory=lambda: [[]])
     part_open: bool = True
     container_id: str = ""
+    annotations: list[dict[str, Any]] = field(default_factory=list)
+    phase: str | None = None
 
 
 class ResponsesStreamReader:
@@ -346,6 +349,9 @@ class ResponsesStreamReader:
             ]
         if kind == "response.output_text.annotation.added":
             annotation = obj.get("annotation") or {}
+            item = self.items.get(index) or self._by_id(obj.get("item_id"))
+            if item is not None and item.kind == "message":
+                item.annotations.append(annotation)
             if annotation.get("type") == "url_citation":
                 # A citation of a page the search already listed is not a
                 # second source (as @ai-sdk/openai 4.0.118 has it).
@@ -384,7 +390,7 @@ class ResponsesStreamReader:
         for index in sorted(self.items):
             item = self.items.pop(index)
             if item.kind == "message" and item.got_delta:
-                out.append(TextEnd())
+                out.append(TextEnd({"openai": {"itemId": item.item_id}}))
             elif item.kind == "reasoning":
                 out.extend(self._close_reasoning(item, item.encrypted))
         return out
@@ -401,7 +407,7 @@ class ResponsesStreamReader:
         kind = item.get("type")
         item_id = item.get("id", "")
         if kind == "message":
-            self.items[index] = _Item("message", item_id)
+            self.items[index] = _Item("message", item_id, phase=item.get("phase"))
             return []
         if kind == "reasoning":
             self.items[index] = _Item("reasoning", item_id, encrypted=item.get("encrypted_content"))
@@ -470,9 +476,10 @@ class ResponsesStreamReader:
         kind = item.get("type")
         open_item = self.items.pop(index, None)
         if kind == "message":
+            end = _text_end(item, open_item)
             if open_item is None or open_item.got_delta:
-                return [TextEnd()]
-            return [TextDelta(""), TextEnd()]
+                return [end]
+            return [TextDelta(""), end]
         if kind == "reasoning":
             if open_item is None:
                 return []
@@ -485,7 +492,12 @@ class ResponsesStreamReader:
             out: list[ModelEvent] = []
             if open_item is None:
                 out.append(ToolCallStart(call_id, item.get("name", "")))
-            out.append(ToolCall(call_id, item.get("name", ""), item.get("arguments", "")))
+            meta: dict[str, Any] = {"itemId": item.get("id", "")}
+            if item.get("namespace") is not None:
+                meta["namespace"] = item["namespace"]
+            out.append(
+                ToolCall(call_id, item.get("name", ""), item.get("arguments", ""), provider_metadata={"openai": meta})
+            )
             return out
         if kind == "web_search_call":
             output = _web_search_output(item.get("action"))
@@ -560,11 +572,19 @@ class ResponsesStreamReader:
                 call["output"] = item["output"]
             if item.get("error") is not None:
                 call["error"] = item["error"]
+            meta = {"openai": {"itemId": item.get("id", "")}}
             return [
                 ToolCallStart(call_id, name, provider_executed=True, dynamic=True),
                 ToolCall(call_id, name, arguments, provider_executed=True, dynamic=True),
-                ToolResult(call_id, call, tool_name=name, dynamic=True, provider_executed=True),
+                ToolResult(call_id, call, tool_name=name, dynamic=True, provider_executed=True, provider_metadata=meta),
             ]
+        if kind == "compaction":
+            compaction = {
+                "type": "compaction",
+                "itemId": item.get("id"),
+                "encryptedContent": item.get("encrypted_content"),
+            }
+            return [Custom("openai.compaction", {"openai": compaction})]
         if kind == "mcp_approval_request":
             call_id, name = f"mcpcall_{uuid.uuid4().hex[:24]}", f"mcp.{item.get('name', '')}"
             arguments = item.get("arguments", "")
@@ -588,6 +608,55 @@ class ResponsesStreamReader:
         finish = map_incomplete_reason(reason, self.has_function_call)
         out.append(Finish("content-filter" if self.refused and reason is None else finish))
         return out
+
+
+def _text_end(item: dict[str, Any], open_item: _Item | None) -> TextEnd:
+    """A message item's end as @ai-sdk/openai ends its text: the item id
+    (and phase) in the metadata, the annotations raw there too, and the
+    citations in ai@7's form."""
+    item_id = item.get("id") or (open_item.item_id if open_item is not None else "")
+    meta: dict[str, Any] = {"itemId": item_id}
+    phase = item.get("phase") or (open_item.phase if open_item is not None else None)
+    if phase is not None:
+        meta["phase"] = phase
+    annotations = open_item.annotations if open_item is not None else []
+    if annotations:
+        meta["annotations"] = annotations
+    citations = [_citation(a) for a in annotations if a.get("type") != "file_path"]
+    return TextEnd({"openai": meta}, citations or None)
+
+
+def _citation(annotation: dict[str, Any]) -> dict[str, Any]:
+    """An annotation as ai@7's text-end ``citations`` hold it (the AI SDK's
+    ``mapOpenAIResponsesCitations``)."""
+    kind = annotation.get("type")
+    source: dict[str, Any]
+    if kind == "url_citation":
+        url = annotation.get("url")
+        source = {"type": "source", "sourceType": "url", "id": url, "url": url}
+        if annotation.get("title") is not None:
+            source["title"] = annotation["title"]
+    else:
+        filename = annotation.get("filename")
+        metadata: dict[str, Any] = {"type": kind, "fileId": annotation.get("file_id")}
+        if kind == "container_file_citation":
+            metadata["containerId"] = annotation.get("container_id")
+        else:
+            metadata["index"] = annotation.get("index")
+        source = {
+            "type": "source",
+            "sourceType": "document",
+            "id": annotation.get("file_id"),
+            "mediaType": "text/plain",
+            "title": filename,
+            "filename": filename,
+            "providerMetadata": {"openai": metadata},
+        }
+    out: dict[str, Any] = {"source": source}
+    if "start_index" in annotation:
+        out["startIndex"] = annotation.get("start_index")
+        out["endIndex"] = annotation.get("end_index")
+    return out
 
 
 def _usage(raw: Mapping[str, Any]) -> Usage:
