@@ -188,14 +188,22 @@ def oracle(node: str, provider: str, body: bytes, directory: Path, tools: Sequen
     return answer
 
 
-def oracle_request(node: str, provider: str, messages: list[dict[str, Any]], directory: Path) -> dict[str, Any]:
+def oracle_request(
+    node: str,
+    provider: str,
+    messages: list[dict[str, Any]],
+    directory: Path,
+    provider_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """What the real provider package sends for the UIMessages ``messages``
-    (ai@7's ``convertToModelMessages``, then the provider's request body;
-    tests/js/provider_oracle.mjs ``request``): ``{"body", "errors"}``."""
+    (ai@7's ``convertToModelMessages``, then the provider's request body,
+    with streamText's ``provider_options``; tests/js/provider_oracle.mjs
+    ``request``): ``{"body", "errors"}``."""
     path = directory / f"{provider}-messages.json"
     path.write_text(json.dumps(messages))
+    options = [json.dumps(provider_options)] if provider_options is not None else []
     result = subprocess.run(
-        [node, str(JS_DIR / "provider_oracle.mjs"), "request", provider, str(path)],
+        [node, str(JS_DIR / "provider_oracle.mjs"), "request", provider, str(path), *options],
         capture_output=True,
         text=True,
         check=True,

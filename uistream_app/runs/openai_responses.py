@@ -90,9 +90,14 @@ from ._memory import ReplayMemory
 from .failures import ModelResponseError, UnsupportedFileError
 from .messages import (
     AssistantMessage,
+    CustomPart,
     ModelMessage,
+    ProviderToolCall,
+    ProviderToolResult,
     ReasoningPart,
     SystemMessage,
+    TextPart,
+    ToolCallRequest,
     ToolMessage,
     ToolSpec,
     UserMessage,
@@ -182,6 +187,8 @@ class OpenAIResponsesModel(HTTPModelBase):
                 items.append({"role": "system", "content": message.content})
             elif isinstance(message, UserMessage):
                 items.append({"role": "user", "content": _user_content(message)})
+            elif isinstance(message, AssistantMessage) and message.parts:
+                items.extend(self._step_items(message))
             elif isinstance(message, AssistantMessage):
                 reasoning = self._reasoning_items(message.reasoning_parts)
                 if not reasoning:
@@ -203,6 +210,93 @@ class OpenAIResponsesModel(HTTPModelBase):
                     {"type": "function_call_output", "call_id": message.tool_call_id, "output": message.content}
                 )
         return items
+
+    def _step_items(self, message: AssistantMessage) -> list[dict[str, Any]]:
+        """A step's input items from its ordered ``parts``, as
+        ``@ai-sdk/openai`` 4.0.118 writes an assistant message: text as an
+        assistant message (by ``item_reference`` when stored), reasoning
+        items, ``function_call`` items, what OpenAI ran itself (a web
+        search as its ``web_search_call`` item, any other by reference when
+        stored), compaction items; then an ``mcp_approval_response`` for
+        each remote MCP call a person answered. A reasoning item goes back
+        only with its encrypted content when not stored (the API cannot
+        find it by id), as ``_reasoning_items`` has it."""
+        store = self.store
+        items: list[dict[str, Any]] = []
+        referenced: set[str] = set()
+        reasoning: dict[str, dict[str, Any]] = {}
+        approvals: list[dict[str, Any]] = []
+
+        def reference(item_id: str) -> None:
+            if item_id not in referenced:
+                referenced.add(item_id)
+                items.append({"type": "item_reference", "id": item_id})
+
+        for part in message.parts:
+            meta = _openai(part.provider_metadata) if not isinstance(part, ProviderToolResult) else {}
+            if isinstance(part, TextPart):
+                item_id = meta.get("itemId")
+                if store and isinstance(item_id, str):
+                    reference(item_id)
+                    continue
+                said: dict[str, Any] = {"role": "assistant", "content": part.text}
+                if meta.get("phase") is not None:
+                    said["phase"] = meta["phase"]
+                items.append(said)
+            elif isinstance(part, ReasoningPart):
+                item_id = meta.get("itemId")
+                if not isinstance(item_id, str):
+                    continue
+                if store:
+                    reference(item_id)
+                    continue
+                item = reasoning.get(item_id)
+                if item is None:
+                    item = reasoning[item_id] = {"type": "reasoning", "id": item_id, "summary": []}
+                    items.append(item)
+                if part.text:
+                    item["summary"].append({"type": "summary_text", "text": part.text})
+                if isinstance(meta.get("reasoningEncryptedContent"), str):
+                    item["encrypted_content"] = meta["reasoningEncryptedContent"]
+            elif isinstance(part, ToolCallRequest):
+                call: dict[str, Any] = {
+                    "type": "function_call",
+                    "call_id": part.id,
+                    "name": part.name,
+                    "arguments": part.arguments or "{}",
+                }
+                if meta.get("namespace") is not None:
+                    call["namespace"] = meta["namespace"]
+                items.append(call)
+            elif isinstance(part, ProviderToolCall):
+                if store and isinstance(meta.get("itemId"), str):
+                    reference(meta["itemId"])
+                if part.approval is not None:
+                    if store:
+                        approvals.append({"type": "item_reference", "id": part.approval.approval_id})
+                    approvals.append(
+                        {
+                            "type": "mcp_approval_response",
+                            "approval_request_id": part.approval.approval_id,
+                            "approve": part.approval.approved,
+                        }
+                    )
+            elif isinstance(part, ProviderToolResult):
+                items.extend(_provider_result_items(part, store))
+            elif isinstance(part, CustomPart) and part.kind == "openai.compaction":
+                item_id = meta.get("itemId")
+                if not isinstance(item_id, str):
+                    continue
+                if store:
+                    reference(item_id)
+                else:
+                    items.append(
+                        {"type": "compaction", "id": item_id, "encrypted_content": meta.get("encryptedContent")}
+                    )
+        # Not stored, a reasoning item without its encrypted content cannot
+        # be found by the API: it is left out (see the module docstring).
+        items = [i for i in items if i.get("type") != "reasoning" or "encrypted_content" in i]
+        return items + approvals
 
     def _reasoning_items(self, parts: Sequence[ReasoningPart]) -> list[dict[str, Any]]:
         """A step's reasoning items from its stored reasoning parts (one
@@ -226,7 +320,7 @@ class OpenAIResponsesModel(HTTPModelBase):
     # -- the stream --------------------------------------------------------------
 
     async def _events(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
-        reader = ResponsesStreamReader()
+        reader = ResponsesStreamReader(_answered_approvals(response))
         async for sse in sse_events(response):
             payload = sse.data
             if payload == "[DONE]":
@@ -268,7 +362,7 @@ class ResponsesStreamReader:
     Public: the OpenAI Agents SDK adapter reads the raw Responses events of
     the SDK's stream with it."""
 
-    def __init__(self) -> None:
+    def __init__(self, approved: Sequence[str] = ()) -> None:
         self.items: dict[int, _Item] = {}
         self.started = False
         self.finished = False
@@ -278,6 +372,9 @@ class ResponsesStreamReader:
         self.reasoning_items: list[dict[str, Any]] = []
         self._hosted_searches: list[str] = []
         self.source_urls: set[str] = set()
+        #: The MCP approval requests of this response and those the request
+        #: answered: their call, run, keeps the id of the call that asked.
+        self.approvals: set[str] = set(approved)
 
     def feed(self, obj: dict[str, Any]) -> list[ModelEvent]:
         kind = obj.get("type")
@@ -560,7 +657,9 @@ class ResponsesStreamReader:
             output = {"result": item.get("result"), "status": item.get("status")}
             return [ToolResult(item.get("call_id", ""), output, tool_name="programmatic_tool_calling")]
         if kind == "mcp_call":
-            call_id, name = item.get("id", ""), f"mcp.{item.get('name', '')}"
+            approval = item.get("approval_request_id")
+            call_id = _approval_call_id(approval) if approval in self.approvals else item.get("id", "")
+            name = f"mcp.{item.get('name', '')}"
             arguments = item.get("arguments", "")
             call: dict[str, Any] = {
                 "type": "call",
@@ -586,9 +685,10 @@ class ResponsesStreamReader:
             }
             return [Custom("openai.compaction", {"openai": compaction})]
         if kind == "mcp_approval_request":
-            call_id, name = f"mcpcall_{uuid.uuid4().hex[:24]}", f"mcp.{item.get('name', '')}"
             arguments = item.get("arguments", "")
             approval_id = item.get("approval_request_id") or item.get("id", "")
+            self.approvals.add(approval_id)
+            call_id, name = _approval_call_id(approval_id), f"mcp.{item.get('name', '')}"
             return [
                 ToolCallStart(call_id, name, provider_executed=True, dynamic=True),
                 ToolCall(call_id, name, arguments, provider_executed=True, dynamic=True),
@@ -608,6 +708,75 @@ class ResponsesStreamReader:
         finish = map_incomplete_reason(reason, self.has_function_call)
         out.append(Finish("content-filter" if self.refused and reason is None else finish))
         return out
+
+
+def _approval_call_id(approval_id: str) -> str:
+    """The call id an MCP approval request's call is shown under (the API
+    gives the call no id until it runs; the AI SDK makes one up): made from
+    the approval id, so the call that runs once a person approved it, in
+    the next response, lands on the same tool part."""
+    return f"mcpcall_{approval_id}"
+
+
+def _answered_approvals(response: httpx.Response) -> list[str]:
+    """The approval ids the request answered (``mcp_approval_response``)."""
+    try:
+        body = json.loads(response.request.content)
+    except (ValueError, RuntimeError):
+        return []
+    items = body.get("input") if isinstance(body, dict) else None
+    return [
+        i["approval_request_id"]
+        for i in items or ()
+        if isinstance(i, dict)
+        and i.get("type") == "mcp_approval_response"
+        and isinstance(i.get("approval_request_id"), str)
+    ]
+
+
+def _openai(metadata: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = metadata.get("openai")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _provider_result_items(part: ProviderToolResult, store: bool) -> list[dict[str, Any]]:
+    """What OpenAI ran goes back as ``@ai-sdk/openai`` sends it: stored, by
+    reference to its item; not stored, a web search as the
+    ``web_search_call`` item it was (the rest cannot be sent, and is not)."""
+    output = part.output
+    if isinstance(output, dict) and output.get("type") == "execution-denied":
+        return []
+    item_id = _openai(part.provider_metadata).get("itemId") or part.tool_call_id
+    if store:
+        return [{"type": "item_reference", "id": item_id}]
+    if part.name in ("web_search", "web_search_preview") and not part.is_error:
+        call = _web_search_call(output, item_id)
+        return [call] if call is not None else []
+    return []
+
+
+def _web_search_call(output: Any, item_id: str) -> dict[str, Any] | None:
+    """A web search's result (``_web_search_output``) as its input item."""
+    action = output.get("action") if isinstance(output, dict) else None
+    if not isinstance(action, dict):
+        return None
+    kind = action.get("type")
+    wire: dict[str, Any]
+    if kind == "search":
+        wire = {"type": "search"}
+        if action.get("query") is not None:
+            wire["query"] = action["query"]
+        if action.get("queries") is not None:
+            wire["queries"] = action["queries"]
+        if output.get("sources") is not None:
+            wire["sources"] = output["sources"]
+    elif kind == "openPage":
+        wire = {"type": "open_page", "url": action.get("url")}
+    elif kind == "findInPage":
+        wire = {"type": "find_in_page", "url": action.get("url"), "pattern": action.get("pattern")}
+    else:
+        return None
+    return {"type": "web_search_call", "id": item_id, "status": "completed", "action": wire}
 
 
 def _text_end(item: dict[str, Any], open_item: _Item | None) -> TextEnd:
