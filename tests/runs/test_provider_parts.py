@@ -218,3 +218,61 @@ async def test_an_approved_remote_mcp_call_goes_back_and_its_run_lands_on_the_ca
     assert done["toolCallId"] == call["toolCallId"]
     assert done["state"] == "output-available"
     assert done["output"]["type"] == "call"
+
+
+async def test_within_a_run_the_next_step_sends_back_what_anthropic_ran(node: str, tmp_path: Any) -> None:
+    """The loop's own conversation (not a stored one): a step in which
+    Anthropic searched the web, cited a page and called a client tool;
+    the next step's request carries the search, its result blocks and the
+    cited text, as @ai-sdk/anthropic sends the message the client holds."""
+    from uistream_app.runs import ToolLoop, UserMessage, tool
+
+    from . import test_anthropic as a
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return "sunny"
+
+    found = [{"type": "web_search_result", "url": "https://a.example/", "title": "A", "encrypted_content": "enc"}]
+    citation = {
+        "type": "web_search_result_location",
+        "url": "https://a.example/",
+        "title": "A",
+        "cited_text": "Oslo is cold.",
+        "encrypted_index": "idx",
+    }
+    first = [
+        a.start(),
+        a.block(0, {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}),
+        a.delta(0, {"type": "input_json_delta", "partial_json": '{"query": "oslo"}'}),
+        a.stop(0),
+        a.block(1, {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": found}),
+        a.stop(1),
+        a.block(2, {"type": "text", "text": ""}),
+        a.delta(2, {"type": "text_delta", "text": "It is cold."}),
+        a.delta(2, {"type": "citations_delta", "citation": citation}),
+        a.stop(2),
+        *a.tool_use(3, "toolu_1", "get_weather", '{"city": "Oslo"}'),
+        *a.end("tool_use"),
+    ]
+    async with ChatServer() as server:
+        server.add(Reply(body=first))
+        server.add(Reply(body=[a.start(), *a.text(0, "Sunny, then."), *a.end()]))
+        model = AnthropicModel("peer-model", base_url=server.base_url, api_key="k", max_retries=0)
+        events = [e async for e in ToolLoop(model, [get_weather]).run([UserMessage("hi")])]
+        second = server.requests[1].json()
+
+    message = read_ui_message(encode_events(events))
+    # The client's message up to the second step, as it held it then.
+    steps = [i for i, p in enumerate(message["parts"]) if p["type"] == "step-start"]
+    held = {**message, "parts": message["parts"][: steps[1]]}
+    sdk = oracle_request(node, "anthropic", [USER, held], tmp_path)
+    assert sdk["body"] is not None, sdk["errors"]
+    assert second["messages"] == sdk["body"]["messages"]
+    assert [b["type"] for b in second["messages"][1]["content"]] == [
+        "server_tool_use",
+        "web_search_tool_result",
+        "text",
+        "tool_use",
+    ]
