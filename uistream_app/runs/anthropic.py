@@ -24,11 +24,12 @@ The rules of the stream reader (``_Reader``), in the order events arrive:
    results also become ``SourceUrl`` events).
 3. ``content_block_delta``: text, thinking, the thinking ``signature``
    (kept for ``ReasoningEnd``'s provider metadata), tool input JSON
-   fragments, compaction text. Citations are not sources of their own:
-   a web-search citation points at a result already sent as a source
-   (``@ai-sdk/anthropic`` 4.0.105 sends none for them either), and a
-   document citation needs the documents of the prompt, which the model
-   port does not carry.
+   fragments, compaction text, citations (kept for the text's
+   ``TextEnd``: ai@7's ``citations`` and the raw ones in its provider
+   metadata). A web-search citation is a source of its own only when the
+   response holds no search results (as ``@ai-sdk/anthropic`` 4.0.105
+   has it); a document citation is not one (it needs the prompt's
+   documents, which the model port does not carry).
 4. ``content_block_stop`` closes the block: ``TextEnd``, ``ReasoningEnd``
    with ``{"anthropic": {"signature"|"redactedData"}}``, or the complete
    ``ToolCall`` (empty input is ``{}``).
@@ -55,7 +56,10 @@ so a conversation reloaded in another process sends them too); a step
 without them falls back on the blocks this process streamed
 (``runs._memory``: a bounded memory keyed by the step's tool call ids);
 else it goes out without its reasoning (unsigned thinking is rejected by
-the API).
+the API). A step with ordered ``parts`` goes out as ``@ai-sdk/anthropic``
+writes it (``_step_blocks``): cited text, thinking, ``tool_use``, and the
+server tools Anthropic ran (``server_tool_use`` / ``mcp_tool_use``) with
+their result blocks, each with its ``caller``.
 """
 
 from __future__ import annotations

@@ -54,7 +54,13 @@ produced them, ``runs._memory``; with ``store=False``, the default, those
 that came with their encrypted content, which ``include`` asks for when
 ``reasoning`` is set; with ``store=True``, references to the stored
 items), an ``output_text`` message and ``function_call`` items, and each
-tool result as a ``function_call_output``.
+tool result as a ``function_call_output``. A step with ordered ``parts``
+goes out as ``@ai-sdk/openai`` writes it (``_step_items``): provider-run
+tools (a web search as its ``web_search_call``, the rest by reference when
+stored), compaction items, and an ``mcp_approval_response`` for each
+remote MCP call a person answered. The call an approved request then
+runs (``mcp_call`` with its ``approval_request_id``) keeps the id of the
+call that asked, made from the approval id, so it lands on the same part.
 """
 
 from __future__ import annotations
