@@ -1,6 +1,7 @@
 """An MCP server for tests/test_mcp.py, written with the ``mcp`` SDK's own
 server API, with the tools that make a server misbehave: errors, a protocol
-error, a crash, a slow call.
+error, a crash, a slow call; and one that reports its progress, one that
+changes the server's tools.
 
 Every start appends its process id to the file ``MCP_TEST_STARTS`` names,
 so a test counts the sessions the app opened. ``--http PORT`` serves
@@ -14,7 +15,7 @@ import sys
 
 import anyio
 from mcp import MCPError
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("tests")
@@ -73,6 +74,27 @@ async def sleep(seconds: float) -> str:
     """Answers after `seconds`."""
     await anyio.sleep(seconds)
     return "awake"
+
+
+@server.tool()
+async def count(steps: int, ctx: Context) -> str:
+    """Reports its progress `steps` times, then answers."""
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"step {step}")
+    return "counted"
+
+
+def grown() -> str:
+    """A tool that exists only after `grow` ran."""
+    return "grown here"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool `grown` and tells the client its tools changed."""
+    server.add_tool(grown)
+    await ctx.notify_tools_changed()
+    return "grew"
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from uistream_app.lifecycle import mcp
 from uistream_app.lifecycle.shutdown import stop_gracefully
 from uistream_app.models import Run
 from uistream_app.protocol.events import Event, TextDelta, ToolApprovalRequest, ToolCall, ToolResult
+from uistream_app.protocol.ui.stream import encode_events
 from uistream_app.runs import MASKED_TOOL_ERROR, ToolLoop, UserMessage
 from uistream_app.runs.scripted import ScriptedModel, call
 
@@ -184,6 +185,42 @@ def test_a_slow_call_times_out_as_a_tool_error_and_the_session_goes_on(starts: P
     assert result.content == "Tool tests__sleep timed out after 3 seconds."
     assert whoami(tools) == started(starts)[0]
     assert len(started(starts)) == 1
+
+
+def test_a_calls_progress_streams_as_preliminary_outputs_before_its_result(starts: Path) -> None:
+    tools = tools_of({"tests": server_settings(starts)})
+    events = run_loop(ScriptedModel([call("tests__count", {"steps": 3})], "ok"), tools, "count")
+    said = [(r.content, r.preliminary) for r in results(events)]
+    assert said == [
+        ({"progress": 1.0, "total": 3.0, "message": "step 1"}, True),
+        ({"progress": 2.0, "total": 3.0, "message": "step 2"}, True),
+        ({"progress": 3.0, "total": 3.0, "message": "step 3"}, True),
+        ({"result": "counted"}, None),
+    ]
+    # What the client is sent: ai@7's preliminary outputs, then the output.
+    chunks = [c for c in encode_events(events) if c["type"] == "tool-output-available"]
+    assert [(c["output"], c.get("preliminary")) for c in chunks] == [
+        ({"progress": 1.0, "total": 3.0, "message": "step 1"}, True),
+        ({"progress": 2.0, "total": 3.0, "message": "step 2"}, True),
+        ({"progress": 3.0, "total": 3.0, "message": "step 3"}, True),
+        ({"result": "counted"}, None),
+    ]
+
+
+def test_a_server_whose_tools_changed_lends_the_new_list_to_the_next_request(starts: Path) -> None:
+    servers = {"tests": server_settings(starts)}
+    before = {t.name for t in tools_of(servers)}
+    assert "tests__grown" not in before
+    tools = tools_of(servers)
+    events = run_loop(ScriptedModel([call("tests__grow")], "ok"), tools, "grow")
+    assert [r.content for r in results(events)] == [{"result": "grew"}]
+    # The change comes on its own stream, beside the call's answer.
+    wait_for(lambda: tools[0].connection.tools_changed, "the server's tool change to be heard")
+    after = tools_of(servers)
+    assert {t.name for t in after} == before | {"tests__grown"}
+    events = run_loop(ScriptedModel([call("tests__grown")], "ok"), after, "use it")
+    assert [r.content for r in results(events)] == [{"result": "grown here"}]
+    assert len(started(starts)) == 1  # the same session: listed again, not reconnected
 
 
 def test_a_server_that_dies_mid_call_is_a_tool_error_and_the_next_call_starts_it_again(starts: Path) -> None:

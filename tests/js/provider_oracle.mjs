@@ -34,7 +34,10 @@
 // `fetch`, answered with an error so nothing streams) is written as
 // {"body": {...}, "errors": [...]}; a file the provider refuses leaves
 // "body": null and its error. PROVIDER may also be `openai-chat`
-// (@ai-sdk/openai's chat-completions model).
+// (@ai-sdk/openai's chat-completions model). MESSAGES.json may hold
+// assistant messages too (as useChat keeps them: tool parts, provider
+// metadata); an optional third argument is streamText's providerOptions as
+// JSON (e.g. '{"openai": {"store": false}}').
 
 import { readFileSync } from 'node:fs';
 import { createAnthropic } from '@ai-sdk/anthropic';
@@ -61,7 +64,7 @@ function modelFor(provider, fetch) {
   return null;
 }
 
-async function request(provider, file) {
+async function request(provider, file, providerOptions) {
   let body = null;
   const fetch = async (url, init) => {
     body ??= JSON.parse(init.body);
@@ -79,6 +82,7 @@ async function request(provider, file) {
   const result = streamText({
     model,
     messages: await convertToModelMessages(JSON.parse(readFileSync(file, 'utf8'))),
+    ...(providerOptions ? { providerOptions: JSON.parse(providerOptions) } : {}),
     maxRetries: 0,
     onError: ({ error }) => errors.push(String(error?.message ?? error)),
   });
@@ -97,7 +101,7 @@ async function settled(promise) {
 }
 
 async function main(argv) {
-  if (argv[0] === 'request') return request(argv[1], argv[2]);
+  if (argv[0] === 'request') return request(argv[1], argv[2], argv[3]);
   const [provider, file, ...toolNames] = argv;
   const bytes = file ? readFileSync(file) : null;
   const fetch = async () =>

@@ -67,3 +67,35 @@ def test_replayed_turn_comes_back_equal() -> None:
     stored = json.loads((directory / "stored_message.json").read_text())
     # message.json was written by the real ai@7 client from v7.sse.
     assert json.loads((directory / "message.json").read_text()) == stored
+
+
+def test_provider_parts_invert_to_the_events_that_made_them() -> None:
+    """A run whose chunks carry provider metadata, citations and a custom
+    part exports as the events that made it (the admin's fixture export),
+    and those encode to the same chunks."""
+    from uistream_app.inspect.fixture import events_from_chunks, reencode
+    from uistream_app.protocol import events as ev
+    from uistream_app.protocol.ui.encoder import UIMessageEncoder
+    from uistream_app.protocol.ui.stream import encode_events
+
+    cited = [{"source": {"type": "source", "sourceType": "url", "id": "u", "url": "https://a.example/"}}]
+    source = [
+        ev.Custom("anthropic.message_start", {"anthropic": {"id": "msg_1"}}),
+        ev.ToolCallStart("srv_1", "web_search", provider_executed=True),
+        ev.ToolCall("srv_1", "web_search", "{}", provider_executed=True),
+        ev.ToolResult("srv_1", [], tool_name="web_search", provider_executed=True, provider_metadata={"x": {"y": 1}}),
+        ev.TextDelta("Cold."),
+        ev.TextEnd({"anthropic": {"citations": [{"type": "web_search_result_location"}]}}, cited),
+        ev.ToolCall(
+            "c1", "get_weather", '{"city":"Oslo"}', provider_metadata={"anthropic": {"caller": {"type": "direct"}}}
+        ),
+        ev.Done(),
+    ]
+    chunks = list(encode_events(source, UIMessageEncoder("m1")))
+    message_id, metadata, events = events_from_chunks(chunks)
+    assert reencode(message_id, metadata, events) == chunks
+    assert {
+        "type": "custom",
+        "kind": "anthropic.message_start",
+        "provider_metadata": {"anthropic": {"id": "msg_1"}},
+    } in events

@@ -188,6 +188,32 @@ def oracle(node: str, provider: str, body: bytes, directory: Path, tools: Sequen
     return answer
 
 
+def oracle_request(
+    node: str,
+    provider: str,
+    messages: list[dict[str, Any]],
+    directory: Path,
+    provider_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What the real provider package sends for the UIMessages ``messages``
+    (ai@7's ``convertToModelMessages``, then the provider's request body,
+    with streamText's ``provider_options``; tests/js/provider_oracle.mjs
+    ``request``): ``{"body", "errors"}``."""
+    path = directory / f"{provider}-messages.json"
+    path.write_text(json.dumps(messages))
+    options = [json.dumps(provider_options)] if provider_options is not None else []
+    result = subprocess.run(
+        [node, str(JS_DIR / "provider_oracle.mjs"), "request", provider, str(path), *options],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=JS_DIR,
+        timeout=60,
+    )
+    answer: dict[str, Any] = json.loads(result.stdout)
+    return answer
+
+
 async def collect(model: Any, messages: Any = None, **kwargs: Any) -> list[Any]:
     """Every event one ``stream()`` call of ``model`` yields (default: "hi")."""
     return [e async for e in model.stream(messages or [UserMessage("hi")], **kwargs)]

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from uistream_app.protocol.events import (
+    Custom,
     Finish,
     ReasoningDelta,
     ReasoningEnd,
@@ -64,6 +65,13 @@ def start(message_id: str = "msg_1", input_tokens: int = 10, **usage: Any) -> by
             },
         }
     )
+
+
+def opened(message_id: str = "msg_1", input_tokens: int = 10, **usage: Any) -> Custom:
+    """The custom part ``start`` opens the message with, as @ai-sdk/anthropic
+    sends it (``anthropic.message_start``: the id, model and raw usage)."""
+    raw = {"input_tokens": input_tokens, "output_tokens": 1, **usage}
+    return Custom("anthropic.message_start", {"anthropic": {"id": message_id, "model": "claude-test", "usage": raw}})
 
 
 def block(index: int, content_block: dict[str, Any]) -> bytes:
@@ -143,6 +151,7 @@ async def test_thinking_text_and_parallel_tool_calls_and_the_request_sent() -> N
             tools=[_weather_spec()],
         )
     assert events == [
+        opened("msg_1", 7, cache_read_input_tokens=3, cache_creation_input_tokens=2),
         ReasoningDelta("Two cities."),
         ReasoningEnd({"anthropic": {"signature": "sig-1"}}),
         TextDelta("Check"),
@@ -328,7 +337,7 @@ async def test_a_body_cut_before_message_stop_is_interrupted_not_a_stop() -> Non
     async with ChatServer() as server:
         server.add(Reply(body=[start(), *text(0, "Hel"), block(1, {"type": "text", "text": ""})]))
         events = await collect(make_model(server))
-    assert events == [TextDelta("Hel"), TextEnd(), TextDelta(""), TextEnd(), Finish("interrupted")]
+    assert events == [opened(), TextDelta("Hel"), TextEnd(), TextDelta(""), TextEnd(), Finish("interrupted")]
 
 
 async def test_a_connection_dropped_mid_event_is_typed_and_not_retried() -> None:
@@ -338,7 +347,7 @@ async def test_a_connection_dropped_mid_event_is_typed_and_not_retried() -> None
         )
         server.add(Reply(body=[start(), *text(0, "never"), *end()]))
         events, error = await collect_until_error(make_model(server))
-    assert events == [TextDelta("Hel"), TextEnd()]
+    assert events == [opened(), TextDelta("Hel"), TextEnd()]
     assert isinstance(error, ModelConnectionError)
     assert len(server.requests) == 1
 
@@ -347,7 +356,7 @@ async def test_a_second_message_spliced_in_is_an_error() -> None:
     async with ChatServer() as server:
         server.add(Reply(body=[start("msg_first"), *text(0, "a"), start("msg_second"), *text(0, "b"), *end()]))
         events, error = await collect_until_error(make_model(server))
-    assert events == [TextDelta("a"), TextEnd()]
+    assert events == [opened("msg_first"), TextDelta("a"), TextEnd()]
     assert isinstance(error, ModelResponseError)
     assert "msg_second" in str(error)
 
@@ -442,7 +451,8 @@ async def test_web_search_is_a_provider_executed_call_with_its_sources() -> None
             )
         )
         events = await collect(make_model(server))
-    assert events[:3] == [
+    assert events[:4] == [
+        opened(),
         ToolCallStart("srvtoolu_1", "web_search", provider_executed=True),
         ToolCallDelta("srvtoolu_1", '{"query": "a"}'),
         ToolCall("srvtoolu_1", "web_search", '{"query": "a"}', provider_executed=True),
@@ -456,8 +466,8 @@ async def test_web_search_is_a_provider_executed_call_with_its_sources() -> None
             "type": "web_search_result",
         }
     ]
-    assert events[3] == ToolResult("srvtoolu_1", output, tool_name="web_search", provider_executed=True)
-    assert (events[4].url, events[4].title) == ("https://a.example/", "A")  # type: ignore[union-attr]
+    assert events[4] == ToolResult("srvtoolu_1", output, tool_name="web_search", provider_executed=True)
+    assert (events[5].url, events[5].title) == ("https://a.example/", "A")  # type: ignore[union-attr]
 
 
 async def test_a_tool_loop_over_web_search_asks_the_model_once() -> None:
@@ -561,7 +571,7 @@ async def test_an_approved_call_continued_from_stored_history_sends_the_signed_t
     ]
 
 
-async def test_a_stored_web_search_is_not_sent_back_as_a_client_tool_call() -> None:
+async def test_a_stored_web_search_goes_back_as_anthropic_ran_it() -> None:
     from uistream_app.runs import ui_to_model_messages
 
     stored = {
@@ -583,7 +593,26 @@ async def test_a_stored_web_search_is_not_sent_back_as_a_client_tool_call() -> N
     user = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "search a"}]}
     model = AnthropicModel("claude-test", api_key="k")
     _, wire = model.messages_to_wire(ui_to_model_messages([user, stored]))
-    assert wire[1] == {"role": "assistant", "content": [{"type": "text", "text": "Found A."}]}
+    assert wire[1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "a"}},
+            {
+                "type": "web_search_tool_result",
+                "tool_use_id": "srvtoolu_1",
+                "content": [
+                    {
+                        "url": "https://a.example/",
+                        "title": None,
+                        "page_age": None,
+                        "encrypted_content": None,
+                        "type": None,
+                    }
+                ],
+            },
+            {"type": "text", "text": "Found A."},
+        ],
+    }
 
 
 # -- cases of our own, judged by the real @ai-sdk/anthropic and ai@7 ---------------

@@ -16,18 +16,13 @@ from .provider_peers import body_of, comparable, ended_in_error, expected_usage,
 
 pytestmark = pytest.mark.asyncio
 
-#: Part keys and part types left out of the message comparison, each a
-#: listed difference:
-#: - ``custom`` parts (``anthropic.message_start``): ai@7's provider-custom
-#:   parts have no counterpart in our event vocabulary;
-#: - a text part's ``citations`` and any part's ``providerMetadata`` /
-#:   ``callProviderMetadata``: our ``TextDelta`` and ``ToolCall`` carry no
-#:   provider metadata (the citations still arrive, as ``SourceUrl``; the
-#:   thinking signature is compared below, from ``ReasoningEnd``);
-#: - ``output`` of provider-executed tools: the corpus records the parts
-#:   without it (the results are compared by id, name and error flag).
-DROP_KEYS = frozenset({"citations", "providerMetadata", "callProviderMetadata", "output"})
-DROP_TYPES = frozenset({"custom"})
+#: Part keys left out of the message comparison: the corpus records the
+#: parts without their provider metadata (``providerMetadata``,
+#: ``callProviderMetadata``, ``resultProviderMetadata``) and without the
+#: ``output`` of provider-executed tools; tests/runs/test_provider_parts.py
+#: compares those against the live @ai-sdk packages instead. Citations and
+#: custom parts are compared here.
+DROP_KEYS = frozenset({"providerMetadata", "callProviderMetadata", "resultProviderMetadata", "output"})
 
 
 def make_model(base_url: str) -> AnthropicModel:
@@ -37,8 +32,6 @@ def make_model(base_url: str) -> AnthropicModel:
 def normalized(message: dict[str, Any]) -> list[dict[str, Any]]:
     parts = []
     for part in comparable(message, drop=DROP_KEYS):
-        if part.get("type") in DROP_TYPES:
-            continue
         if part.get("type") == "source-url":
             part["sourceId"] = "<generated>"
         parts.append(part)

@@ -189,8 +189,9 @@ SIGNED = {"anthropic": {"signature": "sig-1"}}
 REDACTED = {"anthropic": {"redactedData": "opaque"}}
 
 
-def test_reasoning_parts_keep_their_provider_metadata_and_provider_run_tools_stay_out() -> None:
+def test_reasoning_parts_keep_their_provider_metadata_and_provider_run_tools_go_into_parts_only() -> None:
     from uistream_app.runs import ReasoningPart
+    from uistream_app.runs.messages import ProviderToolCall, ProviderToolResult, TextPart
 
     assistant = {
         "id": "a1",
@@ -211,14 +212,23 @@ def test_reasoning_parts_keep_their_provider_metadata_and_provider_run_tools_sta
             {"type": "text", "text": "Found nothing.", "state": "done"},
         ],
     }
-    assert ui_to_model_messages([assistant]) == [
-        AssistantMessage(
-            "Found nothing.",
-            (),
-            "Look it up. Plain.",
-            (ReasoningPart("Look it up.", SIGNED), ReasoningPart("", REDACTED)),
-        )
-    ]
+    (message,) = ui_to_model_messages([assistant])
+    # Not one of the loop's calls, nor a tool message...
+    assert message == AssistantMessage(
+        "Found nothing.",
+        (),
+        "Look it up. Plain.",
+        (ReasoningPart("Look it up.", SIGNED), ReasoningPart("", REDACTED)),
+    )
+    # ...but in the step's parts, in order, for the native models to send back.
+    assert message.parts == (
+        ReasoningPart("Look it up.", SIGNED),
+        ReasoningPart("", REDACTED),
+        ReasoningPart(" Plain.", {}),
+        ProviderToolCall("srv1", "web_search", {"query": "a"}),
+        ProviderToolResult("srv1", "web_search", []),
+        TextPart("Found nothing."),
+    )
 
 
 def test_reasoning_parts_go_back_to_ui_parts_with_their_metadata() -> None:

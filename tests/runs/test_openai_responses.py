@@ -162,14 +162,14 @@ async def test_reasoning_summaries_text_parallel_calls_usage_and_the_request_sen
         ReasoningEnd({"openai": {"itemId": "rs_1", "reasoningEncryptedContent": "enc-1"}}),
         TextDelta("Check"),
         TextDelta("ing."),
-        TextEnd(),
+        TextEnd({"openai": {"itemId": "msg_1"}}),
         ToolCallStart("call_a", "get_weather"),
         ToolCallDelta("call_a", '{"ci'),
         ToolCallDelta("call_a", 'ty": "Oslo"}'),
-        ToolCall("call_a", "get_weather", '{"city": "Oslo"}'),
+        ToolCall("call_a", "get_weather", '{"city": "Oslo"}', provider_metadata={"openai": {"itemId": "fc_call_a"}}),
         ToolCallStart("call_b", "get_weather"),
         ToolCallDelta("call_b", '{"city": "Rome"}'),
-        ToolCall("call_b", "get_weather", '{"city": "Rome"}'),
+        ToolCall("call_b", "get_weather", '{"city": "Rome"}', provider_metadata={"openai": {"itemId": "fc_call_b"}}),
         Usage(input_tokens=30, output_tokens=12, reasoning_tokens=4, cached_input_tokens=8),
         Finish("tool-calls"),
     ]
@@ -296,7 +296,7 @@ async def test_a_refusal_is_shown_and_ends_as_content_filter() -> None:
             )
         )
         events = await collect(make_model(server))
-    assert events[:3] == [TextDelta("I can't help"), TextDelta(" with that."), TextEnd()]
+    assert events[:3] == [TextDelta("I can't help"), TextDelta(" with that."), TextEnd({"openai": {"itemId": "msg"}})]
     assert events[-1] == Finish("content-filter")
 
 
@@ -316,7 +316,7 @@ async def test_compatible_servers_without_event_lines_and_with_done_read_the_sam
     async with ChatServer() as server:
         server.add(Reply(body=body))
         events = await collect(make_model(server))
-    assert events == [TextDelta("Hi"), TextEnd(), Usage(), Finish("stop")]
+    assert events == [TextDelta("Hi"), TextEnd({"openai": {"itemId": "m"}}), Usage(), Finish("stop")]
 
 
 async def test_a_chat_completions_body_is_the_wrong_api() -> None:
@@ -341,7 +341,7 @@ async def test_a_body_cut_before_the_response_finished_is_interrupted() -> None:
     async with ChatServer() as server:
         server.add(Reply(body=[created(), *message(0, "m", "Hel")[:2]]))
         events = await collect(make_model(server))
-    assert events == [TextDelta("Hel"), TextEnd(), Finish("interrupted")]
+    assert events == [TextDelta("Hel"), TextEnd({"openai": {"itemId": "m"}}), Finish("interrupted")]
 
 
 async def test_a_connection_dropped_mid_event_is_typed_and_not_retried() -> None:

@@ -16,16 +16,13 @@ from .provider_peers import body_of, comparable, ended_in_error, expected_usage,
 
 pytestmark = pytest.mark.asyncio
 
-#: Left out of the message comparison, each a listed difference:
-#: - ``custom`` parts (``openai.compaction``): ai@7's provider-custom parts
-#:   have no counterpart in our event vocabulary;
-#: - ``providerMetadata`` / ``callProviderMetadata``: our ``TextDelta`` and
-#:   ``ToolCall`` carry none (item ids, phases, annotations; the encrypted
-#:   reasoning content is compared below, from ``ReasoningEnd``);
-#: - ``output`` of provider-executed tools: the corpus records the parts
-#:   without it (results are compared by id, name and error flag).
-DROP_KEYS = frozenset({"citations", "providerMetadata", "callProviderMetadata", "output"})
-DROP_TYPES = frozenset({"custom"})
+#: Part keys left out of the message comparison: the corpus records the
+#: parts without their provider metadata (``providerMetadata``,
+#: ``callProviderMetadata``, ``resultProviderMetadata``) and without the
+#: ``output`` of provider-executed tools; tests/runs/test_provider_parts.py
+#: compares those against the live @ai-sdk packages instead. Citations and
+#: custom parts are compared here.
+DROP_KEYS = frozenset({"providerMetadata", "callProviderMetadata", "resultProviderMetadata", "output"})
 GENERATED = "<generated>"
 
 
@@ -42,8 +39,6 @@ def normalized(message: dict[str, Any], generated: set[str]) -> list[dict[str, A
     are compared)."""
     parts, sources = [], []
     for part in comparable(message, drop=DROP_KEYS):
-        if part.get("type") in DROP_TYPES:
-            continue
         if part.get("toolCallId") in generated:
             part["toolCallId"] = GENERATED
         if part.get("state") == "streaming":

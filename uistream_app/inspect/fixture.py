@@ -67,7 +67,7 @@ def _event(chunk: Chunk) -> dict[str, Any] | None:
     if t == "text-delta":
         return {"type": "text-delta", "text": chunk["delta"]}
     if t == "text-end":
-        return {"type": "text-end"}
+        return _put({"type": "text-end"}, provider_metadata=get("providerMetadata"), citations=get("citations"))
     if t == "reasoning-delta":
         return {"type": "reasoning-delta", "text": chunk["delta"]}
     if t == "reasoning-end":
@@ -79,6 +79,7 @@ def _event(chunk: Chunk) -> dict[str, Any] | None:
             provider_executed=get("providerExecuted"),
             dynamic=get("dynamic"),
             title=get("title"),
+            provider_metadata=get("providerMetadata"),
         )
     if t == "tool-input-delta":
         return {"type": "tool-call-delta", **tool, "delta": chunk["inputTextDelta"]}
@@ -89,6 +90,7 @@ def _event(chunk: Chunk) -> dict[str, Any] | None:
             provider_executed=get("providerExecuted"),
             dynamic=get("dynamic"),
             title=get("title"),
+            provider_metadata=get("providerMetadata"),
         )
     if t == "tool-input-error":
         return _put(
@@ -110,12 +112,14 @@ def _event(chunk: Chunk) -> dict[str, Any] | None:
             preliminary=get("preliminary"),
             dynamic=get("dynamic"),
             provider_executed=get("providerExecuted"),
+            provider_metadata=get("providerMetadata"),
         )
     if t == "tool-output-error":
         return _put(
             {"type": "tool-result", **tool, "content": get("errorText"), "is_error": True},
             dynamic=get("dynamic"),
             provider_executed=get("providerExecuted"),
+            provider_metadata=get("providerMetadata"),
         )
     if t == "tool-output-denied":
         return {"type": "tool-denied", **tool}
@@ -146,6 +150,8 @@ def _event(chunk: Chunk) -> dict[str, Any] | None:
             {"type": "file", "url": get("url"), "media_type": get("mediaType")},
             provider_metadata=get("providerMetadata"),
         )
+    if t == "custom":
+        return _put({"type": "custom", "kind": get("kind")}, provider_metadata=get("providerMetadata"))
     if t == "message-metadata":
         return {"type": "message-metadata", "metadata": get("messageMetadata")}
     if isinstance(t, str) and t.startswith("data-"):

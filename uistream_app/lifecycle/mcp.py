@@ -17,6 +17,17 @@ whose server went away (its stdout closed, its HTTP endpoint gone) is
 dropped at once and the next call opens a new one. ``close_all()`` closes
 every session: the app calls it at shutdown (``shutdown.py``) and at exit.
 
+A call's progress notifications (``notifications/progress`` for its
+request) are the call's preliminary outputs (``{"progress", "total"?,
+"message"?}``), streamed to the client as ai@7's ``tool-output-available``
+with ``preliminary: true`` while the call runs; its result follows. A
+server's ``notifications/tools/list_changed`` (or, from a 2026-07-28
+server over stdio, a ``subscriptions/listen`` event) marks its tool list
+stale: the next request's tools come from a fresh listing (the run under
+way keeps the tools it started with). A 2026-07-28 server over HTTP is
+not listened to: the stream would be a request held open, which its
+graceful shutdown waits for.
+
 The core never imports this module unless ``MCP_SERVERS`` is set; without
 the SDK, using it raises ``ImproperlyConfigured`` naming the extra.
 """
@@ -42,7 +53,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ..conf import settings as uistream_settings
 from ..protocol.redact import redact
-from ..runs import Tool, ToolError
+from ..runs import Tool, ToolContext, ToolError
 from .portal import loop_in_thread
 
 __all__ = [
@@ -367,6 +378,9 @@ class MCPServerConnection:
         self._failed_at: float | None = None
         self._listing: concurrent.futures.Future[list[MCPTool]] | None = None
         self._listing_lock = threading.Lock()
+        #: The server said its tools changed (``tools/list_changed``) since
+        #: they were last listed.
+        self.tools_changed = False
 
     # -- the session (on the sessions' loop) ---------------------------------------------
 
@@ -380,12 +394,31 @@ class MCPServerConnection:
                 session_box[0].dead = True
             stop.set()
 
-        client = Client(_WatchedTransport(self.config, closed), read_timeout_seconds=None)
+        async def notified(message: Any) -> None:
+            from mcp_types import ToolListChangedNotification  # the mcp extra
+
+            if isinstance(message, ToolListChangedNotification):
+                logger.info("MCP server %r: its tools changed; the next request lists them again", self.name)
+                self.tools_changed = True
+
+        client = Client(_WatchedTransport(self.config, closed), read_timeout_seconds=None, message_handler=notified)
         try:
             async with client:
                 if not ready.done():
                     ready.set_result(client)
-                await stop.wait()
+                # Over HTTP a listen stream is a request held open, which a
+                # server's graceful shutdown waits for: only a stdio
+                # server's 2026-era changes are followed (its earlier-era
+                # notifications come either way).
+                listening = None
+                if self.config.transport == "stdio":
+                    listening = asyncio.get_running_loop().create_task(self._listen(client))
+                try:
+                    await stop.wait()
+                finally:
+                    if listening is not None:
+                        listening.cancel()
+                        await asyncio.gather(listening, return_exceptions=True)
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else ConnectionError(f"cancelled: {exc!r}"))
@@ -396,6 +429,23 @@ class MCPServerConnection:
         finally:
             if session_box:
                 session_box[0].dead = True
+
+    async def _listen(self, client: Any) -> None:
+        """Follow the server's tool list changes: a 2026-07-28 server
+        publishes them on a ``subscriptions/listen`` stream; an earlier one
+        sends ``notifications/tools/list_changed`` (``notified`` in
+        ``_hold``)."""
+        from mcp.client.subscriptions import ListenNotSupportedError  # the mcp extra
+
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    logger.info("MCP server %r: its tools changed; the next request lists them again", self.name)
+                    self.tools_changed = True
+        except ListenNotSupportedError:
+            return
+        except Exception as exc:  # noqa: BLE001 - the session goes on without it
+            logger.info("MCP server %r: not following its tool list (%s)", self.name, _describe(exc))
 
     async def _open(self) -> _Session:
         loop = asyncio.get_running_loop()
@@ -477,6 +527,9 @@ class MCPServerConnection:
             return self._listing
 
     async def _list_and_keep(self) -> list[MCPTool]:
+        # Cleared before asking: a change announced while the list is on
+        # its way is listed again next time.
+        self.tools_changed = False
         try:
             tools = await asyncio.wait_for(self.list_tools(), self.config.connect_timeout + 5)
         except Exception as exc:
@@ -498,6 +551,13 @@ class MCPServerConnection:
         chat): after a failure the server lends no tools, and is asked again
         in the background every ``RETRY_SECONDS``, so a server that is down
         never holds a request (or the event loop it runs on) up."""
+        if self._tools is not None and self.tools_changed:
+            # The server said its tools changed: wait for the new list as
+            # for the first one; if it can't be had, the old one stands.
+            try:
+                return self.start_listing().result(self.config.connect_timeout + 10)
+            except Exception:  # noqa: BLE001 - logged by the listing
+                return self._tools
         if self._tools is not None:
             return self._tools
         if self._failed_at is not None:
@@ -509,12 +569,16 @@ class MCPServerConnection:
         except Exception:  # noqa: BLE001 - logged by the listing; a server that is down must not fail the request
             return []
 
-    async def call_here(self, name: str, arguments: Mapping[str, Any]) -> Any:
+    async def call_here(
+        self, name: str, arguments: Mapping[str, Any], progress: Callable[[Any], None] | None = None
+    ) -> Any:
         """Call the server's tool ``name`` (on the sessions' loop): its
         output; ``ToolError`` with our own words when the server can't be
         reached or dies; ``MCPServerError`` with the server's (redacted) text
         when it answers an error, which the loop masks for the model and the
-        client and logs for staff, as any tool's exception."""
+        client and logs for staff, as any tool's exception. The call's
+        progress notifications go to ``progress`` (see the module
+        docstring)."""
         # The mcp extra.
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED
@@ -524,8 +588,13 @@ class MCPServerConnection:
         except Exception as exc:  # noqa: BLE001 - said to the model as the call's error
             logger.warning("MCP server %r: cannot connect (%s)", self.name, _describe(exc))
             raise ToolError(f"The MCP server {self.name!r} is unavailable.") from None
+
+        async def reported(done: float, total: float | None, message: str | None) -> None:
+            if progress is not None:
+                progress(_progress_value(done, total, message))
+
         try:
-            result = await session.client.call_tool(name, dict(arguments))
+            result = await session.client.call_tool(name, dict(arguments), progress_callback=reported)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 session.dead = True
@@ -543,9 +612,27 @@ class MCPServerConnection:
             raise MCPServerError(f"The MCP server {self.name!r}: its tool {name} failed: {said}")
         return _output(result)
 
-    async def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
-        """``call_here`` from any event loop."""
-        return await _on_mcp_loop(self.call_here(name, arguments))
+    async def call(self, name: str, arguments: Mapping[str, Any], progress: Callable[[Any], None] | None = None) -> Any:
+        """``call_here`` from any event loop (``progress`` is called on the
+        caller's loop)."""
+        forward = None
+        if progress is not None:
+            loop = asyncio.get_running_loop()
+
+            def forward(value: Any) -> None:
+                loop.call_soon_threadsafe(progress, value)
+
+        return await _on_mcp_loop(self.call_here(name, arguments, forward))
+
+
+def _progress_value(done: float, total: float | None, message: str | None) -> dict[str, Any]:
+    """A progress notification as the call's preliminary output."""
+    value: dict[str, Any] = {"progress": done}
+    if total is not None:
+        value["total"] = total
+    if message is not None:
+        value["message"] = redact(message)
+    return value
 
 
 class MCPServerError(Exception):
@@ -619,6 +706,20 @@ class MCPTool(Tool):
         )
         self.server = connection.name
         self.remote_name = remote_name
+        self.connection = connection
+        # Its progress notifications stream as preliminary outputs: the
+        # loop forwards them while the call runs.
+        self.streams = True
+
+    async def invoke(
+        self,
+        arguments: Mapping[str, Any],
+        context: ToolContext | None = None,
+        progress: Callable[[Any], None] | None = None,
+    ) -> Any:
+        """Ask the server (``MCPServerConnection.call``), its progress to
+        ``progress``."""
+        return await self.connection.call(self.remote_name, arguments, progress)
 
     def __repr__(self) -> str:
         return f"<MCPTool {self.name} ({self.server}: {self.remote_name})>"

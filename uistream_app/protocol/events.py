@@ -19,7 +19,16 @@ The vocabulary, in the order a tool-loop step usually produces it:
   ``SteeringMessage`` (a person's message taken into the run between two
   steps), ``Done`` (the message is over);
 * extras any source may carry: ``SourceUrl``, ``SourceDocument``, ``File``,
-  ``Data``, ``MessageMetadata``.
+  ``Data``, ``MessageMetadata``, ``Custom`` (a provider's own part, ai@7's
+  ``custom`` chunk).
+
+Provider metadata (``provider_metadata``: ``{provider: {...}}``) rides on
+the events ai@7 gives it a place for: ``TextEnd`` (with the text's
+``citations``), ``ReasoningEnd``, ``ToolCallStart`` / ``ToolCall`` (the
+call's, ``callProviderMetadata``), ``ToolResult`` (the result's,
+``resultProviderMetadata``), the sources, ``File`` and ``Custom``. It is
+what a provider wants back on the next request (an item id, a signature,
+encrypted content, the citations), so it is stored with the part.
 
 A source that fails raises; it does not send an "error event". The stream
 adapters (``protocol.ui.stream``) turn the exception into a masked ``error``
@@ -38,6 +47,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 __all__ = [
     "FINISH_REASONS",
+    "Custom",
     "Data",
     "Done",
     "Event",
@@ -88,7 +98,14 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True)
 class TextEnd:
-    """The model closed its text block; the next text opens a new part."""
+    """The model closed its text block; the next text opens a new part.
+    ``citations``: what the text cites, as ai@7's text-end ``citations``
+    (``[{"source": {"type": "source", "sourceType": "url"|"document", …},
+    "citedText"?, "startIndex"?, "endIndex"?}]``); ``provider_metadata``
+    replaces the part's (the provider's item id, its raw citations)."""
+
+    provider_metadata: ProviderMetadata | None = None
+    citations: list[JSONValue] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +131,7 @@ class ToolCallStart:
     provider_executed: bool | None = None
     dynamic: bool | None = None
     title: str | None = None
+    provider_metadata: ProviderMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +155,7 @@ class ToolCall:
     provider_executed: bool | None = None
     dynamic: bool | None = None
     title: str | None = None
+    provider_metadata: ProviderMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +186,8 @@ class ToolResult:
     parses and as a JSON string where it does not; any other value is sent
     as it is. ``is_error`` makes it a ``tool-output-error`` whose text is
     ``content``. ``preliminary``: a progress value of a tool that streams
-    (an async generator); the call's final output follows without it."""
+    (an async generator, an MCP server's progress notifications); the
+    call's final output follows without it."""
 
     tool_call_id: str
     content: JSONValue
@@ -176,6 +196,7 @@ class ToolResult:
     preliminary: bool | None = None
     dynamic: bool | None = None
     provider_executed: bool | None = None
+    provider_metadata: ProviderMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +313,16 @@ class Data:
 
 
 @dataclass(frozen=True, slots=True)
+class Custom:
+    """A provider's own part (ai@7's ``custom`` chunk and part), named by
+    ``kind`` (``"anthropic.message_start"``, ``"openai.compaction"``…);
+    what it holds is in ``provider_metadata``."""
+
+    kind: str
+    provider_metadata: ProviderMetadata | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class MessageMetadata:
     """Metadata merged into the message's ``metadata``."""
 
@@ -321,6 +352,7 @@ Event: TypeAlias = (
     | File
     | Data
     | MessageMetadata
+    | Custom
 )
 
 _TAGS: Final[dict[type, str]] = {
@@ -346,6 +378,7 @@ _TAGS: Final[dict[type, str]] = {
     File: "file",
     Data: "data",
     MessageMetadata: "message-metadata",
+    Custom: "custom",
 }
 _BY_TAG: Final[dict[str, type]] = {tag: cls for cls, tag in _TAGS.items()}
 _FIELDS: Final[dict[type, tuple[str, ...]]] = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _TAGS}

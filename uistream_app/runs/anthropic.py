@@ -24,11 +24,12 @@ The rules of the stream reader (``_Reader``), in the order events arrive:
    results also become ``SourceUrl`` events).
 3. ``content_block_delta``: text, thinking, the thinking ``signature``
    (kept for ``ReasoningEnd``'s provider metadata), tool input JSON
-   fragments, compaction text. Citations are not sources of their own:
-   a web-search citation points at a result already sent as a source
-   (``@ai-sdk/anthropic`` 4.0.105 sends none for them either), and a
-   document citation needs the documents of the prompt, which the model
-   port does not carry.
+   fragments, compaction text, citations (kept for the text's
+   ``TextEnd``: ai@7's ``citations`` and the raw ones in its provider
+   metadata). A web-search citation is a source of its own only when the
+   response holds no search results (as ``@ai-sdk/anthropic`` 4.0.105
+   has it); a document citation is not one (it needs the prompt's
+   documents, which the model port does not carry).
 4. ``content_block_stop`` closes the block: ``TextEnd``, ``ReasoningEnd``
    with ``{"anthropic": {"signature"|"redactedData"}}``, or the complete
    ``ToolCall`` (empty input is ``{}``).
@@ -55,7 +56,10 @@ so a conversation reloaded in another process sends them too); a step
 without them falls back on the blocks this process streamed
 (``runs._memory``: a bounded memory keyed by the step's tool call ids);
 else it goes out without its reasoning (unsigned thinking is rejected by
-the API).
+the API). A step with ordered ``parts`` goes out as ``@ai-sdk/anthropic``
+writes it (``_step_blocks``): cited text, thinking, ``tool_use``, and the
+server tools Anthropic ran (``server_tool_use`` / ``mcp_tool_use``) with
+their result blocks, each with its ``caller``.
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ from typing import Any, Final, Unpack
 import httpx
 
 from ..protocol.events import (
+    Custom,
     Finish,
     ReasoningDelta,
     ReasoningEnd,
@@ -87,9 +92,14 @@ from ._memory import ReplayMemory
 from .failures import ModelResponseError, UnsupportedFileError
 from .messages import (
     AssistantMessage,
+    CustomPart,
     ModelMessage,
+    ProviderToolCall,
+    ProviderToolResult,
     ReasoningPart,
     SystemMessage,
+    TextPart,
+    ToolCallRequest,
     ToolMessage,
     ToolSpec,
     UserMessage,
@@ -218,6 +228,11 @@ class AnthropicModel(HTTPModelBase):
         return "\n\n".join(system), wire
 
     def _assistant_blocks(self, message: AssistantMessage) -> list[dict[str, Any]]:
+        if message.parts:
+            blocks = _step_blocks(message)
+            if not any(b["type"] in ("thinking", "redacted_thinking") for b in blocks):
+                blocks[:0] = [dict(b) for b in self.memory.recall([c.id for c in message.tool_calls])]
+            return blocks
         blocks = _thinking_blocks(message.reasoning_parts)
         if not blocks:
             blocks = [dict(b) for b in self.memory.recall([c.id for c in message.tool_calls])]
@@ -260,6 +275,8 @@ class _Block:
     thinking: list[str] = field(default_factory=list)
     signature: str | None = None
     redacted: str | None = None
+    citations: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] | None = None  # a compaction block's, a call's caller
 
 
 class _Reader:
@@ -275,6 +292,12 @@ class _Reader:
         self.tool_names: dict[str, str] = {}
         self.call_ids: list[str] = []
         self.thinking_blocks: list[dict[str, Any]] = []
+        self.mcp_metadata: dict[str, dict[str, Any]] = {}
+        self.callers: dict[str, dict[str, Any]] = {}
+        # Web citations of a response without search results of its own
+        # (the search ran in an earlier response) become sources at the end.
+        self.web_citations: list[dict[str, Any]] = []
+        self.has_web_results = False
 
     def feed(self, obj: dict[str, Any]) -> list[ModelEvent]:
         kind = obj.get("type")
@@ -332,13 +355,15 @@ class _Reader:
             self.usage = dict(usage)
         if message.get("stop_reason"):
             self.stop_reason = message["stop_reason"]
-        out: list[ModelEvent] = []
+        raw_usage = dict(usage) if isinstance(usage, dict) else None
+        started = {"id": message.get("id"), "model": message.get("model"), "usage": raw_usage}
+        out: list[ModelEvent] = [Custom("anthropic.message_start", {"anthropic": started})]
         for part in message.get("content") or ():
             if isinstance(part, dict) and part.get("type") == "tool_use":
                 text = json.dumps(part.get("input") or {}, separators=(",", ":"), ensure_ascii=False)
                 out.append(ToolCallStart(part["id"], part["name"]))
                 out.append(ToolCallDelta(part["id"], text))
-                out.append(ToolCall(part["id"], part["name"], text))
+                out.append(ToolCall(part["id"], part["name"], text, provider_metadata=_caller_metadata(part)))
                 self.call_ids.append(part["id"])
         return out
 
@@ -348,6 +373,11 @@ class _Reader:
         kind = part.get("type")
         if kind in ("text", "compaction"):
             self.blocks[index] = _Block("text")
+            if kind == "compaction":
+                compaction: dict[str, Any] = {"type": "compaction"}
+                if part.get("signature") is not None:
+                    compaction["signature"] = part["signature"]
+                self.blocks[index].metadata = {"anthropic": compaction}
             text = part.get("text") if kind == "text" else part.get("content")
             if isinstance(text, str) and text:
                 self.blocks[index].got_delta = True
@@ -368,6 +398,7 @@ class _Reader:
             given = part.get("input")
             initial = json.dumps(given, separators=(",", ":"), ensure_ascii=False) if given else ""
             block = _Block("call", part["id"], part["name"], [initial] if initial else [], first_delta=not initial)
+            block.metadata = _caller_metadata(part)
             self.blocks[index] = block
             self.call_ids.append(block.call_id)
             out: list[ModelEvent] = [ToolCallStart(block.call_id, block.name)]
@@ -380,9 +411,13 @@ class _Reader:
             call_id, name = part["id"], part["name"]
             self.tool_names[call_id] = name
             text = json.dumps(part.get("input") or {}, separators=(",", ":"), ensure_ascii=False)
+            # What the next request needs to send the call back as an
+            # ``mcp_tool_use`` block (as @ai-sdk/anthropic marks it).
+            meta = {"anthropic": {"type": "mcp-tool-use", "serverName": part.get("server_name")}}
+            self.mcp_metadata[call_id] = meta
             return [
-                ToolCallStart(call_id, name, provider_executed=True, dynamic=True),
-                ToolCall(call_id, name, text, provider_executed=True, dynamic=True),
+                ToolCallStart(call_id, name, provider_executed=True, dynamic=True, provider_metadata=meta),
+                ToolCall(call_id, name, text, provider_executed=True, dynamic=True, provider_metadata=meta),
             ]
         if kind == "mcp_tool_result":
             call_id = part.get("tool_use_id", "")
@@ -394,11 +429,17 @@ class _Reader:
                     tool_name=self.tool_names.get(call_id),
                     dynamic=True,
                     provider_executed=True,
+                    provider_metadata=self.mcp_metadata.get(call_id),
                 )
             ]
         if isinstance(kind, str) and kind.endswith("_tool_result"):
             return self._server_tool_result(kind, part)
-        return []  # e.g. the server-side "fallback" marker
+        if kind == "fallback":
+            # A server-side fallback served the turn: ai@7's custom part, and
+            # sent back as a ``fallback`` block on the next request.
+            fallback = {"type": "fallback", "from": part.get("from"), "to": part.get("to")}
+            return [Custom("anthropic.fallback", {"anthropic": fallback})]
+        return []
 
     def _server_tool_start(self, index: int, part: dict[str, Any]) -> list[ModelEvent]:
         raw_name = part.get("name", "")
@@ -422,6 +463,7 @@ class _Reader:
             input_type=input_type,
             first_delta=raw_name == "advisor" or not initial,
             code_execution=name == "code_execution",
+            metadata=_caller_metadata(part),
         )
         self.blocks[index] = block
         self.tool_names[block.call_id] = raw_name
@@ -435,8 +477,27 @@ class _Reader:
         else:
             name = _SERVER_TOOL_RESULTS.get(kind, kind.removesuffix("_tool_result"))
         content = part.get("content")
+        meta = _caller_metadata(part) or self.callers.get(call_id)
         out: list[ModelEvent] = []
+        if kind == "web_fetch_tool_result" and isinstance(content, dict) and content.get("type") == "web_fetch_result":
+            document = _object(content.get("content"))
+            source = _object(document.get("source"))
+            fetched: dict[str, Any] = {
+                "type": "web_fetch_result",
+                "url": content.get("url"),
+                "retrievedAt": content.get("retrieved_at"),
+                "content": {
+                    **{k: document[k] for k in ("type", "title", "citations") if k in document},
+                    "source": {
+                        "type": source.get("type"),
+                        "mediaType": source.get("media_type"),
+                        "data": source.get("data"),
+                    },
+                },
+            }
+            return [ToolResult(call_id, fetched, tool_name=name, provider_executed=True, provider_metadata=meta)]
         if kind == "web_search_tool_result" and isinstance(content, list):
+            self.has_web_results = True
             results = [r for r in content if isinstance(r, dict)]
             output: Any = [
                 {
@@ -448,7 +509,7 @@ class _Reader:
                 }
                 for r in results
             ]
-            out.append(ToolResult(call_id, output, tool_name=name, provider_executed=True))
+            out.append(ToolResult(call_id, output, tool_name=name, provider_executed=True, provider_metadata=meta))
             for r in results:
                 out.append(
                     SourceUrl(
@@ -461,11 +522,15 @@ class _Reader:
             return out
         if kind == "tool_search_tool_result" and isinstance(content, dict) and "tool_references" in content:
             refs = [{"type": r.get("type"), "toolName": r.get("tool_name")} for r in content["tool_references"]]
-            return [ToolResult(call_id, refs, tool_name=name, provider_executed=True)]
+            return [ToolResult(call_id, refs, tool_name=name, provider_executed=True, provider_metadata=meta)]
         is_error = isinstance(content, dict) and str(content.get("type", "")).endswith("_error")
         if is_error and isinstance(content, dict):
             content = {"type": content.get("type"), "errorCode": content.get("error_code")}
-        return [ToolResult(call_id, content, is_error=is_error, tool_name=name, provider_executed=True)]
+        return [
+            ToolResult(
+                call_id, content, is_error=is_error, tool_name=name, provider_executed=True, provider_metadata=meta
+            )
+        ]
 
     # -- rule 3 ------------------------------------------------------------------
 
@@ -491,6 +556,13 @@ class _Reader:
         if kind == "signature_delta" and block.kind == "reasoning":
             block.signature = delta.get("signature")
             return []
+        if kind == "citations_delta" and block.kind == "text":
+            citation = delta.get("citation")
+            if isinstance(citation, dict):
+                block.citations.append(citation)
+                if citation.get("type") == "web_search_result_location":
+                    self.web_citations.append(citation)
+            return []
         if kind == "input_json_delta" and block.kind == "call":
             fragment = delta.get("partial_json", "")
             if not fragment:
@@ -509,7 +581,16 @@ class _Reader:
         if block is None:
             return []
         if block.kind == "text":
-            return [TextEnd()] if block.got_delta else [TextDelta(""), TextEnd()]
+            end = TextEnd(block.metadata)
+            if block.citations:
+                # As @ai-sdk/anthropic ends a cited text: the citations in
+                # ai@7's form, and raw in the metadata, which the next
+                # request sends back on the text block.
+                end = TextEnd(
+                    {"anthropic": {"citations": block.citations}},
+                    [_citation(c) for c in block.citations],
+                )
+            return [end] if block.got_delta else [TextDelta(""), end]
         if block.kind == "reasoning":
             out: list[ModelEvent] = [] if block.got_delta else [ReasoningDelta("")]
             if block.redacted is not None:
@@ -526,7 +607,13 @@ class _Reader:
         text = "".join(block.input) or "{}"
         if block.code_execution:
             text = _programmatic_input(text)
-        return [ToolCall(block.call_id, block.name, text, provider_executed=block.provider_executed)]
+        if block.provider_executed:
+            # ai@7 files who called a server tool under the result's
+            # metadata (``resultProviderMetadata``), not the call's.
+            if block.metadata is not None:
+                self.callers[block.call_id] = block.metadata
+            return [ToolCall(block.call_id, block.name, text, provider_executed=True)]
+        return [ToolCall(block.call_id, block.name, text, provider_metadata=block.metadata)]
 
     # -- rule 5 ------------------------------------------------------------------
 
@@ -545,9 +632,193 @@ class _Reader:
             out.extend(self._block_stop(index))
         self.open = False
         self.stopped = True
+        if not self.has_web_results:
+            for citation in self.web_citations:
+                meta = {"citedText": citation.get("cited_text"), "encryptedIndex": citation.get("encrypted_index")}
+                out.append(SourceUrl(_source_id(), citation.get("url", ""), citation.get("title"), {"anthropic": meta}))
+        self.web_citations.clear()
         out.append(_usage(self.usage))
         out.append(Finish(map_stop_reason(self.stop_reason)))
         return out
+
+
+def _step_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    """A step's blocks from its ordered ``parts``, as @ai-sdk/anthropic
+    4.0.105 writes an assistant message: text (with its citations, or a
+    compaction block), signed and redacted thinking, the loop's
+    ``tool_use``, and what Anthropic ran itself: ``server_tool_use`` /
+    ``mcp_tool_use`` and their result blocks (``web_search_tool_result``
+    with the encrypted content the API needs back, ``code_execution_tool_result``…),
+    and a server-side ``fallback``. Anything the API has no block for is
+    left out, as the AI SDK leaves it out (with a warning there)."""
+    blocks: list[dict[str, Any]] = []
+    mcp_calls: set[str] = set()
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            meta = part.provider_metadata.get("anthropic")
+            meta = meta if isinstance(meta, Mapping) else {}
+            if meta.get("type") == "compaction":
+                if part.text:
+                    compaction = {"type": "compaction", "content": part.text}
+                    if isinstance(meta.get("signature"), str):
+                        compaction["signature"] = meta["signature"]
+                    blocks.append(compaction)
+            elif part.text:
+                block: dict[str, Any] = {"type": "text", "text": part.text}
+                if meta.get("citations") is not None:
+                    block["citations"] = meta["citations"]
+                blocks.append(block)
+        elif isinstance(part, ReasoningPart):
+            blocks.extend(_thinking_blocks((part,)))
+        elif isinstance(part, ToolCallRequest):
+            use = {"type": "tool_use", "id": part.id, "name": part.name, "input": _json_object(part.arguments)}
+            blocks.append(_with_caller(use, part.provider_metadata))
+        elif isinstance(part, ProviderToolCall):
+            call = _server_call_block(part)
+            if call is not None:
+                if call["type"] == "mcp_tool_use":
+                    mcp_calls.add(part.id)
+                else:
+                    call = _with_caller(call, part.provider_metadata)
+                blocks.append(call)
+        elif isinstance(part, ProviderToolResult):
+            result = _server_result_block(part, part.tool_call_id in mcp_calls)
+            if result is not None:
+                if result["type"] in ("web_search_tool_result", "web_fetch_tool_result"):
+                    result = _with_caller(result, part.provider_metadata)
+                blocks.append(result)
+        elif isinstance(part, CustomPart) and part.kind == "anthropic.fallback":
+            meta = part.provider_metadata.get("anthropic")
+            if isinstance(meta, Mapping) and meta.get("from") is not None and meta.get("to") is not None:
+                blocks.append({"type": "fallback", "from": meta["from"], "to": meta["to"]})
+    return blocks
+
+
+_SERVER_TOOLS: Final = frozenset(
+    ("code_execution", "web_fetch", "web_search", "tool_search_tool_regex", "tool_search_tool_bm25")
+)
+
+
+def _server_call_block(part: ProviderToolCall) -> dict[str, Any] | None:
+    meta = part.provider_metadata.get("anthropic")
+    if isinstance(meta, Mapping) and meta.get("type") == "mcp-tool-use":
+        if not isinstance(meta.get("serverName"), str):
+            return None  # the API cannot take an MCP call without its server
+        return {
+            "type": "mcp_tool_use",
+            "id": part.id,
+            "name": part.name,
+            "input": part.input,
+            "server_name": meta["serverName"],
+        }
+    tool_input = part.input
+    if part.name == "code_execution" and isinstance(tool_input, dict) and isinstance(tool_input.get("type"), str):
+        # The reader named the sub-tool in the input's ``type``: undone.
+        kind = tool_input["type"]
+        rest = {k: v for k, v in tool_input.items() if k != "type"}
+        if kind in _CODE_EXECUTION_SUBTOOLS:
+            return {"type": "server_tool_use", "id": part.id, "name": kind, "input": rest}
+        if kind == "programmatic-tool-call":
+            return {"type": "server_tool_use", "id": part.id, "name": "code_execution", "input": rest}
+    if part.name in _SERVER_TOOLS:
+        return {"type": "server_tool_use", "id": part.id, "name": part.name, "input": tool_input}
+    if part.name == "advisor":
+        return {"type": "server_tool_use", "id": part.id, "name": "advisor", "input": {}}
+    return None
+
+
+def _error_code(value: Any, default: str) -> str:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return default
+    code = value.get("errorCode") if isinstance(value, dict) else None
+    return code if isinstance(code, str) else default
+
+
+def _server_result_block(part: ProviderToolResult, mcp: bool) -> dict[str, Any] | None:
+    """A provider-run tool's result block (``_server_tool_result`` read it)."""
+    output, call_id = part.output, part.tool_call_id
+    if mcp:
+        return {"type": "mcp_tool_result", "tool_use_id": call_id, "is_error": part.is_error, "content": output}
+    if part.name == "web_search":
+        if part.is_error:
+            error = {"type": "web_search_tool_result_error", "error_code": _error_code(output, "unavailable")}
+            return {"type": "web_search_tool_result", "tool_use_id": call_id, "content": error}
+        if not isinstance(output, list):
+            return None
+        content = [
+            {
+                "url": r.get("url"),
+                "title": r.get("title"),
+                "page_age": r.get("pageAge"),
+                "encrypted_content": r.get("encryptedContent"),
+                "type": r.get("type"),
+            }
+            for r in output
+            if isinstance(r, dict)
+        ]
+        return {"type": "web_search_tool_result", "tool_use_id": call_id, "content": content}
+    if part.name == "web_fetch":
+        if part.is_error:
+            error = {"type": "web_fetch_tool_result_error", "error_code": _error_code(output, "unavailable")}
+            return {"type": "web_fetch_tool_result", "tool_use_id": call_id, "content": error}
+        if not isinstance(output, dict):
+            return None
+        document = _object(output.get("content"))
+        source = _object(document.get("source"))
+        fetched: dict[str, Any] = {
+            "type": "web_fetch_result",
+            "url": output.get("url"),
+            "retrieved_at": output.get("retrievedAt"),
+            "content": {
+                "type": "document",
+                **{k: document[k] for k in ("title", "citations") if k in document},
+                "source": {
+                    "type": source.get("type"),
+                    "media_type": source.get("mediaType"),
+                    "data": source.get("data"),
+                },
+            },
+        }
+        return {"type": "web_fetch_tool_result", "tool_use_id": call_id, "content": fetched}
+    if part.name == "code_execution":
+        if part.is_error:
+            info = output if isinstance(output, dict) else {}
+            if isinstance(output, str):
+                try:
+                    info = json.loads(output)
+                except ValueError:
+                    info = {}
+            code = info.get("errorCode") if isinstance(info, dict) else None
+            if isinstance(info, dict) and info.get("type") == "code_execution_tool_result_error":
+                error = {"type": "code_execution_tool_result_error", "error_code": code or "unknown"}
+                return {"type": "code_execution_tool_result", "tool_use_id": call_id, "content": error}
+            error = {"type": "bash_code_execution_tool_result_error", "error_code": code or "unknown"}
+            return {"type": "bash_code_execution_tool_result", "tool_use_id": call_id, "content": error}
+        if not isinstance(output, dict) or not isinstance(output.get("type"), str):
+            return None
+        kind = output["type"]
+        if kind in ("code_execution_result", "encrypted_code_execution_result"):
+            executed: dict[str, Any] = {
+                k: output[k] for k in ("type", "stdout", "encrypted_stdout", "stderr", "return_code") if k in output
+            }
+            executed["content"] = output.get("content") or []
+            return {"type": "code_execution_tool_result", "tool_use_id": call_id, "content": executed}
+        if kind.startswith("bash_code_execution"):
+            return {"type": "bash_code_execution_tool_result", "tool_use_id": call_id, "content": output}
+        return {"type": "text_editor_code_execution_tool_result", "tool_use_id": call_id, "content": output}
+    if part.name in ("tool_search_tool_regex", "tool_search_tool_bm25"):
+        if part.is_error or (isinstance(output, dict) and output.get("type") == "tool_search_tool_result_error"):
+            error = {"type": "tool_search_tool_result_error", "error_code": _error_code(output, "unavailable")}
+            return {"type": "tool_search_tool_result", "tool_use_id": call_id, "content": error}
+        if not isinstance(output, list):
+            return None
+        refs = [{"type": "tool_reference", "tool_name": r.get("toolName")} for r in output if isinstance(r, dict)]
+        found = {"type": "tool_search_tool_search_result", "tool_references": refs}
+        return {"type": "tool_search_tool_result", "tool_use_id": call_id, "content": found}
+    return None
 
 
 def _thinking_blocks(parts: Sequence[ReasoningPart]) -> list[dict[str, Any]]:
@@ -564,6 +835,67 @@ def _thinking_blocks(parts: Sequence[ReasoningPart]) -> list[dict[str, Any]]:
         elif isinstance(meta.get("redactedData"), str):
             blocks.append({"type": "redacted_thinking", "data": meta["redactedData"]})
     return blocks
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _caller_metadata(part: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Who called a tool (``caller``: the model directly, or code running in
+    code execution), as @ai-sdk/anthropic keeps it in the call's provider
+    metadata; the next request sends it back."""
+    caller = part.get("caller")
+    if not isinstance(caller, dict):
+        return None
+    info: dict[str, Any] = {"type": caller.get("type")}
+    if "tool_id" in caller:
+        info["toolId"] = caller["tool_id"]
+    return {"anthropic": {"caller": info}}
+
+
+def _with_caller(block: dict[str, Any], metadata: Mapping[str, Any]) -> dict[str, Any]:
+    caller = _wire_caller(metadata)
+    if caller is not None:
+        block["caller"] = caller
+    return block
+
+
+def _wire_caller(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``caller`` a block is sent back with (the AI SDK's ``getAnthropicCaller``)."""
+    meta = metadata.get("anthropic")
+    caller = meta.get("caller") if isinstance(meta, Mapping) else None
+    if not isinstance(caller, Mapping):
+        return None
+    if caller.get("type") in ("code_execution_20250825", "code_execution_20260120") and caller.get("toolId"):
+        return {"type": caller["type"], "tool_id": caller["toolId"]}
+    return {"type": "direct"} if caller.get("type") == "direct" else None
+
+
+def _citation(citation: dict[str, Any]) -> dict[str, Any]:
+    """A citation as ai@7's text-end ``citations`` hold it (the AI SDK's
+    ``mapAnthropicCitation``; the prompt's documents are not known here,
+    so a document citation is titled by its own ``document_title``)."""
+    kind = citation.get("type")
+    if kind in ("web_search_result_location", "search_result_location"):
+        url = citation.get("url") if kind == "web_search_result_location" else citation.get("source")
+        source: dict[str, Any] = {"type": "source", "sourceType": "url", "id": url, "url": url}
+        if citation.get("title") is not None:
+            source["title"] = citation["title"]
+    else:
+        index = citation.get("document_index")
+        source = {
+            "type": "source",
+            "sourceType": "document",
+            "id": citation.get("file_id") or str(index),
+            "mediaType": "text/plain",
+            "title": citation.get("document_title") or f"Document {index}",
+        }
+    source["providerMetadata"] = {"anthropic": dict(citation)}
+    out: dict[str, Any] = {"source": source}
+    if citation.get("cited_text") is not None:
+        out["citedText"] = citation["cited_text"]
+    return out
 
 
 def _usage(raw: Mapping[str, Any]) -> Usage:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 from ..protocol.events import (
+    Custom,
     Done,
     Event,
     Finish,
@@ -25,6 +26,7 @@ from ..protocol.events import (
     SteeringMessage,
     StepFinished,
     TextDelta,
+    TextEnd,
     ToolApprovalRequest,
     ToolApprovalResponse,
     ToolCall,
@@ -33,8 +35,21 @@ from ..protocol.events import (
     ToolResult,
     Usage,
 )
+from ..protocol.ui.encoder import output_value
 from .failures import ToolError
-from .messages import AssistantMessage, ModelMessage, ModelOptions, ReasoningPart, ToolCallRequest, ToolMessage
+from .messages import (
+    AssistantMessage,
+    AssistantPart,
+    CustomPart,
+    ModelMessage,
+    ModelOptions,
+    ProviderToolCall,
+    ProviderToolResult,
+    ReasoningPart,
+    TextPart,
+    ToolCallRequest,
+    ToolMessage,
+)
 from .model import ChatModel
 from .steering import SteeringInbox
 from .telemetry import tool_failed, trace_model_call, trace_tool_call
@@ -253,6 +268,11 @@ class ToolLoop:
             # them back. ``mark`` is where the open part's text began.
             reasoning_parts: list[ReasoningPart] = []
             mark = 0
+            # The step in order (``AssistantMessage.parts``): what the
+            # native providers send back, provider-run tools included.
+            # ``text_mark``: where the open text part's text began.
+            parts: list[AssistantPart] = []
+            text_mark = 0
             stream = model_stream(conversation, specs, self.options)
             traced = trace_model_call(self.model)  # the call's span; None when the run is not traced
             try:
@@ -262,16 +282,32 @@ class ToolLoop:
                         texts.append(event.text)  # type: ignore[union-attr]
                     elif cls is ReasoningDelta:
                         reasoning.append(event.text)  # type: ignore[union-attr]
+                    elif cls is TextEnd:
+                        text_mark = _text_part(parts, texts, text_mark, event.provider_metadata)  # type: ignore[union-attr]
                     elif cls is ReasoningEnd:
+                        text_mark = _text_part(parts, texts, text_mark)
                         metadata = event.provider_metadata  # type: ignore[union-attr]
+                        part = ReasoningPart("".join(reasoning[mark:]), metadata or {})
                         if metadata:
-                            reasoning_parts.append(ReasoningPart("".join(reasoning[mark:]), metadata))
+                            reasoning_parts.append(part)
+                        parts.append(part)
                         mark = len(reasoning)
-                    elif cls is ToolCall and not event.provider_executed:  # type: ignore[union-attr]
-                        # A call the provider runs itself (web search, code
-                        # execution…) is answered in this same stream by its
-                        # ``ToolResult``; only the others are the loop's.
-                        calls.append(event)  # type: ignore[arg-type]
+                    elif cls is ToolCall:
+                        text_mark = _text_part(parts, texts, text_mark)
+                        if event.provider_executed:  # type: ignore[union-attr]
+                            # A call the provider runs itself (web search, code
+                            # execution…) is answered in this same stream by its
+                            # ``ToolResult``; only the others are the loop's.
+                            parts.append(_provider_call(event))  # type: ignore[arg-type]
+                        else:
+                            calls.append(event)  # type: ignore[arg-type]
+                            parts.append(_call_request(event))  # type: ignore[arg-type]
+                    elif cls is ToolResult and event.provider_executed and not event.preliminary:  # type: ignore[union-attr]
+                        text_mark = _text_part(parts, texts, text_mark)
+                        parts.append(_provider_result(event))  # type: ignore[arg-type]
+                    elif cls is Custom:
+                        text_mark = _text_part(parts, texts, text_mark)
+                        parts.append(CustomPart(event.kind, event.provider_metadata or {}))  # type: ignore[union-attr]
                     elif cls is Finish or cls is Usage:
                         if cls is Finish:
                             finish_reason = event.reason  # type: ignore[union-attr]
@@ -289,8 +325,11 @@ class ToolLoop:
                 if traced is not None:
                     traced.end()
 
-            requests = tuple(ToolCallRequest(c.tool_call_id, c.tool_name, c.input) for c in calls)
-            conversation.append(AssistantMessage("".join(texts), requests, "".join(reasoning), tuple(reasoning_parts)))
+            _text_part(parts, texts, text_mark)
+            requests = tuple(_call_request(c) for c in calls)
+            conversation.append(
+                AssistantMessage("".join(texts), requests, "".join(reasoning), tuple(reasoning_parts), tuple(parts))
+            )
             if requests:
                 # Closed explicitly: a nested generator left to the garbage
                 # collector would cancel its tools late, or never.
@@ -524,6 +563,39 @@ async def _invoke(tool: Tool, context: ToolContext, progress: Callable[[Any], No
         if scope.expired():
             raise _ToolTimeout from None
         raise
+
+
+def _text_part(parts: list[AssistantPart], texts: list[str], mark: int, metadata: Any = None) -> int:
+    """Close the step's open text part (the text since ``mark``) into
+    ``parts``; the new mark. A text the model never closed is closed by
+    whatever comes after it."""
+    if mark < len(texts) or metadata:
+        parts.append(TextPart("".join(texts[mark:]), metadata or {}))
+    return len(texts)
+
+
+def _call_request(event: ToolCall) -> ToolCallRequest:
+    return ToolCallRequest(event.tool_call_id, event.tool_name, event.input, event.provider_metadata or {})
+
+
+def _provider_call(event: ToolCall) -> ProviderToolCall:
+    return ProviderToolCall(
+        event.tool_call_id,
+        event.tool_name,
+        _loose_json(event.input) if event.input.strip() else {},
+        event.provider_metadata or {},
+        bool(event.dynamic),
+    )
+
+
+def _provider_result(event: ToolResult) -> ProviderToolResult:
+    return ProviderToolResult(
+        event.tool_call_id,
+        event.tool_name or "",
+        output_value(event.content),
+        event.is_error,
+        event.provider_metadata or {},
+    )
 
 
 def _unanswered_calls(conversation: Sequence[ModelMessage]) -> tuple[ToolCallRequest, ...]:

@@ -13,11 +13,17 @@ from typing import Any, TypeAlias
 
 __all__ = [
     "AssistantMessage",
+    "AssistantPart",
+    "CustomPart",
     "FilePart",
     "ModelMessage",
     "ModelOptions",
+    "ProviderApproval",
+    "ProviderToolCall",
+    "ProviderToolResult",
     "ReasoningPart",
     "SystemMessage",
+    "TextPart",
     "ToolCallRequest",
     "ToolMessage",
     "ToolSpec",
@@ -71,11 +77,14 @@ class UserMessage:
 @dataclass(frozen=True, slots=True)
 class ToolCallRequest:
     """One tool call the model made. ``arguments`` is the argument text
-    exactly as the model sent it (usually a JSON object)."""
+    exactly as the model sent it (usually a JSON object);
+    ``provider_metadata`` what the provider said of the call (Anthropic's
+    ``caller``, a Responses item id), sent back with it."""
 
     id: str
     name: str
     arguments: str
+    provider_metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,17 +101,89 @@ class ReasoningPart:
 
 
 @dataclass(frozen=True, slots=True)
+class TextPart:
+    """One text part of a step with the provider metadata it ended with
+    (a Responses message's ``itemId``, Anthropic's raw ``citations``)."""
+
+    text: str
+    provider_metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderApproval:
+    """A person's decision on a provider-executed call that asked for
+    approval (a remote MCP tool of the Responses API)."""
+
+    approval_id: str
+    approved: bool
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderToolCall:
+    """A call the provider ran itself (web search, code execution, a remote
+    MCP tool). ``input`` is the JSON value the stream gave it;
+    ``provider_metadata`` the call's (``callProviderMetadata``);
+    ``approval`` the person's answer when the call asked for one."""
+
+    id: str
+    name: str
+    input: Any
+    provider_metadata: Mapping[str, Any] = field(default_factory=dict)
+    dynamic: bool = False
+    approval: ProviderApproval | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderToolResult:
+    """The result of a ``ProviderToolCall``, as the stream gave it
+    (``output`` a JSON value; ``is_error`` for a failed call)."""
+
+    tool_call_id: str
+    name: str
+    output: Any
+    is_error: bool = False
+    provider_metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CustomPart:
+    """A provider's own part (ai@7's ``custom``), by ``kind``."""
+
+    kind: str
+    provider_metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: One piece of a step in the order the model produced it.
+AssistantPart: TypeAlias = (
+    TextPart | ReasoningPart | ToolCallRequest | ProviderToolCall | ProviderToolResult | CustomPart
+)
+
+
+@dataclass(frozen=True, slots=True)
 class AssistantMessage:
     """One model call's output: its text, its reasoning (kept for the
     record; chat-completions servers are not sent it back) and its tool
     calls. ``reasoning_parts`` are the reasoning parts that came with
     provider metadata, in order: what the native providers send back
-    (Anthropic thinking with its signature, Responses reasoning items)."""
+    (Anthropic thinking with its signature, Responses reasoning items).
+
+    ``parts``: the whole step in order, as the AI SDK's assistant content
+    holds it: text parts with their provider metadata, reasoning parts,
+    the loop's tool calls, and what only the provider understands (the
+    calls it ran and their results, its custom parts). The native
+    providers send it back in their API's form when it is set; empty (a
+    message built by hand, or by code that predates it), they read the
+    fields above."""
 
     content: str = ""
     tool_calls: tuple[ToolCallRequest, ...] = ()
     reasoning: str = ""
     reasoning_parts: tuple[ReasoningPart, ...] = ()
+    # Not compared: it restates the fields above in order, with the
+    # provider's own items; two messages are equal when a model that reads
+    # the fields reads the same (tests that mean the parts compare them).
+    parts: tuple[AssistantPart, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, TypeAlias, runtime_checkable
 
 from ..protocol.events import (
+    Custom,
     Finish,
     ReasoningDelta,
     ReasoningEnd,
@@ -34,7 +35,8 @@ __all__ = ["ChatModel", "ModelEvent", "model_name"]
 #: ``ToolResult``, the sources and ``ToolApprovalRequest`` come only from
 #: providers that run tools themselves (web search, code execution, remote
 #: MCP tools): the result of a call marked ``provider_executed``, the pages
-#: it cites, a remote tool's request for approval.
+#: it cites, a remote tool's request for approval; ``Custom`` a provider's
+#: own part (ai@7's ``custom``).
 ModelEvent: TypeAlias = (
     TextDelta
     | TextEnd
@@ -47,6 +49,7 @@ ModelEvent: TypeAlias = (
     | SourceUrl
     | SourceDocument
     | ToolApprovalRequest
+    | Custom
     | Usage
     | Finish
 )

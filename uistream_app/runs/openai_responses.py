@@ -54,7 +54,13 @@ produced them, ``runs._memory``; with ``store=False``, the default, those
 that came with their encrypted content, which ``include`` asks for when
 ``reasoning`` is set; with ``store=True``, references to the stored
 items), an ``output_text`` message and ``function_call`` items, and each
-tool result as a ``function_call_output``.
+tool result as a ``function_call_output``. A step with ordered ``parts``
+goes out as ``@ai-sdk/openai`` writes it (``_step_items``): provider-run
+tools (a web search as its ``web_search_call``, the rest by reference when
+stored), compaction items, and an ``mcp_approval_response`` for each
+remote MCP call a person answered. The call an approved request then
+runs (``mcp_call`` with its ``approval_request_id``) keeps the id of the
+call that asked, made from the approval id, so it lands on the same part.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx
 
 from ..protocol.events import (
+    Custom,
     Finish,
     ReasoningDelta,
     ReasoningEnd,
@@ -89,9 +96,14 @@ from ._memory import ReplayMemory
 from .failures import ModelResponseError, UnsupportedFileError
 from .messages import (
     AssistantMessage,
+    CustomPart,
     ModelMessage,
+    ProviderToolCall,
+    ProviderToolResult,
     ReasoningPart,
     SystemMessage,
+    TextPart,
+    ToolCallRequest,
     ToolMessage,
     ToolSpec,
     UserMessage,
@@ -181,6 +193,8 @@ class OpenAIResponsesModel(HTTPModelBase):
                 items.append({"role": "system", "content": message.content})
             elif isinstance(message, UserMessage):
                 items.append({"role": "user", "content": responses_user_content(message)})
+            elif isinstance(message, AssistantMessage) and message.parts:
+                items.extend(self._step_items(message))
             elif isinstance(message, AssistantMessage):
                 reasoning = self._reasoning_items(message.reasoning_parts)
                 if not reasoning:
@@ -202,6 +216,93 @@ class OpenAIResponsesModel(HTTPModelBase):
                     {"type": "function_call_output", "call_id": message.tool_call_id, "output": message.content}
                 )
         return items
+
+    def _step_items(self, message: AssistantMessage) -> list[dict[str, Any]]:
+        """A step's input items from its ordered ``parts``, as
+        ``@ai-sdk/openai`` 4.0.118 writes an assistant message: text as an
+        assistant message (by ``item_reference`` when stored), reasoning
+        items, ``function_call`` items, what OpenAI ran itself (a web
+        search as its ``web_search_call`` item, any other by reference when
+        stored), compaction items; then an ``mcp_approval_response`` for
+        each remote MCP call a person answered. A reasoning item goes back
+        only with its encrypted content when not stored (the API cannot
+        find it by id), as ``_reasoning_items`` has it."""
+        store = self.store
+        items: list[dict[str, Any]] = []
+        referenced: set[str] = set()
+        reasoning: dict[str, dict[str, Any]] = {}
+        approvals: list[dict[str, Any]] = []
+
+        def reference(item_id: str) -> None:
+            if item_id not in referenced:
+                referenced.add(item_id)
+                items.append({"type": "item_reference", "id": item_id})
+
+        for part in message.parts:
+            meta = _openai(part.provider_metadata) if not isinstance(part, ProviderToolResult) else {}
+            if isinstance(part, TextPart):
+                item_id = meta.get("itemId")
+                if store and isinstance(item_id, str):
+                    reference(item_id)
+                    continue
+                said: dict[str, Any] = {"role": "assistant", "content": part.text}
+                if meta.get("phase") is not None:
+                    said["phase"] = meta["phase"]
+                items.append(said)
+            elif isinstance(part, ReasoningPart):
+                item_id = meta.get("itemId")
+                if not isinstance(item_id, str):
+                    continue
+                if store:
+                    reference(item_id)
+                    continue
+                item = reasoning.get(item_id)
+                if item is None:
+                    item = reasoning[item_id] = {"type": "reasoning", "id": item_id, "summary": []}
+                    items.append(item)
+                if part.text:
+                    item["summary"].append({"type": "summary_text", "text": part.text})
+                if isinstance(meta.get("reasoningEncryptedContent"), str):
+                    item["encrypted_content"] = meta["reasoningEncryptedContent"]
+            elif isinstance(part, ToolCallRequest):
+                call: dict[str, Any] = {
+                    "type": "function_call",
+                    "call_id": part.id,
+                    "name": part.name,
+                    "arguments": part.arguments or "{}",
+                }
+                if meta.get("namespace") is not None:
+                    call["namespace"] = meta["namespace"]
+                items.append(call)
+            elif isinstance(part, ProviderToolCall):
+                if store and isinstance(meta.get("itemId"), str):
+                    reference(meta["itemId"])
+                if part.approval is not None:
+                    if store:
+                        approvals.append({"type": "item_reference", "id": part.approval.approval_id})
+                    approvals.append(
+                        {
+                            "type": "mcp_approval_response",
+                            "approval_request_id": part.approval.approval_id,
+                            "approve": part.approval.approved,
+                        }
+                    )
+            elif isinstance(part, ProviderToolResult):
+                items.extend(_provider_result_items(part, store))
+            elif isinstance(part, CustomPart) and part.kind == "openai.compaction":
+                item_id = meta.get("itemId")
+                if not isinstance(item_id, str):
+                    continue
+                if store:
+                    reference(item_id)
+                else:
+                    items.append(
+                        {"type": "compaction", "id": item_id, "encrypted_content": meta.get("encryptedContent")}
+                    )
+        # Not stored, a reasoning item without its encrypted content cannot
+        # be found by the API: it is left out (see the module docstring).
+        items = [i for i in items if i.get("type") != "reasoning" or "encrypted_content" in i]
+        return items + approvals
 
     def _reasoning_items(self, parts: Sequence[ReasoningPart]) -> list[dict[str, Any]]:
         """A step's reasoning items from its stored reasoning parts (one
@@ -225,7 +326,7 @@ class OpenAIResponsesModel(HTTPModelBase):
     # -- the stream --------------------------------------------------------------
 
     async def _events(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
-        reader = ResponsesStreamReader()
+        reader = ResponsesStreamReader(_answered_approvals(response))
         async for sse in sse_events(response):
             payload = sse.data
             if payload == "[DONE]":
@@ -258,6 +359,8 @@ class _Item:
     summary: list[list[str]] = field(default_factory=lambda: [[]])
     part_open: bool = True
     container_id: str = ""
+    annotations: list[dict[str, Any]] = field(default_factory=list)
+    phase: str | None = None
 
 
 class ResponsesStreamReader:
@@ -265,7 +368,7 @@ class ResponsesStreamReader:
     Public: the OpenAI Agents SDK adapter reads the raw Responses events of
     the SDK's stream with it."""
 
-    def __init__(self) -> None:
+    def __init__(self, approved: Sequence[str] = ()) -> None:
         self.items: dict[int, _Item] = {}
         self.started = False
         self.finished = False
@@ -275,6 +378,9 @@ class ResponsesStreamReader:
         self.reasoning_items: list[dict[str, Any]] = []
         self._hosted_searches: list[str] = []
         self.source_urls: set[str] = set()
+        #: The MCP approval requests of this response and those the request
+        #: answered: their call, run, keeps the id of the call that asked.
+        self.approvals: set[str] = set(approved)
 
     def feed(self, obj: dict[str, Any]) -> list[ModelEvent]:
         kind = obj.get("type")
@@ -346,6 +452,9 @@ class ResponsesStreamReader:
             ]
         if kind == "response.output_text.annotation.added":
             annotation = obj.get("annotation") or {}
+            item = self.items.get(index) or self._by_id(obj.get("item_id"))
+            if item is not None and item.kind == "message":
+                item.annotations.append(annotation)
             if annotation.get("type") == "url_citation":
                 # A citation of a page the search already listed is not a
                 # second source (as @ai-sdk/openai 4.0.118 has it).
@@ -384,7 +493,7 @@ class ResponsesStreamReader:
         for index in sorted(self.items):
             item = self.items.pop(index)
             if item.kind == "message" and item.got_delta:
-                out.append(TextEnd())
+                out.append(TextEnd({"openai": {"itemId": item.item_id}}))
             elif item.kind == "reasoning":
                 out.extend(self._close_reasoning(item, item.encrypted))
         return out
@@ -401,7 +510,7 @@ class ResponsesStreamReader:
         kind = item.get("type")
         item_id = item.get("id", "")
         if kind == "message":
-            self.items[index] = _Item("message", item_id)
+            self.items[index] = _Item("message", item_id, phase=item.get("phase"))
             return []
         if kind == "reasoning":
             self.items[index] = _Item("reasoning", item_id, encrypted=item.get("encrypted_content"))
@@ -470,9 +579,10 @@ class ResponsesStreamReader:
         kind = item.get("type")
         open_item = self.items.pop(index, None)
         if kind == "message":
+            end = _text_end(item, open_item)
             if open_item is None or open_item.got_delta:
-                return [TextEnd()]
-            return [TextDelta(""), TextEnd()]
+                return [end]
+            return [TextDelta(""), end]
         if kind == "reasoning":
             if open_item is None:
                 return []
@@ -485,7 +595,12 @@ class ResponsesStreamReader:
             out: list[ModelEvent] = []
             if open_item is None:
                 out.append(ToolCallStart(call_id, item.get("name", "")))
-            out.append(ToolCall(call_id, item.get("name", ""), item.get("arguments", "")))
+            meta: dict[str, Any] = {"itemId": item.get("id", "")}
+            if item.get("namespace") is not None:
+                meta["namespace"] = item["namespace"]
+            out.append(
+                ToolCall(call_id, item.get("name", ""), item.get("arguments", ""), provider_metadata={"openai": meta})
+            )
             return out
         if kind == "web_search_call":
             output = _web_search_output(item.get("action"))
@@ -548,7 +663,9 @@ class ResponsesStreamReader:
             output = {"result": item.get("result"), "status": item.get("status")}
             return [ToolResult(item.get("call_id", ""), output, tool_name="programmatic_tool_calling")]
         if kind == "mcp_call":
-            call_id, name = item.get("id", ""), f"mcp.{item.get('name', '')}"
+            approval = item.get("approval_request_id")
+            call_id = _approval_call_id(approval) if approval in self.approvals else item.get("id", "")
+            name = f"mcp.{item.get('name', '')}"
             arguments = item.get("arguments", "")
             call: dict[str, Any] = {
                 "type": "call",
@@ -560,15 +677,24 @@ class ResponsesStreamReader:
                 call["output"] = item["output"]
             if item.get("error") is not None:
                 call["error"] = item["error"]
+            meta = {"openai": {"itemId": item.get("id", "")}}
             return [
                 ToolCallStart(call_id, name, provider_executed=True, dynamic=True),
                 ToolCall(call_id, name, arguments, provider_executed=True, dynamic=True),
-                ToolResult(call_id, call, tool_name=name, dynamic=True, provider_executed=True),
+                ToolResult(call_id, call, tool_name=name, dynamic=True, provider_executed=True, provider_metadata=meta),
             ]
+        if kind == "compaction":
+            compaction = {
+                "type": "compaction",
+                "itemId": item.get("id"),
+                "encryptedContent": item.get("encrypted_content"),
+            }
+            return [Custom("openai.compaction", {"openai": compaction})]
         if kind == "mcp_approval_request":
-            call_id, name = f"mcpcall_{uuid.uuid4().hex[:24]}", f"mcp.{item.get('name', '')}"
             arguments = item.get("arguments", "")
             approval_id = item.get("approval_request_id") or item.get("id", "")
+            self.approvals.add(approval_id)
+            call_id, name = _approval_call_id(approval_id), f"mcp.{item.get('name', '')}"
             return [
                 ToolCallStart(call_id, name, provider_executed=True, dynamic=True),
                 ToolCall(call_id, name, arguments, provider_executed=True, dynamic=True),
@@ -588,6 +714,124 @@ class ResponsesStreamReader:
         finish = map_incomplete_reason(reason, self.has_function_call)
         out.append(Finish("content-filter" if self.refused and reason is None else finish))
         return out
+
+
+def _approval_call_id(approval_id: str) -> str:
+    """The call id an MCP approval request's call is shown under (the API
+    gives the call no id until it runs; the AI SDK makes one up): made from
+    the approval id, so the call that runs once a person approved it, in
+    the next response, lands on the same tool part."""
+    return f"mcpcall_{approval_id}"
+
+
+def _answered_approvals(response: httpx.Response) -> list[str]:
+    """The approval ids the request answered (``mcp_approval_response``)."""
+    try:
+        body = json.loads(response.request.content)
+    except (ValueError, RuntimeError):
+        return []
+    items = body.get("input") if isinstance(body, dict) else None
+    return [
+        i["approval_request_id"]
+        for i in items or ()
+        if isinstance(i, dict)
+        and i.get("type") == "mcp_approval_response"
+        and isinstance(i.get("approval_request_id"), str)
+    ]
+
+
+def _openai(metadata: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = metadata.get("openai")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _provider_result_items(part: ProviderToolResult, store: bool) -> list[dict[str, Any]]:
+    """What OpenAI ran goes back as ``@ai-sdk/openai`` sends it: stored, by
+    reference to its item; not stored, a web search as the
+    ``web_search_call`` item it was (the rest cannot be sent, and is not)."""
+    output = part.output
+    if isinstance(output, dict) and output.get("type") == "execution-denied":
+        return []
+    item_id = _openai(part.provider_metadata).get("itemId") or part.tool_call_id
+    if store:
+        return [{"type": "item_reference", "id": item_id}]
+    if part.name in ("web_search", "web_search_preview") and not part.is_error:
+        call = _web_search_call(output, item_id)
+        return [call] if call is not None else []
+    return []
+
+
+def _web_search_call(output: Any, item_id: str) -> dict[str, Any] | None:
+    """A web search's result (``_web_search_output``) as its input item."""
+    action = output.get("action") if isinstance(output, dict) else None
+    if not isinstance(action, dict):
+        return None
+    kind = action.get("type")
+    wire: dict[str, Any]
+    if kind == "search":
+        wire = {"type": "search"}
+        if action.get("query") is not None:
+            wire["query"] = action["query"]
+        if action.get("queries") is not None:
+            wire["queries"] = action["queries"]
+        if output.get("sources") is not None:
+            wire["sources"] = output["sources"]
+    elif kind == "openPage":
+        wire = {"type": "open_page", "url": action.get("url")}
+    elif kind == "findInPage":
+        wire = {"type": "find_in_page", "url": action.get("url"), "pattern": action.get("pattern")}
+    else:
+        return None
+    return {"type": "web_search_call", "id": item_id, "status": "completed", "action": wire}
+
+
+def _text_end(item: dict[str, Any], open_item: _Item | None) -> TextEnd:
+    """A message item's end as @ai-sdk/openai ends its text: the item id
+    (and phase) in the metadata, the annotations raw there too, and the
+    citations in ai@7's form."""
+    item_id = item.get("id") or (open_item.item_id if open_item is not None else "")
+    meta: dict[str, Any] = {"itemId": item_id}
+    phase = item.get("phase") or (open_item.phase if open_item is not None else None)
+    if phase is not None:
+        meta["phase"] = phase
+    annotations = open_item.annotations if open_item is not None else []
+    if annotations:
+        meta["annotations"] = annotations
+    citations = [_citation(a) for a in annotations if a.get("type") != "file_path"]
+    return TextEnd({"openai": meta}, citations or None)
+
+
+def _citation(annotation: dict[str, Any]) -> dict[str, Any]:
+    """An annotation as ai@7's text-end ``citations`` hold it (the AI SDK's
+    ``mapOpenAIResponsesCitations``)."""
+    kind = annotation.get("type")
+    source: dict[str, Any]
+    if kind == "url_citation":
+        url = annotation.get("url")
+        source = {"type": "source", "sourceType": "url", "id": url, "url": url}
+        if annotation.get("title") is not None:
+            source["title"] = annotation["title"]
+    else:
+        filename = annotation.get("filename")
+        metadata: dict[str, Any] = {"type": kind, "fileId": annotation.get("file_id")}
+        if kind == "container_file_citation":
+            metadata["containerId"] = annotation.get("container_id")
+        else:
+            metadata["index"] = annotation.get("index")
+        source = {
+            "type": "source",
+            "sourceType": "document",
+            "id": annotation.get("file_id"),
+            "mediaType": "text/plain",
+            "title": filename,
+            "filename": filename,
+            "providerMetadata": {"openai": metadata},
+        }
+    out: dict[str, Any] = {"source": source}
+    if "start_index" in annotation:
+        out["startIndex"] = annotation.get("start_index")
+        out["endIndex"] = annotation.get("end_index")
+    return out
 
 
 def _usage(raw: Mapping[str, Any]) -> Usage:

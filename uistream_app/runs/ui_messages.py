@@ -18,10 +18,16 @@ from ..protocol.ui.parts import is_tool_type, tool_name
 from .loop import DENIED_TEXT, POLICY_DENIED_TEXT, ToolApproval
 from .messages import (
     AssistantMessage,
+    AssistantPart,
+    CustomPart,
     FilePart,
     ModelMessage,
+    ProviderApproval,
+    ProviderToolCall,
+    ProviderToolResult,
     ReasoningPart,
     SystemMessage,
+    TextPart,
     ToolCallRequest,
     ToolMessage,
     UserMessage,
@@ -123,6 +129,41 @@ def _reasoning_parts(step: Iterable[Mapping[str, Any]]) -> tuple[ReasoningPart, 
     )
 
 
+def _metadata(part: Mapping[str, Any], key: str = "providerMetadata") -> Mapping[str, Any]:
+    value = part.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _provider_parts(part: Mapping[str, Any]) -> list[AssistantPart]:
+    """A provider-executed tool part as the call and, once it has one, its
+    result (as ai@7's ``convertToModelMessages`` splits it); the person's
+    answer rides on the call when it asked for approval."""
+    call_id = str(part.get("toolCallId", ""))
+    name = tool_name(part)
+    state = part.get("state")
+    if state == "input-streaming":
+        return []
+    approval = part.get("approval")
+    decided = None
+    if isinstance(approval, Mapping) and isinstance(approval.get("approved"), bool):
+        decided = ProviderApproval(str(approval.get("id", "")), approval["approved"], approval.get("reason"))
+    tool_input = part.get("input")
+    if tool_input is None and state == "output-error":
+        tool_input = part.get("rawInput")
+    call_meta = _metadata(part, "callProviderMetadata")
+    if not call_meta and state == "output-error":
+        call_meta = _metadata(part, "resultProviderMetadata")
+    out: list[AssistantPart] = [
+        ProviderToolCall(call_id, name, tool_input, call_meta, part.get("type") == "dynamic-tool", decided)
+    ]
+    if state in ("output-available", "output-error"):
+        failed = state == "output-error"
+        output = _output_value(str(part.get("errorText", ""))) if failed else part.get("output")
+        result_meta = _metadata(part, "resultProviderMetadata") or _metadata(part, "callProviderMetadata")
+        out.append(ProviderToolResult(call_id, name, output, failed, result_meta))
+    return out
+
+
 def ui_to_model_messages(messages: Iterable[Mapping[str, Any]]) -> list[ModelMessage]:
     """The conversation as a model reads it (see the module rules)."""
     ui = list(messages)
@@ -140,10 +181,25 @@ def ui_to_model_messages(messages: Iterable[Mapping[str, Any]]) -> list[ModelMes
                 last = position == len(ui) - 1 and number == len(steps) - 1
                 calls: list[ToolCallRequest] = []
                 results: list[ToolMessage] = []
+                ordered: list[AssistantPart] = []
                 for part in step:
-                    if not _is_tool_part(part) or part.get("providerExecuted"):
+                    kind = part.get("type")
+                    if kind == "text":
+                        ordered.append(TextPart(str(part.get("text", "")), _metadata(part)))
+                        continue
+                    if kind == "reasoning":
+                        ordered.append(ReasoningPart(str(part.get("text", "")), _metadata(part)))
+                        continue
+                    if kind == "custom" and isinstance(part.get("kind"), str):
+                        ordered.append(CustomPart(part["kind"], _metadata(part)))
+                        continue
+                    if not _is_tool_part(part):
+                        continue
+                    if part.get("providerExecuted"):
                         # A call the provider ran (web search…) is not the
-                        # model port's to send back: see the module rules.
+                        # loop's to answer; the native providers send it
+                        # back in their own form (see the module rules).
+                        ordered.extend(_provider_parts(part))
                         continue
                     state = part.get("state")
                     call_id = str(part.get("toolCallId", ""))
@@ -155,15 +211,23 @@ def ui_to_model_messages(messages: Iterable[Mapping[str, Any]]) -> list[ModelMes
                     elif state == "output-denied":
                         result = ToolMessage(call_id, _denial(part), True, name)
                     elif state in _UNSETTLED and last:
-                        calls.append(ToolCallRequest(call_id, name, _arguments(part)))
+                        calls.append(
+                            ToolCallRequest(call_id, name, _arguments(part), _metadata(part, "callProviderMetadata"))
+                        )
+                        ordered.append(calls[-1])
                         continue
                     else:
                         continue
-                    calls.append(ToolCallRequest(call_id, name, _arguments(part)))
+                    calls.append(
+                        ToolCallRequest(call_id, name, _arguments(part), _metadata(part, "callProviderMetadata"))
+                    )
+                    ordered.append(calls[-1])
                     results.append(result)
                 content, reasoning = _text(step), _text(step, "reasoning")
-                if content or reasoning or calls:
-                    out.append(AssistantMessage(content, tuple(calls), reasoning, _reasoning_parts(step)))
+                if content or reasoning or calls or ordered:
+                    out.append(
+                        AssistantMessage(content, tuple(calls), reasoning, _reasoning_parts(step), tuple(ordered))
+                    )
                     out.extend(results)
                 # A message steered into the run came between this step and
                 # the next, which answered it: the model reads it as the

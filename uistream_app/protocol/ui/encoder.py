@@ -189,6 +189,7 @@ class UIMessageEncoder:
             ev.File: self._file,
             ev.Data: self._data,
             ev.MessageMetadata: self._message_metadata,
+            ev.Custom: self._custom,
         }
 
     def _count_continued(self, part: Mapping[str, Any]) -> None:
@@ -300,9 +301,11 @@ class UIMessageEncoder:
             self._step_open = True
             out.append({"type": "start-step"})
 
-    def _close(self, part: _Part, out: list[Chunk], provider_metadata: Any = None) -> None:
+    def _close(self, part: _Part, out: list[Chunk], provider_metadata: Any = None, citations: Any = None) -> None:
         if part.open is not None:
             chunk: Chunk = {"type": part.end_type, "id": part.open}
+            if citations:
+                chunk["citations"] = citations
             if provider_metadata is not None:
                 chunk["providerMetadata"] = provider_metadata
             out.append(chunk)
@@ -345,6 +348,7 @@ class UIMessageEncoder:
         dynamic: bool | None,
         provider_executed: bool | None = None,
         title: str | None = None,
+        provider_metadata: Any = None,
     ) -> None:
         """A call's ``tool-input-start``, after closing the open text or
         reasoning part (rule 3)."""
@@ -353,6 +357,7 @@ class UIMessageEncoder:
             _with(
                 {"type": "tool-input-start", "toolCallId": call_id, "toolName": tool_name},
                 providerExecuted=provider_executed,
+                providerMetadata=provider_metadata,
                 dynamic=dynamic,
                 title=title,
             )
@@ -402,7 +407,7 @@ class UIMessageEncoder:
 
     def _text_end(self, event: ev.TextEnd) -> list[Chunk]:
         out: list[Chunk] = []
-        self._close(self._text, out)
+        self._close(self._text, out, event.provider_metadata, event.citations)
         return out
 
     def _reasoning_end(self, event: ev.ReasoningEnd) -> list[Chunk]:
@@ -418,7 +423,15 @@ class UIMessageEncoder:
         self._tool_calls[event.tool_call_id] = _STREAMING
         if event.dynamic:
             self._dynamic_calls.add(event.tool_call_id)
-        self._input_start(out, event.tool_call_id, event.tool_name, event.dynamic, event.provider_executed, event.title)
+        self._input_start(
+            out,
+            event.tool_call_id,
+            event.tool_name,
+            event.dynamic,
+            event.provider_executed,
+            event.title,
+            event.provider_metadata,
+        )
         return out
 
     def _tool_call_delta(self, event: ev.ToolCallDelta) -> list[Chunk]:
@@ -440,7 +453,9 @@ class UIMessageEncoder:
         self._open_step(out)
         dynamic = self._dynamic(call_id, event.dynamic)
         if state is None:
-            self._input_start(out, call_id, event.tool_name, dynamic, event.provider_executed, event.title)
+            self._input_start(
+                out, call_id, event.tool_name, dynamic, event.provider_executed, event.title, event.provider_metadata
+            )
         self._tool_calls[call_id] = _AVAILABLE
         try:
             value = parse_tool_input(event.tool_name, event.input)
@@ -453,6 +468,7 @@ class UIMessageEncoder:
             _with(
                 {"type": "tool-input-available", "toolCallId": call_id, "toolName": event.tool_name, "input": value},
                 providerExecuted=event.provider_executed,
+                providerMetadata=event.provider_metadata,
                 dynamic=dynamic,
                 title=event.title,
             )
@@ -483,6 +499,7 @@ class UIMessageEncoder:
                 _with(
                     {"type": "tool-output-error", "toolCallId": event.tool_call_id, "errorText": text},
                     providerExecuted=event.provider_executed,
+                    providerMetadata=event.provider_metadata,
                     dynamic=dynamic,
                 )
             )
@@ -495,6 +512,7 @@ class UIMessageEncoder:
                         "output": output_value(event.content),
                     },
                     providerExecuted=event.provider_executed,
+                    providerMetadata=event.provider_metadata,
                     dynamic=dynamic,
                     preliminary=event.preliminary,
                 )
@@ -625,6 +643,9 @@ class UIMessageEncoder:
             chunk["transient"] = True
         out.append(chunk)
         return out
+
+    def _custom(self, event: ev.Custom) -> list[Chunk]:
+        return self._in_step(_with({"type": "custom", "kind": event.kind}, providerMetadata=event.provider_metadata))
 
     def _message_metadata(self, event: ev.MessageMetadata) -> list[Chunk]:
         out: list[Chunk] = []
