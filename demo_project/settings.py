@@ -7,7 +7,9 @@ Environment switches: ``DATABASE_URL`` (postgres://user@host:port/name),
 (``celery``: runs execute on Celery workers, with ``REDIS_URL`` as
 Celery's broker too; see demo_project/celery.py; ``tasks``: on the workers
 of Django's background tasks, the database backend of ``django-tasks-db``,
-``python manage.py db_worker``), ``OPENAI_MODEL`` /
+``python manage.py db_worker``),
+``UISTREAM_DEMO_ON_OWNER_LOST`` (``continue`` / ``interrupt``: what becomes
+of a run whose process died), ``OPENAI_MODEL`` /
 ``OPENAI_API_KEY`` / ``OPENAI_API`` / ``OPENAI_BASE_URL`` (a real OpenAI or
 OpenAI-compatible model), ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_MODEL`` (a
 real Claude model), ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY``,
@@ -279,6 +281,10 @@ elif os.environ.get("UISTREAM_DEMO_EXECUTOR") == "tasks":
     raise ImproperlyConfigured(
         "UISTREAM_DEMO_EXECUTOR=tasks needs django-tasks-db: pip install 'django-uistream[tasks]'"
     )
+if os.environ.get("UISTREAM_DEMO_ON_OWNER_LOST"):
+    # "continue": a run whose process died finishes on the process that
+    # finds it (its half-done step run again); "interrupt" settles it.
+    UISTREAM["ON_OWNER_LOST"] = os.environ["UISTREAM_DEMO_ON_OWNER_LOST"]
 
 if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
     # Traces to an OpenTelemetry collector over OTLP/HTTP (demo_project/tracing.py).
