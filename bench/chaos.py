@@ -63,7 +63,7 @@ interleaving with the processes is the machine's):
   of ``chaos_project``);
 * ``--mode continue``: every run whose process was killed, terminated or
   paused past its lease while it ran completed, with the answer the same
-  prompt gets without faults (a baseline round first).
+  prompt gets without faults (a baseline round, round 0, first).
 
 Printed: runs, faults by kind, violations (with the seed and round), runs by
 how they ended (completed, continued, interrupted, failed…), and from a
@@ -493,6 +493,9 @@ class Visitor:
                     cut = self.cut_after()
                     seen.cut = seen.cut or cut is not None
                     await read_sse(response, stream, cut)
+            except httpx.ConnectError:
+                await self.pause(attempt)  # nothing was sent: another try, maybe on the other server
+                continue
             except httpx.HTTPError:
                 if not stream.chunks and seen.run_id is None:
                     # Nothing came back: whether a run started is the database's to say.
@@ -601,9 +604,10 @@ class Visitor:
                 stream.ended = stream.ended or "broken"
             if stream.ended in ("end", "no-active") or stream.ended.startswith("refused"):
                 return
-            if frame["type"] == "send" and not stream.chunks:
-                # The send may not have reached a run: a new socket resumes whatever there is.
-                pass
+            if stream.ended == "unsent":
+                seen.streams.remove(stream)  # the socket never opened: the same frame again
+                await self.pause(attempt)
+                continue
             last = max((s.seqs[-1] for s in seen.streams if s.seqs), default=None)
             frame = {"type": "resume", "requestId": uuid.uuid4().hex, "id": self.chat, "headers": {}, "body": {}}
             if last is not None:
@@ -646,6 +650,10 @@ class Visitor:
                     cut = self.cut_after()
                     seen.cut = cut is not None
                     await read_sse(response, stream, cut, agui=True)
+            except httpx.ConnectError:
+                seen.streams.remove(stream)
+                await self.pause(attempt)
+                continue
             except httpx.HTTPError:
                 stream.ended = stream.ended or ("broken" if stream.chunks else "gone")
             return
@@ -688,6 +696,7 @@ async def read_ws(
     url = f"ws://{HOST}:{stack.ports[server]}/ws/chat/"
     frames_left = None if cut is None else max(1, cut // 100)
     timeout = stack.options.read_timeout
+    stream.ended = "unsent"
     async with connect(
         url,
         additional_headers={"Cookie": cookie},
@@ -697,6 +706,7 @@ async def read_ws(
         close_timeout=1,
     ) as ws:
         await ws.send(json.dumps(frame))
+        stream.ended = ""
         while True:
             reply = json.loads(await asyncio.wait_for(ws.recv(), timeout))
             if reply.get("requestId") != frame["requestId"]:
@@ -752,7 +762,6 @@ class Options:
     clients: int = 8
     database_url: str = "postgres://postgres@127.0.0.1:5432/uistream_chaos"
     keep: bool = False
-    baseline: bool = True
     verbose: bool = True
 
     @property
@@ -801,28 +810,29 @@ class ChaosRound:
         self.fault_counts[kind] += 1
 
     async def play(self) -> None:
-        keys = await asyncio.to_thread(self.stack.sessions, self.run_quota + 4 * self.options.clients)
-        schedule = self.schedule()
-        injector = asyncio.create_task(self.inject(schedule))
-        queue = iter(range(len(keys)))
+        keys = await asyncio.to_thread(self.stack.sessions, self.run_quota + 2 * self.options.clients)
+        more = asyncio.Lock()
+        injector = asyncio.create_task(self.inject(self.schedule()))
 
-        async def client_loop(lane: int) -> None:
-            while True:
-                if self.started >= self.run_quota and injector.done():
-                    return
-                index = next(queue, None)
-                if index is None:
-                    return
+        async def visitor_key(index: int) -> str:
+            async with more:  # the faults outlast the visitors made: make more
+                if index >= len(keys):
+                    keys.extend(await asyncio.to_thread(self.stack.sessions, 4 * self.options.clients))
+            return keys[index]
+
+        async def client_loop() -> None:
+            while not (self.started >= self.run_quota and injector.done()):
+                index = self.started
                 self.started += 1
                 rng = random.Random(f"{self.options.seed}:{self.number}:{index}")
-                visitor = Visitor(self, keys[index], f"{self.tag}-c{index}", rng)
+                visitor = Visitor(self, await visitor_key(index), f"{self.tag}-c{index}", rng)
                 transport = rng.choice(TRANSPORTS)
                 prompt = rng.choice(PROMPTS)
                 async with httpx.AsyncClient(timeout=httpx.Timeout(self.options.read_timeout, connect=5)) as client:
                     await visitor.run(transport, prompt, client)
 
         try:
-            await asyncio.gather(*(client_loop(lane) for lane in range(self.options.clients)))
+            await asyncio.gather(*(client_loop() for _ in range(self.options.clients)))
         finally:
             self.faulting = False
             await injector
@@ -833,38 +843,42 @@ class ChaosRound:
         return [(self.rng.uniform(0.3, 1.5), kind) for kind in kinds]
 
     async def inject(self, schedule: list[tuple[float, str]]) -> None:
-        pending: list[asyncio.Task[None]] = []
+        """Each fault after its gap, once its process is free: faults of
+        different processes overlap, one process takes one at a time."""
+        pending: set[asyncio.Task[None]] = set()
         for gap, kind in schedule:
             await asyncio.sleep(gap)
             if not self.faulting:
                 break
-            # Faults of different processes overlap; one process takes one at a time (``fault``).
-            pending = [task for task in pending if not task.done()]
-            pending.append(asyncio.create_task(self.fault(kind)))
+            process = self.target(kind)
+            # A process still coming back from its last fault is waited for (bounded).
+            for _poll in range(3000):
+                if process.up and process.name not in self.busy:
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise RuntimeError(f"{process.name} did not come back in 300 s for the next fault")
+            self.busy.add(process.name)
+            task = asyncio.create_task(self.hit(process, kind, kind.partition("-")[2]))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
         await asyncio.gather(*pending)
 
-    async def fault(self, kind: str) -> None:
-        target_kind, _, how = kind.partition("-")
+    def target(self, kind: str) -> Process:
+        target_kind = kind.partition("-")[0]
         if target_kind == "web":
-            process = self.stack.web[self.rng.choice(sorted(self.stack.web))]
-        elif target_kind == "worker":
-            process = self.stack.worker
-        else:
-            process = self.stack.redis
-        # A target still coming back from its last fault is waited for (bounded).
-        for _poll in range(600):
-            if process.up and process.name not in self.busy:
-                break
-            await asyncio.sleep(0.1)
-        else:
-            raise RuntimeError(f"{process.name} did not come back for the next fault")
-        self.busy.add(process.name)
+            return self.stack.web[self.rng.choice(sorted(self.stack.web))]
+        if target_kind == "worker":
+            return self.stack.worker
+        return self.stack.redis
+
+    async def hit(self, process: Process, kind: str, how: str) -> None:
         try:
-            await self.hit(process, kind, how)
+            await self.signal(process, kind, how)
         finally:
             self.busy.discard(process.name)
 
-    async def hit(self, process: Process, kind: str, how: str) -> None:
+    async def signal(self, process: Process, kind: str, how: str) -> None:
         process.up = False
         fault = Fault(kind, process.name, process.incarnation, time.monotonic())
         self.faults.append(fault)
@@ -1185,7 +1199,7 @@ class Soak:
         started = time.monotonic()
         try:
             self.stack.start()
-            if self.options.baseline:
+            if self.options.mode == "continue":  # the answers a continued run must end with
                 asyncio.run(self.play_round(0, faults=0, runs=2 * len(TRANSPORTS), cut_rate=0.0))
             for number in range(1, self.options.rounds + 1):
                 asyncio.run(
