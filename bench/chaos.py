@@ -1351,7 +1351,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         soak.run()
     except KeyboardInterrupt:
-        print("interrupted: every process stopped", file=sys.stderr)
+        print("interrupted: every process stopped; the rounds checked so far:", file=sys.stderr)
+        print(soak.report())
         return 130
     print(soak.report())
     return 1 if soak.violations else 0

@@ -11,6 +11,9 @@ database named by ``DATABASE_URL`` with ``_chaos`` added, made if
 missing). ``UISTREAM_CHAOS_SEED`` picks another seed; a failure prints the
 command that replays it. Skipped without PostgreSQL, ``redis-server``,
 Celery or Node.js, except in CI (``CI=true``), where that is a failure.
+
+Beside it, with no process started, the soak's checks are shown each
+violation they are for (so a soak that reports none could have).
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ import importlib.util
 import os
 import shutil
 import sys
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -26,7 +32,14 @@ import pytest
 from .conftest import in_ci, node_binary
 from .server import ROOT
 
-pytestmark = pytest.mark.soak
+
+def import_chaos() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import chaos
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    return chaos
 
 
 def need(ready: bool, message: str) -> None:
@@ -43,18 +56,14 @@ def soak_database_url() -> str:
     return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_chaos"))
 
 
+@pytest.mark.soak
 def test_every_run_keeps_its_invariants_through_faults() -> None:
     database_url = soak_database_url()
     need(bool(os.environ.get("UISTREAM_REDIS_SERVER") or shutil.which("redis-server")), "redis-server is needed")
     need(importlib.util.find_spec("celery") is not None, "Celery is needed (pip install 'django-uistream[celery]')")
     node = node_binary()
     need(node is not None and (ROOT / "tests" / "js" / "node_modules" / "ai7").is_dir(), "Node.js and tests/js")
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import chaos
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-
+    chaos = import_chaos()
     options = chaos.Options(
         seed=int(os.environ.get("UISTREAM_CHAOS_SEED", "30")),
         rounds=1,
@@ -74,3 +83,92 @@ def test_every_run_keeps_its_invariants_through_faults() -> None:
     assert sum(soak.fault_counts.values()) >= 12, report
     # The faults hit runs: some ended otherwise than completed.
     assert sum(n for outcome, n in soak.outcomes.items() if not outcome.startswith("completed")) > 0, report
+
+
+def text_log(message_id: str, text: str, end: str = "finish") -> list[dict[str, Any]]:
+    terminal = {"type": "error", "errorText": "An error occurred."} if end == "error" else {"type": end}
+    return [
+        {"type": "start", "messageId": message_id},
+        {"type": "start-step"},
+        {"type": "text-start", "id": "t"},
+        {"type": "text-delta", "id": "t", "delta": text},
+        {"type": "text-end", "id": "t"},
+        {"type": "finish-step"},
+        terminal,
+    ]
+
+
+def answer(message_id: str, text: str) -> dict[str, Any]:
+    return {
+        "id": message_id,
+        "role": "assistant",
+        "parts": [{"type": "step-start"}, {"type": "text", "text": text, "state": "done"}],
+    }
+
+
+@pytest.mark.node
+def test_the_soaks_checks_catch_each_violation(node: str, tmp_path: Path) -> None:
+    chaos = import_chaos()
+    stored = {
+        "ok": chaos.StoredRun("ok", "completed", "submit-message", "", "m-ok", "c-ok", "s1", answer("m-ok", "hi")),
+        "running": chaos.StoredRun("running", "running", "submit-message", "", "m-run", "c-run", "s1", None),
+        "gap": chaos.StoredRun("gap", "completed", "submit-message", "", "m-gap", "c-gap", "s1", None),
+        "two-ends": chaos.StoredRun("two-ends", "failed", "submit-message", "", "m-2", "c-2", "s1", None),
+        "message": chaos.StoredRun(
+            "message", "completed", "submit-message", "", "m-msg", "c-msg", "s1", answer("m-msg", "no")
+        ),
+        "theirs": chaos.StoredRun(
+            "theirs", "completed", "submit-message", "", "m-th", "c-th", "s2", answer("m-th", "x")
+        ),
+    }
+    stored["ok"].log = text_log("m-ok", "hi")
+    stored["running"].log = text_log("m-run", "hi")[:3]
+    stored["gap"].log, stored["gap"].log_problem = text_log("m-gap", "hi"), "log batch 5-6 after seq 2"
+    stored["two-ends"].log = [*text_log("m-2", "hi", end="error"), {"type": "finish"}]
+    stored["message"].log = text_log("m-msg", "yes")
+    stored["theirs"].log = text_log("m-th", "x")
+    stored["bad"] = chaos.StoredRun("bad", "failed", "submit-message", "", "m-bad", "c-bad", "s1", None)
+    stored["bad"].log = [text_log("m-bad", "x")[i] for i in (0, 1, 3, 6)]  # a delta of a text never started
+
+    def seen(chat: str, visitor: str, chunks: list[dict[str, Any]], kind: str = "post") -> Any:
+        stream = chaos.Stream(kind, "daphne", list(range(len(chunks))), chunks, [0.0] * len(chunks), "end")
+        return chaos.RunSeen(visitor, chat, "http", "hi", "submit-message", ("daphne", 0), streams=[stream])
+
+    received = [
+        seen("c-ok", "s1", text_log("m-ok", "hi")),  # all in the log: fine
+        seen("c-ok", "s1", [*text_log("m-ok", "hi")[:3], {"type": "error", "errorText": "x"}]),  # a relay's end
+        seen("c-msg", "s1", text_log("m-msg", "maybe")),  # a delta the log lacks
+        seen("c-ok", "s1", text_log("m-th", "x")),  # another owner's run, in the client's own chat
+        seen("c-ok", "s1", [{"type": "RUN_STARTED", "metadata": {"uistream": {"runId": "theirs"}}}], "agui"),
+    ]
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    (calls / "m-ok-call_0").write_text("calculate 1\ncalculate 2\n")
+    (calls / "m-ok-call_1").write_text("get_weather 1\nget_weather 2\n")
+    (calls / "m-ok-call_2").write_text("calculate 1\n")
+    soak = SimpleNamespace(may_repeat=frozenset({"get_weather"}), counted_calls=set(), tool_runs=chaos.Counter())
+    round_ = SimpleNamespace(
+        options=chaos.Options(seed=5, mode="interrupt"), number=3, seen=received, faults=[], soak=soak
+    )
+    checker = chaos.Checker(round_, stored, calls)
+    checker.check({})
+
+    expected = [
+        ("running", "left running after everything settled"),
+        ("running", "0 terminal chunks"),
+        ("bad", "ai@7 rejects the log"),
+        ("gap", "sequence numbers not contiguous"),
+        ("two-ends", "2 terminal chunks"),
+        ("message", "stored message differs from ai@7's"),
+        ("message", "a post stream"),
+        (None, "a post stream of c-ok started message m-th, no run of the client's own chat"),
+        (None, "an AG-UI stream of c-ok is of a run not in the client's own chat"),
+        (None, "tool calculate (not idempotent) ran 2 times for call m-ok-call_0"),
+    ]
+    found = [(v.run_id, v.what) for v in checker.violations]
+    assert len(found) == len(expected), found
+    for run_id, start in expected:
+        assert any(r == run_id and what.startswith(start) for r, what in found), (run_id, start, found)
+    assert all(str(v).startswith("seed 5 round 3") for v in checker.violations)
+    assert checker.relay_errors == 1
+    assert soak.tool_runs == {"calculate": 3, "get_weather": 2}
