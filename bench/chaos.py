@@ -48,7 +48,9 @@ interleaving with the processes is the machine's):
 
 * no run left ``running``;
 * each run's log has contiguous sequence numbers from 0 and exactly one
-  terminal chunk (``finish``, ``error``, ``abort``), its last;
+  terminal chunk (``finish``, ``error``, ``abort``), its last, which its
+  status agrees with (``completed``: not ``error`` nor ``abort``;
+  ``failed``: not ``finish``);
 * the real ai@7 reader accepts each run's log, and builds from the last
   run of each message (continuing the message the client held, for an
   approval's continuation) the stored message (``tests/js/build_messages.mjs``,
@@ -1031,6 +1033,11 @@ class Checker:
         if len(terminals) != 1 or terminals[0] != len(run.log) - 1:
             kinds = [run.log[i].get("type") for i in terminals]
             self.violation(f"{len(terminals)} terminal chunks ({kinds}) at {terminals} of {len(run.log)}", run.id)
+        # The status says how the log ends: a run stored completed finished,
+        # one stored failed ended with its error (what its clients were shown).
+        end = run.log[-1].get("type") if run.log else None
+        if (run.status, end) in (("completed", "error"), ("completed", "abort"), ("failed", "finish")):
+            self.violation(f"stored {run.status}, but its log ends with {end}", run.id)
 
     def check_messages(self) -> None:
         continued = {s.run_id: s.continued for s in self.round.seen if s.run_id and s.continued is not None}

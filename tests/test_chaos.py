@@ -113,7 +113,7 @@ def test_the_soaks_checks_catch_each_violation(node: str, tmp_path: Path) -> Non
         "ok": chaos.StoredRun("ok", "completed", "submit-message", "", "m-ok", "c-ok", "s1", answer("m-ok", "hi")),
         "running": chaos.StoredRun("running", "running", "submit-message", "", "m-run", "c-run", "s1", None),
         "gap": chaos.StoredRun("gap", "completed", "submit-message", "", "m-gap", "c-gap", "s1", None),
-        "two-ends": chaos.StoredRun("two-ends", "failed", "submit-message", "", "m-2", "c-2", "s1", None),
+        "two-ends": chaos.StoredRun("two-ends", "completed", "submit-message", "", "m-2", "c-2", "s1", None),
         "message": chaos.StoredRun(
             "message", "completed", "submit-message", "", "m-msg", "c-msg", "s1", answer("m-msg", "no")
         ),
@@ -127,8 +127,10 @@ def test_the_soaks_checks_catch_each_violation(node: str, tmp_path: Path) -> Non
     stored["two-ends"].log = [*text_log("m-2", "hi", end="error"), {"type": "finish"}]
     stored["message"].log = text_log("m-msg", "yes")
     stored["theirs"].log = text_log("m-th", "x")
-    stored["bad"] = chaos.StoredRun("bad", "failed", "submit-message", "", "m-bad", "c-bad", "s1", None)
+    stored["bad"] = chaos.StoredRun("bad", "completed", "submit-message", "", "m-bad", "c-bad", "s1", None)
     stored["bad"].log = [text_log("m-bad", "x")[i] for i in (0, 1, 3, 6)]  # a delta of a text never started
+    stored["late"] = chaos.StoredRun("late", "completed", "submit-message", "", "m-late", "c-late", "s1", None)
+    stored["late"].log = text_log("m-late", "x", end="error")  # settled, then a late finish stored its status
 
     def seen(chat: str, visitor: str, chunks: list[dict[str, Any]], kind: str = "post") -> Any:
         stream = chaos.Stream(kind, "daphne", list(range(len(chunks))), chunks, [0.0] * len(chunks), "end")
@@ -159,6 +161,7 @@ def test_the_soaks_checks_catch_each_violation(node: str, tmp_path: Path) -> Non
         ("bad", "ai@7 rejects the log"),
         ("gap", "sequence numbers not contiguous"),
         ("two-ends", "2 terminal chunks"),
+        ("late", "stored completed, but its log ends with error"),
         ("message", "stored message differs from ai@7's"),
         ("message", "a post stream"),
         (None, "a post stream of c-ok started message m-th, no run of the client's own chat"),
