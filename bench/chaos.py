@@ -4,7 +4,8 @@ on what was stored and what every client received.
 
     .venv/bin/python bench/chaos.py [--seed N] [--rounds 10] [--runs 100] [--faults 20] [--cut-rate 0.1]
         [--mode interrupt|continue] [--lease 3] [--heartbeat 1] [--delay-ms 15] [--clients 8]
-        [--database-url postgres://postgres@127.0.0.1:5432/uistream_chaos] [--keep]
+        [--kinds web-sigkill,worker-sigstop,...] [--database-url postgres://postgres@127.0.0.1:5432/uistream_chaos]
+        [--keep]
 
 The stack, all on 127.0.0.1 (``ChaosStack``): a ``redis-server`` of the
 soak's own on a free port (nothing saved: a restart is an empty Redis), a
@@ -36,7 +37,7 @@ after a random number of bytes (mid-frame; a WebSocket: its TCP connection
 aborted after a random number of frames) and reconnects as above.
 
 Meanwhile ``--faults`` process faults are injected at random times, a kind
-at a time in a seeded order: SIGKILL, SIGTERM, or SIGSTOP for longer than
+at a time in a seeded order (``--kinds`` picks some kinds only): SIGKILL, SIGTERM, or SIGSTOP for longer than
 the lease (then SIGCONT) of a web server or the worker, and Redis killed
 and started again. A killed process is started again on its port.
 
@@ -763,6 +764,8 @@ class Options:
     delay_ms: int = 15
     clients: int = 8
     database_url: str = "postgres://postgres@127.0.0.1:5432/uistream_chaos"
+    #: The process faults to inject (all of ``PROCESS_FAULTS`` when empty).
+    kinds: tuple[str, ...] = ()
     keep: bool = False
     verbose: bool = True
 
@@ -840,7 +843,8 @@ class ChaosRound:
             await injector
 
     def schedule(self) -> list[tuple[float, str]]:
-        kinds = [PROCESS_FAULTS[i % len(PROCESS_FAULTS)] for i in range(self.fault_count)]
+        chosen = self.options.kinds or PROCESS_FAULTS
+        kinds = [chosen[i % len(chosen)] for i in range(self.fault_count)]
         self.rng.shuffle(kinds)
         return [(self.rng.uniform(0.3, 1.5), kind) for kind in kinds]
 
@@ -1321,7 +1325,7 @@ class Soak:
         return (
             f"--seed {o.seed} --rounds {o.rounds} --runs {o.runs} --faults {o.faults} --cut-rate {o.cut_rate} "
             f"--mode {o.mode} --lease {o.lease:g} --heartbeat {o.heartbeat:g} --delay-ms {o.delay_ms} "
-            f"--clients {o.clients}"
+            f"--clients {o.clients}" + (f" --kinds {','.join(o.kinds)}" if o.kinds else "")
         )
 
 
@@ -1341,9 +1345,13 @@ def parse(argv: list[str] | None = None) -> Options:
     parser.add_argument("--delay-ms", type=int, default=defaults.delay_ms)
     parser.add_argument("--clients", type=int, default=defaults.clients, help="visitors at once")
     parser.add_argument("--database-url", default=os.environ.get("UISTREAM_CHAOS_DATABASE_URL", defaults.database_url))
+    parser.add_argument("--kinds", default="", help=f"comma-separated process faults (default all: {PROCESS_FAULTS})")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, tool-call marks)")
     args = parser.parse_args(argv)
-    return Options(**{k: v for k, v in vars(args).items()})
+    kinds = tuple(kind for kind in args.kinds.split(",") if kind)
+    if unknown := set(kinds) - set(PROCESS_FAULTS):
+        parser.error(f"--kinds: {sorted(unknown)} are not of {PROCESS_FAULTS}")
+    return Options(**{**vars(args), "kinds": kinds})
 
 
 def interrupted(signum: int, frame: Any) -> None:
