@@ -64,13 +64,16 @@ interleaving with the processes is the machine's):
   ``runId``) is of the client's own chat and session;
 * no tool not marked idempotent ran twice for one call (the call files
   of ``chaos_project``);
-* ``--mode continue``: every run whose process was killed, terminated or
-  paused past its lease while it ran completed, with the answer the same
-  prompt gets without faults (a baseline round, round 0, first).
+* ``--mode continue``: every run whose process was killed or paused past
+  its lease while it ran (SIGTERM's shutdown ends its runs itself)
+  completed, with the answer the same prompt gets without faults (a
+  baseline round, round 0, first), unless a call cut short was answered
+  with the "interrupted" tool error.
 
 Printed: runs, faults by kind, violations (with the seed and round), runs by
-how they ended (completed, continued, interrupted, failed…), and from a
-SIGKILL of a run's process to its next chunk any client received
+how they ended (completed, continued: completed after losing their process,
+interrupted, failed…), the ``reset-step`` chunks logged, and from a SIGKILL
+of a run's process to the first chunk past what its clients had
 ("continuing"; under ``interrupt`` the ``error`` a sweeper ends it with)
 and to the terminal chunk of the run's last stream: p50 / p99. Exit status
 1 when there is a violation.
@@ -130,6 +133,9 @@ PROCESS_FAULTS = (
 )
 FAULT_KINDS = (*PROCESS_FAULTS, "client-cut")
 TERMINAL = frozenset(("finish", "error", "abort"))
+#: The faults after which a run's owner is lost (SIGTERM's shutdown ends its
+#: runs itself: docs/operations.md, "Shutdown").
+LOST = ("sigkill", "sigstop")
 AGUI_TERMINAL = frozenset(("RUN_FINISHED", "RUN_ERROR"))
 TRANSPORTS = ("http", "celery", "workflow", "ws", "agui", "approval")
 #: The prompts of the scenarios (short answers of the demo model).
@@ -1158,22 +1164,30 @@ class Checker:
                 self.violation(f"tool {name} (not idempotent) ran {len(lines)} times for call {path.name}")
 
     def check_continued(self, baseline: dict[tuple[str, str], list[str]]) -> None:
-        for seen, run in self.orphaned():
+        for seen, run in self.orphaned(LOST):
             expected = baseline.get((seen.prompt, seen.trigger))
+            # A call cut short whose tool is not idempotent is answered with
+            # a tool error instead of running again: the model's answer may
+            # then differ from the baseline's.
+            cut_short = any(
+                c.get("type") == "tool-output-error" and "interrupted" in str(c.get("errorText", "")) for c in run.log
+            )
             if run.status != "completed":
                 self.violation(f"its process was lost ({seen.home}) and it ended {run.status}, not completed", run.id)
-            elif expected is not None and texts(run.message) != expected:
+            elif expected is not None and texts(run.message) != expected and not cut_short:
                 self.violation(f"continued, but its answer {texts(run.message)} is not {expected}", run.id)
 
-    def orphaned(self) -> Iterator[tuple[RunSeen, StoredRun]]:
-        """The runs whose executing process a fault hit while they ran."""
+    def orphaned(
+        self, kinds: tuple[str, ...] = ("sigkill", "sigterm", "sigstop")
+    ) -> Iterator[tuple[RunSeen, StoredRun]]:
+        """The runs whose executing process a fault of ``kinds`` hit while they ran."""
         for seen in self.round.seen:
             run = self.runs.get(seen.run_id or "")
             if run is None or seen.home is None:
                 continue
             ended = max((t for s in seen.streams for t in s.times), default=float("inf"))
             for fault in self.round.faults:
-                lost = fault.kind.endswith(("sigkill", "sigterm", "sigstop"))
+                lost = fault.kind.endswith(kinds)
                 if lost and (fault.target, fault.incarnation) == seen.home and seen.posted_at <= fault.at <= ended:
                     yield seen, run
                     break
@@ -1195,6 +1209,7 @@ class Soak:
         self.tool_runs: Counter[str] = Counter()
         self.counted_calls: set[str] = set()
         self.relay_errors = 0
+        self.reset_steps = 0
         self.runs = 0
         self.kill_to_next: list[float] = []
         self.kill_to_terminal: list[float] = []
@@ -1276,13 +1291,17 @@ class Soak:
             return
         self.runs += len(runs)
         self.fault_counts.update(round_.fault_counts)
+        lost = {run.id for _seen, run in checker.orphaned(LOST)}
         for run in runs.values():
-            continued = any(c.get("type") == "reset-step" for c in run.log)
-            self.outcomes[run.status + (" (continued)" if continued else "")] += 1
+            # "continued": its process was lost while it ran, and it completed all the same.
+            self.outcomes["continued" if run.id in lost and run.status == "completed" else run.status] += 1
+            self.reset_steps += sum(c.get("type") == "reset-step" for c in run.log)
         for seen in round_.seen:
             self.transports[seen.transport] += 1
-        # From a SIGKILL of a run's process to its next chunk and its last.
-        for seen, _run in checker.orphaned():
+        # From a SIGKILL of a run's process to the first chunk past what its
+        # clients had (continuing; under "interrupt" the sweeper's error) and
+        # to the terminal chunk of its last stream.
+        for seen, _run in checker.orphaned(("sigkill",)):
             kills = [
                 f
                 for f in round_.faults
@@ -1291,10 +1310,15 @@ class Soak:
             if not kills:
                 continue
             killed = kills[0].at
-            after = sorted(t for s in seen.streams for t in s.times if t > killed)
-            ended = [s.times[-1] for s in seen.streams if s.ended == "end" and s.times and s.times[-1] > killed]
-            if after:
-                self.kill_to_next.append(after[0] - killed)
+            had = max(
+                (q for st in seen.streams for q, t in zip(st.seqs, st.times, strict=True) if t <= killed), default=-1
+            )
+            new = sorted(
+                t for st in seen.streams for q, t in zip(st.seqs, st.times, strict=True) if q > had and t > killed
+            )
+            ended = [st.times[-1] for st in seen.streams if st.ended == "end" and st.times and st.times[-1] > killed]
+            if new:
+                self.kill_to_next.append(new[0] - killed)
             if ended:
                 self.kill_to_terminal.append(max(ended) - killed)
 
@@ -1307,8 +1331,8 @@ class Soak:
             f"({', '.join(f'{k} {self.fault_counts[k]}' for k in FAULT_KINDS)})",
             f"ended: {', '.join(f'{k} {v}' for k, v in sorted(self.outcomes.items()))}",
             f"tool executions: {', '.join(f'{k} {v}' for k, v in sorted(self.tool_runs.items()))}; "
-            f"relays' own error at a break: {self.relay_errors}",
-            f"SIGKILL -> next chunk a client got: p50 {pct(self.kill_to_next, 50):.2f} s, "
+            f"relays' own error at a break: {self.relay_errors}; reset-step chunks: {self.reset_steps}",
+            f"SIGKILL -> first new chunk a client got: p50 {pct(self.kill_to_next, 50):.2f} s, "
             f"p99 {pct(self.kill_to_next, 99):.2f} s (n={len(self.kill_to_next)}); "
             f"-> the terminal chunk: p50 {pct(self.kill_to_terminal, 50):.2f} s, "
             f"p99 {pct(self.kill_to_terminal, 99):.2f} s (n={len(self.kill_to_terminal)})",
