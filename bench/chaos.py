@@ -556,6 +556,7 @@ class Visitor:
     async def approval(self, client: httpx.AsyncClient) -> None:
         transport = self.rng.choice(("http", "celery"))
         first = await self.usechat(client, transport, APPROVAL_PROMPT)
+        first.transport = f"approval/{transport}"
         if not first.streams or first.streams[-1].ended != "end":
             return
         try:
@@ -576,14 +577,16 @@ class Visitor:
             return
         part["state"] = "approval-responded"
         part["approval"] = {"id": part["approval"]["id"], "approved": True}
-        await self.usechat(
+        transport = self.rng.choice(("http", "celery"))
+        second = await self.usechat(
             client,
-            self.rng.choice(("http", "celery")),
+            transport,
             APPROVAL_PROMPT,
             message=answer,
             history=messages[:-1],
             continued=json.loads(json.dumps(answer)),
         )
+        second.transport = f"approval/{transport}"
 
     async def websocket(self, prompt: str) -> None:
         message = self.user_message(prompt)
@@ -1293,7 +1296,9 @@ class Soak:
         self.fault_counts.update(round_.fault_counts)
         lost = {run.id for _seen, run in checker.orphaned(LOST)}
         for run in runs.values():
-            # "continued": its process was lost while it ran, and it completed all the same.
+            # "continued": its process was lost while it ran, and it completed
+            # all the same (under "interrupt": a paused process that went on
+            # before a sweeper took its run).
             self.outcomes["continued" if run.id in lost and run.status == "completed" else run.status] += 1
             self.reset_steps += sum(c.get("type") == "reset-step" for c in run.log)
         for seen in round_.seen:
