@@ -17,6 +17,13 @@ leases; and the numbers the client received that the stored message lacks
 (the in-process broker died with its process: up to ``FLUSH_EVERY_MS`` of
 deltas; the Redis broker's stream holds them all).
 
+``--on-owner-lost continue`` (``ON_OWNER_LOST``; default ``interrupt``)
+and ``--resumer``: a second client resumes the chat on the survivor
+(``GET /api/chat/<id>/stream``, same session) before the kill; measured
+from the kill: its ``reset-step`` (the answer continuing on the survivor)
+and its terminal chunk (``error`` when interrupted, ``finish`` when
+continued); with ``continue``, "settled" is the run stored ``completed``.
+
 ``--first-delta N`` also times the first text delta of a new chat through
 the standard workload's view with and without the orphan check a new turn
 makes (``ConversationStore.settle_orphans``), N alternating pairs in one
@@ -35,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -65,7 +73,12 @@ SERVERS = {
 
 
 def environment(directory: Path, args: argparse.Namespace, broker: dict[str, Any]) -> dict[str, str]:
-    uistream = {"HEARTBEAT_SECONDS": args.heartbeat, "LEASE_SECONDS": args.lease, "BROKER": broker}
+    uistream = {
+        "HEARTBEAT_SECONDS": args.heartbeat,
+        "LEASE_SECONDS": args.lease,
+        "BROKER": broker,
+        "ON_OWNER_LOST": args.on_owner_lost,
+    }
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "bench_settings",
@@ -111,9 +124,33 @@ def numbers_in(chunks: list[dict[str, Any]]) -> int:
     return len("".join(c["delta"] for c in chunks if c["type"] == "text-delta").split())
 
 
-def one_kill(victim_env: dict[str, str], db: Path, log: Path) -> tuple[float, int, int]:
-    """(seconds from kill to settled, numbers received, numbers stored)."""
+class Resumer(threading.Thread):
+    """Resumes ``chat`` on ``base`` with ``cookies`` and notes when each
+    chunk type first arrived (monotonic)."""
+
+    def __init__(self, base: str, chat: str, cookies: httpx.Cookies) -> None:
+        super().__init__(daemon=True)
+        self.client = httpx.Client(base_url=base, cookies=cookies, timeout=120)
+        self.chat = chat
+        self.first: dict[str, float] = {}
+        self.attached = threading.Event()
+
+    def run(self) -> None:
+        with self.client.stream("GET", f"/api/chat/{self.chat}/stream") as response:
+            for chunk in sse_chunks(response.iter_lines()):
+                self.attached.set()
+                self.first.setdefault(chunk["type"], time.monotonic())
+        self.attached.set()
+
+
+def one_kill(
+    victim_env: dict[str, str], db: Path, log: Path, survivor: str | None = None
+) -> tuple[float, int, int, dict[str, float]]:
+    """(seconds from kill to settled, numbers received, numbers stored, and
+    a resumer's seconds from the kill to its first chunk of each type)."""
     chat = f"kill-{uuid.uuid4().hex[:8]}"
+    resumer = None
+    done_status = "completed" if victim_env.get("UISTREAM_BENCH_ON_OWNER_LOST") == "continue" else "interrupted"
     with server("uvicorn", victim_env, log) as (url, proc), httpx.Client(base_url=url, timeout=30) as client:
         token = client.get("/api/csrf").json()["csrfToken"]
         body = {
@@ -126,6 +163,10 @@ def one_kill(victim_env: dict[str, str], db: Path, log: Path) -> tuple[float, in
             lines = response.iter_lines()
             for chunk in sse_chunks(lines):
                 received.append(chunk)
+                if survivor is not None and resumer is None and numbers_in(received) >= 5:
+                    resumer = Resumer(survivor, chat, client.cookies)
+                    resumer.start()
+                    resumer.attached.wait(30)
                 if numbers_in(received) >= 30:
                     break
             proc.send_signal(signal.SIGKILL)
@@ -141,14 +182,18 @@ def one_kill(victim_env: dict[str, str], db: Path, log: Path) -> tuple[float, in
                 "WHERE r.conversation_id = ?",
                 (chat,),
             ).fetchone()
-            if row is not None and row[0] == "interrupted":
+            if row is not None and row[0] == done_status:
                 settled = time.monotonic() - killed
                 break
             if time.monotonic() - killed > 120:
                 raise RuntimeError(f"run of {chat} not settled after 120 s: {row and row[0]}")
             time.sleep(0.01)
     stored = sum(len(p["text"].split()) for p in json.loads(row[1]) if p["type"] == "text")
-    return settled, numbers_in(received), stored
+    seen: dict[str, float] = {}
+    if resumer is not None:
+        resumer.join(120)
+        seen = {kind: at - killed for kind, at in resumer.first.items() if at >= killed}
+    return settled, numbers_in(received), stored, seen
 
 
 def redis_reachable(url: str) -> bool:
@@ -177,16 +222,26 @@ def bench(broker_name: str, args: argparse.Namespace) -> None:
     log = directory / "servers.log"
     subprocess.run([PY, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
     results = []
+    env["UISTREAM_BENCH_ON_OWNER_LOST"] = args.on_owner_lost
     with server("daphne", env, log) as (survivor, _):
-        httpx.get(f"{survivor}/api/csrf")  # its first request starts its renewer and sweeper
+        httpx.get(f"{survivor}/api/csrf", timeout=60)  # its first request starts its renewer and sweeper
         for _ in range(args.kills):
-            results.append(one_kill(env, directory / "bench.sqlite3", log))
+            watch = survivor if args.resumer and broker_name == "redis" else None
+            results.append(one_kill(env, directory / "bench.sqlite3", log, watch))
     times = [r[0] for r in results]
     missing = [r[1] - r[2] for r in results]
     print(f"\n## {broker_name} broker: {args.kills} kills, HEARTBEAT_SECONDS {args.heartbeat}, ", end="")
-    print(f"LEASE_SECONDS {args.lease}\n")
+    print(f"LEASE_SECONDS {args.lease}, ON_OWNER_LOST {args.on_owner_lost}\n")
+    for kind, label in (("reset-step", "the answer continuing"), ("error", "error chunk"), ("finish", "finish chunk")):
+        seen = [r[3][kind] for r in results if kind in r[3]]
+        if seen:
+            print(
+                f"kill → the resumer's {kind} ({label}), {len(seen)} of {len(results)}: "
+                + ", ".join(f"{name} {pct(seen, q):.2f} s" for name, q in (("p50", 50), ("p99", 99), ("max", 100)))
+            )
+    status = "completed" if args.on_owner_lost == "continue" else "interrupted"
     print(
-        "kill → stored interrupted: "
+        f"kill → stored {status}: "
         + ", ".join(
             f"{name} {pct(times, q):.2f} s ({pct(times, q) / args.lease:.2f} leases)"
             for name, q in (("p50", 50), ("p99", 99), ("max", 100))
@@ -248,6 +303,8 @@ def main() -> None:
     parser.add_argument("--lease", type=float, default=3.0, help="LEASE_SECONDS (default 3)")
     parser.add_argument("--delay-ms", type=int, default=20, help="the demo model's pacing (default 20)")
     parser.add_argument("--broker", choices=["memory", "redis"], action="append", help="default: both")
+    parser.add_argument("--on-owner-lost", choices=["interrupt", "continue"], default="interrupt")
+    parser.add_argument("--resumer", action="store_true", help="time a resumer on the survivor (redis only)")
     parser.add_argument("--first-delta", type=int, default=0, metavar="N", help="also time to first delta, N pairs")
     args = parser.parse_args()
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())

@@ -3,7 +3,9 @@
 Environment switches: ``DATABASE_URL`` (postgres://user@host:port/name),
 ``REDIS_URL`` (the Redis live-run broker), ``UISTREAM_DEMO_EXECUTOR``
 (``celery``: runs execute on Celery workers, with ``REDIS_URL`` as
-Celery's broker too; see demo_project/celery.py), ``OPENAI_MODEL`` /
+Celery's broker too; see demo_project/celery.py),
+``UISTREAM_DEMO_ON_OWNER_LOST`` (``continue`` / ``interrupt``: what becomes
+of a run whose process died), ``OPENAI_MODEL`` /
 ``OPENAI_API_KEY`` / ``OPENAI_API`` / ``OPENAI_BASE_URL`` (a real OpenAI or
 OpenAI-compatible model), ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_MODEL`` (a
 real Claude model), ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY``,
@@ -247,6 +249,10 @@ if os.environ.get("UISTREAM_DEMO_EXECUTOR"):
     # worker); the web process only relays the broker's stream.
     UISTREAM["EXECUTOR"] = os.environ["UISTREAM_DEMO_EXECUTOR"]
     CELERY_BROKER_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+if os.environ.get("UISTREAM_DEMO_ON_OWNER_LOST"):
+    # "continue": a run whose process died finishes on the process that
+    # finds it (its half-done step run again); "interrupt" settles it.
+    UISTREAM["ON_OWNER_LOST"] = os.environ["UISTREAM_DEMO_ON_OWNER_LOST"]
 
 if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
     # Traces to an OpenTelemetry collector over OTLP/HTTP (demo_project/tracing.py).

@@ -258,3 +258,69 @@ def test_the_real_client_resuming_on_another_process_ends_with_the_error_and_kee
     (shown,) = result["messages"]
     assert shown == Message.objects.get(pk=run.message_id).as_ui_message()
     assert len(numbers(text_of([e.chunk for e in read_log(run)]))) >= 60
+
+
+@pytest.mark.parametrize(
+    ("backend", "policy"), [("memory", "interrupt"), ("redis", "interrupt"), ("redis", "continue")]
+)
+def test_a_process_paused_past_its_lease_writes_nothing_into_the_run_it_lost(
+    backend: str, policy: str, request: pytest.FixtureRequest
+) -> None:
+    """A daphne frozen (SIGSTOP) mid-answer for longer than its lease: the
+    other process settles the run (or, with ``ON_OWNER_LOST = "continue"``,
+    finishes it); thawed (SIGCONT), the first process finds its lease epoch
+    gone, stops the run and writes nothing into it."""
+    env = settings_env(request.getfixturevalue("redis_config") if backend == "redis" else None)
+    env["UISTREAM_TEST_SETTINGS"] = json.dumps({**json.loads(env["UISTREAM_TEST_SETTINGS"]), "ON_OWNER_LOST": policy})
+    ended = "completed" if policy == "continue" else "interrupted"
+    with demo_server("daphne", env) as paused, demo_server("uvicorn", env) as sweeper:
+        browser = Browser(paused.url)
+        same_visitor(browser, sweeper.url).client.get("/api/csrf")  # the other process sweeps from now on
+        with browser.stream("chat-p1", "count to 300") as original:
+            head, _ = read_chunks(original, stop=lambda cs: len(numbers(text_of(cs))) >= 20)
+            paused.signal(signal.SIGSTOP)
+            try:
+                run = Run.objects.get(conversation__client_id="chat-p1")
+                wait_for(lambda: Run.objects.get(pk=run.pk).status == ended, f"the run {ended}", timeout=LEASE + 20)
+                settled = Run.objects.get(pk=run.pk)
+                log = read_log(run)
+                message = Message.objects.get(pk=run.message_id).parts
+            finally:
+                paused.signal(signal.SIGCONT)
+            # Thawed, it learns it lost the run (a fenced write or its
+            # renewal, whichever comes first) and says so once.
+            wait_for(lambda: "lost its lease" in paused.output(), "the paused process to give the run up")
+            tail, done = read_until_gone(original)
+        chunks = [e.chunk for e in log]
+        if policy == "continue":
+            assert chunks[-1]["type"] == "finish"
+            assert [c["type"] for c in chunks].count("reset-step") == 1
+            text = "".join(p["text"] for p in message if p["type"] == "text")
+            assert numbers(text) == [str(n) for n in range(1, 301)]
+        else:
+            assert chunks[-1] == {"type": "error", "errorText": ERROR_TEXT}
+        # Nothing more was written: not a chunk, not the message, not the outcome.
+        after = read_log(run)
+        assert after == log
+        assert [e.seq for e in after] == list(range(len(after)))
+        assert sum(e.chunk["type"] in ("finish", "error", "abort") for e in after) == 1
+        assert Message.objects.get(pk=run.message_id).parts == message
+        stored = Run.objects.get(pk=run.pk)
+        assert (stored.status, stored.finished_at, stored.chunk_count) == (ended, settled.finished_at, len(log))
+        output = paused.output()
+        assert output.count("lost its lease") == 1
+        assert "could not store chunks" not in output
+        if backend == "redis":
+            # The client reading from the paused process gets what the log
+            # holds and nothing else, to an end: the sweeper's (interrupt);
+            # continued, its frozen reads of the stream time out once it
+            # thaws, and it says so (an error) after a prefix of the log.
+            received = head + tail
+            assert done
+            if policy == "continue":
+                assert received[:-1] == chunks[: len(received) - 1]
+                assert received[-1]["type"] in ("error", "finish")
+            else:
+                assert received == chunks
+        # The paused process holds nothing of the chat: a new turn there works.
+        new_turn_works(browser, "chat-p1")

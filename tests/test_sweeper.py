@@ -152,3 +152,52 @@ async def test_two_sweepers_racing_settle_an_orphan_once() -> None:
     assert len(settled) == 1
     log = await sync_to_async(read_log)(run)
     assert [e.chunk for e in log] == [*SENT, terminal()]
+
+
+def test_a_run_from_before_leases_is_swept_by_its_age() -> None:
+    # Migration 0006 gave runs a heartbeat; one started before has none.
+    run = orphan()
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=None, started_at=timezone.now())
+    call_command("uistream_sweep", stdout=io.StringIO())
+    assert Run.objects.get(pk=run.pk).status == "running"  # started within a lease: it may live
+
+    Run.objects.filter(pk=run.pk).update(started_at=timezone.now() - dt.timedelta(hours=1))
+    call_command("uistream_sweep", stdout=io.StringIO())
+    assert Run.objects.get(pk=run.pk).status == "interrupted"
+    assert [e.chunk for e in read_log(run)] == [*SENT, terminal()]
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_a_recorder_whose_lease_was_taken_writes_nothing_more() -> None:
+    from uistream_app.lifecycle.leases import renew_leases
+    from uistream_app.recording import LeaseLost, RunRecorder
+
+    run = await sync_to_async(orphan)()
+    message = await Message.objects.aget(pk="a1")
+    recorder = RunRecorder(run, message, inline=False)
+    lost: list[bool] = []
+    recorder.on_lease_lost = lambda: lost.append(True)
+    # Its process lives: the renewal under its epoch holds the run.
+    assert await sync_to_async(renew_leases)({str(run.pk): recorder.epoch}) == set()
+    await sync_to_async(Run.objects.filter(pk=run.pk).update)(heartbeat_at=timezone.now() - dt.timedelta(hours=1))
+
+    settled = await settle(str(run.pk))  # a sweeper takes it (a new epoch) and settles it
+    assert settled is not None
+    log = await sync_to_async(read_log)(run)
+
+    recorder.add([{"type": "text-delta", "id": "t1", "delta": "4 "}])
+    with pytest.raises(LeaseLost):
+        await recorder.flush()
+    assert lost == [True]
+    with pytest.raises(LeaseLost):
+        recorder.add([{"type": "text-delta", "id": "t1", "delta": "5 "}])
+    with pytest.raises(LeaseLost):
+        await recorder.finish("completed")
+    assert await sync_to_async(read_log)(run) == log
+    stored = await Run.objects.aget(pk=run.pk)
+    assert (stored.status, stored.chunk_count) == ("interrupted", len(SENT) + 1)
+    assert stored.lease_epoch == recorder.epoch + 1
+    # Its renewal says so, and renews nothing.
+    assert await sync_to_async(renew_leases)({str(run.pk): recorder.epoch}) == {str(run.pk)}
+    assert (await Run.objects.aget(pk=run.pk)).heartbeat_at == stored.heartbeat_at

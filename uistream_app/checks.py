@@ -7,6 +7,7 @@
 | E002   | ``MODEL`` (or an entry of ``TOOLS``, or ``TOOL_APPROVAL``) cannot be imported |
 | E003   | ``SDK_VERSION`` is not 5, 6 or 7 |
 | E004   | ``ON_DISCONNECT`` is not "cancel" or "finish" |
+| E014   | ``ON_OWNER_LOST`` is not "continue" or "interrupt" |
 | E005   | a numeric setting (``conf.NUMERIC_SETTINGS``) is not a positive number |
 | E006   | ``BROKER`` is not a valid broker setting |
 | E007   | ``LOG_WRITER`` is not "auto", "thread" or "inline" |
@@ -53,6 +54,7 @@ from .conf import (
     LOG_WRITER_CHOICES,
     NUMERIC_SETTINGS,
     ON_DISCONNECT_CHOICES,
+    ON_OWNER_LOST_CHOICES,
     SDK_VERSIONS,
     import_from_string,
     request_bytes_for,
@@ -121,6 +123,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 f"UISTREAM['ON_DISCONNECT'] = {user['ON_DISCONNECT']!r} is not a policy.",
                 hint='Use "cancel" (stop the model, store what was sent) or "finish".',
                 id="uistream_app.E004",
+            )
+        )
+    if user.get("ON_OWNER_LOST", DEFAULTS["ON_OWNER_LOST"]) not in ON_OWNER_LOST_CHOICES:
+        errors.append(
+            Error(
+                f"UISTREAM['ON_OWNER_LOST'] = {user['ON_OWNER_LOST']!r} is not a policy.",
+                hint='Use "interrupt" (the default: settle the run with what was sent) or "continue".',
+                id="uistream_app.E014",
             )
         )
     if user.get("LOG_WRITER", DEFAULTS["LOG_WRITER"]) not in LOG_WRITER_CHOICES:

@@ -57,6 +57,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     "FLUSH_EVERY_MS": 250,
     "HEARTBEAT_SECONDS": 5,
     "LEASE_SECONDS": 20,
+    "ON_OWNER_LOST": "interrupt",
     "LOG_WRITER": "auto",
     "SYNC_THREADS": 4,
     "AUTHENTICATION_CLASSES": ["uistream_app.policies.DjangoSessionAuthentication"],
@@ -166,6 +167,13 @@ DESCRIPTIONS: Final[Mapping[str, str]] = {
     "LEASE_SECONDS": (
         "A `running` run whose heartbeat is older than this lost its process: the sweeper settles it "
         "`interrupted`. More than twice `HEARTBEAT_SECONDS` (`E012`)."
+    ),
+    "ON_OWNER_LOST": (
+        "What the process that finds a run whose own process is gone (its lease ran out) does with it: "
+        '`"interrupt"` settles it `interrupted` with what was sent; `"continue"` goes on with it, its completed '
+        "steps kept and the half-done one dropped (`reset-step`) and run again, so the answer finishes "
+        '(docs/operations.md, "Continuing a run whose process is gone"). An agent adapter\'s run is interrupted '
+        "either way (`E014`)."
     ),
     "LOG_WRITER": (
         'Where the chunk log is written (see [The log writer](docs/operations.md#the-log-writer)): `"thread"` '
@@ -293,6 +301,7 @@ DESCRIPTIONS: Final[Mapping[str, str]] = {
 LOG_WRITER_CHOICES: Final = ("auto", "thread", "inline")
 
 ON_DISCONNECT_CHOICES: Final = ("cancel", "finish")
+ON_OWNER_LOST_CHOICES: Final = ("continue", "interrupt")
 #: ``EXECUTOR`` aliases.
 EXECUTORS: Final = {
     "inprocess": "uistream_app.lifecycle.runner.Runner",
@@ -444,6 +453,11 @@ class UIStreamSettings:
     def ON_DISCONNECT(self) -> str:
         """One of ``ON_DISCONNECT_CHOICES`` (check E004)."""
         return str(self._get("ON_DISCONNECT"))
+
+    @property
+    def ON_OWNER_LOST(self) -> str:
+        """One of ``ON_OWNER_LOST_CHOICES`` (check E014)."""
+        return str(self._get("ON_OWNER_LOST"))
 
     @property
     def ALLOW_ANONYMOUS(self) -> bool:

@@ -40,6 +40,7 @@ from .conf import import_from_string, perform_import
 from .conf import settings as uistream_settings
 from .errors import Misconfigured
 from .history import HistoryStrategy, LastMessages, load_strategy
+from .lifecycle.continuation import replayed, turn_record
 from .lifecycle.executors import executor_class
 from .lifecycle.limits import RunUsageLimit, limit_usage, load_usage_limits
 from .lifecycle.runner import RunHandle, Runner
@@ -409,6 +410,11 @@ class ChatHooks:
                 raise RunNotActive(adopted.run_id)
             prepared, runner, metadata = loaded, Runner(), adopted.metadata
         prepared = replace(prepared, setup=setup)
+        replay: list[Event] = []
+        if adopted is not None and adopted.continued is not None:
+            # A run whose process died, continued here: the half-done step's
+            # kept part joins the history and is sent first (continuation).
+            prepared, replay = adopted.continued.apply(prepared, setup.tools if setup is not None else ())
         try:
             if adopted is None:
                 metadata = self.get_message_metadata(prepared)
@@ -417,12 +423,16 @@ class ChatHooks:
             elif runner.executes_here:
                 assert setup is not None
                 source = self.get_source(prepared.history, prepared, setup.model)
+                if replay:
+                    source = replayed(replay, source)
                 if setup.usage_limits:
                     source = limit_usage(source, setup.usage_limits)
             else:
                 source = no_source()  # its worker builds it
         except Exception as exc:  # noqa: BLE001 - the run is prepared: its failure is stored and sent
             source = failing_source(exc)
+        # What a process continuing the run after this one died needs.
+        prepared = replace(prepared, turn_record=turn_record(type(self), prepared, metadata))
         return await runner.start(prepared, source, metadata=metadata)
 
     def setup_turn(self, context: TurnContext) -> TurnSetup:

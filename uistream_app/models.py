@@ -399,6 +399,25 @@ class Run(models.Model):
         blank=True,
         help_text=_("When the process running it last said it lives; older than LEASE_SECONDS: orphaned."),
     )
+    turn = models.JSONField(
+        _("turn"),
+        null=True,
+        blank=True,
+        encoder=StoredJSONEncoder,
+        help_text=_(
+            "What a process that continues this run after its own died needs besides the rows: the endpoint's "
+            "hooks class, the turn's kind and extra keys, its transport, the checked answers (ON_OWNER_LOST)."
+        ),
+    )
+    lease_epoch = models.PositiveIntegerField(
+        _("lease epoch"),
+        default=1,
+        help_text=_(
+            "The fencing token of the run's lease: taken (raised by one) by each process that claims the run, "
+            "the one that starts it first; the log, the message and the outcome are written only under the "
+            "epoch their writer holds."
+        ),
+    )
     trace_id = models.CharField(
         _("trace id"),
         max_length=32,

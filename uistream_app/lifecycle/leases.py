@@ -3,13 +3,18 @@
 
 The process that executes a run renews its lease: one renewer thread per
 process sets ``Run.heartbeat_at`` for all of ``registry.live_runs()`` in one
-UPDATE every ``HEARTBEAT_SECONDS``. A ``running`` run whose heartbeat is
-older than ``LEASE_SECONDS`` is an *orphan*, and ``settle`` ends it:
+UPDATE every ``HEARTBEAT_SECONDS``, each run only under the lease epoch its
+process holds (``Run.lease_epoch``, the fencing token). A ``running`` run
+whose heartbeat is older than ``LEASE_SECONDS`` (one that has none, from
+before migration 0006: started longer ago than that) is an *orphan*, and
+``settle`` ends it:
 
 1. a conditional UPDATE (still ``running``, heartbeat still what made it an
-   orphan) takes its lease, so of two sweepers racing one settles it and
-   the other skips it; a sweeper that dies halfway leaves a lease that
-   runs out again, and the next one finishes the job;
+   orphan) takes its lease and raises its epoch, so of two sweepers racing
+   one settles it and the other skips it, and the process that held it
+   writes nothing more into it (its writes are fenced by the epoch:
+   ``recording.LeaseLost``); a sweeper that dies halfway leaves a lease
+   that runs out again, and the next one finishes the job;
 2. the stored log is completed from the broker's stream (the Redis
    broker holds what the client was sent but the log writer never
    stored; the in-process broker of a dead process holds nothing);
@@ -24,8 +29,13 @@ older than ``LEASE_SECONDS`` is an *orphan*, and ``settle`` ends it:
    (``Broker.end_orphan``), so every resumer ends with a visible error.
 
 The renewer sweeps once when it starts (lazily, on a process's first
-request or run) and every ``LEASE_SECONDS`` after, one indexed query each
-time; ``python manage.py uistream_sweep`` sweeps by hand.
+request or run) and with every renewal after (every ``HEARTBEAT_SECONDS``),
+one indexed query each time, so an orphan is found at most a heartbeat
+after its lease ran out; ``python manage.py uistream_sweep`` sweeps by hand.
+A renewal that finds one of its runs under another epoch tells that run it
+lost its lease (``registry.lose_lease``): it stops, and writes nothing.
+The renewer's sweeps run in an event loop of its own, kept for the
+process's life (one broker client, not one per sweep).
 """
 
 from __future__ import annotations
@@ -33,13 +43,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.db import close_old_connections, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from ..conf import settings as uistream_settings
@@ -47,8 +60,8 @@ from ..live import get_broker
 from ..models import Conversation, Message, Run
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
-from ..recording import iter_log, last_offset_ms, write_log
-from .registry import live_runs
+from ..recording import LeaseLost, iter_log, last_offset_ms, write_log
+from .registry import RunHandle, live_runs, lose_lease
 
 __all__ = [
     "INTERRUPTED_CODE",
@@ -57,6 +70,8 @@ __all__ = [
     "ensure_renewer",
     "orphan_ids",
     "renew_leases",
+    "renew_live_runs",
+    "set_continuer",
     "settle",
     "settle_chat_orphans",
     "stop_dead_run",
@@ -77,12 +92,28 @@ _TERMINAL_TYPES = frozenset(("finish", "error", "abort"))
 @dataclass(frozen=True)
 class Settled:
     """One orphan settled: its run, the chunks its log gained from the
-    broker's stream, and its log's length now (terminal chunk included)."""
+    broker's stream, and its log's length now (terminal chunk included);
+    ``continued``: it was not ended but goes on in this process
+    (``ON_OWNER_LOST = "continue"``), its log that long so far."""
 
     run_id: str
     conversation_id: str
     recovered: int
     chunk_count: int
+    continued: bool = False
+
+
+#: Goes on with a claimed orphan in this process, or answers False
+#: (``continuation.continue_orphan``, set when that module is imported:
+#: the sweeper is below the turn path it takes).
+_continuer: Callable[[Run, list[Chunk] | None], Awaitable[bool]] | None = None
+
+
+def set_continuer(continuer: Callable[[Run, list[Chunk] | None], Awaitable[bool]] | None) -> None:
+    """What a sweep does first with an orphan when ``ON_OWNER_LOST`` is
+    ``"continue"`` (``continuation`` sets it)."""
+    global _continuer
+    _continuer = continuer
 
 
 def _lease() -> timedelta:
@@ -92,39 +123,76 @@ def _lease() -> timedelta:
 # -- heartbeats -------------------------------------------------------------------
 
 
-def renew_leases(run_ids: list[str]) -> int:
-    """Set ``heartbeat_at`` to now for the running ones of ``run_ids``, in
-    one UPDATE; returns how many rows it renewed. Synchronous."""
-    if not run_ids:
-        return 0
-    return Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
+def renew_leases(held: Mapping[str, int]) -> set[str]:
+    """Set ``heartbeat_at`` to now for the running ones of ``held`` (run id →
+    the lease epoch this process holds) still leased under that epoch, in
+    one UPDATE; returns the ids whose epoch is gone (another process took
+    them over). Synchronous."""
+    if not held:
+        return set()
+    by_epoch: dict[int, list[str]] = defaultdict(list)
+    for run_id, epoch in held.items():
+        by_epoch[epoch].append(run_id)
+    mine = Q()
+    for epoch, ids in by_epoch.items():
+        mine |= Q(lease_epoch=epoch, pk__in=ids)
+    renewed = Run.objects.filter(mine, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
+    if renewed == len(held):
+        return set()
+    # Some were not renewed: ended (by this process, just now) or taken.
+    rows = Run.objects.filter(pk__in=list(held)).values_list("pk", "lease_epoch")
+    return {str(pk) for pk, epoch in rows if epoch != held[str(pk)]}
+
+
+def renew_live_runs(handles: Iterable[RunHandle] | None = None) -> set[str]:
+    """Renew the leases of this process's runs (``live_runs()``), and tell
+    each one whose epoch is gone that it lost its lease; returns their ids.
+    Synchronous."""
+    runs = {handle.run_id: handle for handle in (live_runs() if handles is None else handles)}
+    lost = renew_leases({run_id: handle.run.lease_epoch for run_id, handle in runs.items()})
+    for run_id in lost:
+        handle = runs[run_id]
+        lose_lease(handle, LeaseLost(run_id, handle.run.lease_epoch))
+    return lost
 
 
 # -- finding and settling orphans -------------------------------------------------------
+
+
+def _expired(cutoff: datetime) -> Q:
+    """A lease that ran out before ``cutoff``: its heartbeat is older, or it
+    has none (a run from before migration 0006) and started before it."""
+    return Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
 
 
 def orphan_ids(*, conversation_id: str | None = None, now: datetime | None = None) -> list[str]:
     """The running runs whose lease ran out (one query on the
     ``(status, heartbeat_at)`` index). Synchronous."""
     cutoff = (now or timezone.now()) - _lease()
-    runs = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
+    runs = Run.objects.filter(_expired(cutoff), status=Run.Status.RUNNING)
     if conversation_id is not None:
         runs = runs.filter(conversation_id=conversation_id)
     return [str(pk) for pk in runs.values_list("pk", flat=True)]
 
 
-def _claim(run_id: str, heartbeat_at: datetime | None) -> Run | None:
-    """Take the lease of an orphan (rule 1): ``heartbeat_at`` is the stale
-    heartbeat the caller saw, or None for "older than LEASE_SECONDS"."""
+def _claim(run_id: str, heartbeat_at: datetime | None, skip_locked: bool = False) -> Run | None:
+    """Take the lease of an orphan (rule 1) under a new epoch: ``heartbeat_at``
+    is the stale heartbeat the caller saw, or None for "older than
+    LEASE_SECONDS". The returned run holds the epoch taken. ``skip_locked``
+    (a sweep's): a row another transaction holds is skipped, not waited
+    for."""
     now = timezone.now()
     runs = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING)
-    runs = (
-        runs.filter(heartbeat_at=heartbeat_at)
-        if heartbeat_at is not None
-        else runs.filter(heartbeat_at__lt=now - _lease())
-    )
-    if not runs.update(heartbeat_at=now):
-        return None
+    runs = runs.filter(heartbeat_at=heartbeat_at) if heartbeat_at is not None else runs.filter(_expired(now - _lease()))
+    with transaction.atomic():
+        # A sweep skips a row another transaction holds (a writer of a
+        # process paused in the middle of its write) rather than wait: the
+        # renewer must not hang on a frozen process, nor the renewals of
+        # its own runs behind it. A stop or a new turn waits for it.
+        if skip_locked and not runs.select_for_update(skip_locked=True).values_list("pk", flat=True):
+            return None
+        if not runs.update(heartbeat_at=now, lease_epoch=F("lease_epoch") + 1):
+            return None
     return Run.objects.select_related("message").get(pk=run_id)
 
 
@@ -134,8 +202,9 @@ def _store_settled(run: Run, published: list[Chunk] | None, error_text: str) -> 
     message, store the run ``interrupted``. Returns everything the log
     holds now and how many chunks came from the stream. Synchronous."""
     with transaction.atomic():
-        if not Run.objects.select_for_update().filter(pk=run.pk, status=Run.Status.RUNNING).exists():
-            return [], 0  # its own process ended it meanwhile, after all
+        held = Run.objects.select_for_update().filter(pk=run.pk, status=Run.Status.RUNNING, lease_epoch=run.lease_epoch)
+        if not held.exists():
+            return [], 0  # its own process ended it meanwhile, after all, or another claimant took it
         log = [entry.chunk for entry in iter_log(run)]
         recovered = published[len(log) :] if published is not None and len(published) > len(log) else []
         complete = log + recovered
@@ -186,18 +255,32 @@ def _rebuild(message: Message, chunks: list[Chunk], run_id: Any) -> dict[str, An
     return reader.message
 
 
-async def settle(run_id: str, *, heartbeat_at: datetime | None = None) -> Settled | None:
+async def settle(
+    run_id: str, *, heartbeat_at: datetime | None = None, may_continue: bool = False, skip_locked: bool = False
+) -> Settled | None:
     """Settle one orphan (the module docstring's steps); None when it is no
     orphan (any more): alive, settled already, or taken by another
     sweeper. ``heartbeat_at``: settle it if its heartbeat is still this
-    one (a stop that saw it overdue), instead of older than the lease."""
+    one (a stop that saw it overdue), instead of older than the lease.
+    ``may_continue`` (a sweep's): with ``ON_OWNER_LOST = "continue"`` the
+    run goes on here instead, when it can (``continuation``).
+    ``skip_locked``: skip a run whose row another transaction holds."""
     if any(handle.run_id == run_id for handle in live_runs()):
         return None  # it runs here: late renewals, not a dead process
-    run = await sync_to_async(_claim)(run_id, heartbeat_at)
+    run = await sync_to_async(_claim)(run_id, heartbeat_at, skip_locked)
     if run is None:
         return None
     broker = get_broker()
     published = await broker.published(run_id)
+    if may_continue and _continuer is not None and uistream_settings.ON_OWNER_LOST == "continue":
+        try:
+            if await _continuer(run, published):
+                logger.warning("run %s was orphaned; it goes on in this process", run_id)
+                count = await Run.objects.filter(pk=run_id).values_list("chunk_count", flat=True).afirst()
+                return Settled(run_id, str(run.conversation_id), 0, count or 0, continued=True)
+        except Exception:  # it is settled instead: never left running
+            logger.exception("could not continue orphaned run %s; settling it as interrupted", run_id)
+        published = await broker.published(run_id)  # the continuer may have added to it
     error_text = uistream_settings.ERROR_TEXT
     complete, recovered = await sync_to_async(_store_settled)(run, published, error_text)
     if not complete:
@@ -208,13 +291,17 @@ async def settle(run_id: str, *, heartbeat_at: datetime | None = None) -> Settle
     return Settled(run_id, str(run.conversation_id), recovered, len(complete))
 
 
-async def sweep() -> list[Settled]:
-    """Settle every orphan there is now."""
-    ids = await sync_to_async(orphan_ids)()
+async def sweep(ids: list[str] | None = None, *, may_continue: bool = False) -> list[Settled]:
+    """Settle every orphan there is now (or those of ``ids`` that are).
+    ``may_continue``: the sweep of a serving process's renewer, whose event
+    loop lives as long as the process: with ``ON_OWNER_LOST = "continue"``
+    an orphan goes on there (a command's sweep only settles)."""
+    if ids is None:
+        ids = await sync_to_async(orphan_ids)()
     settled = []
     for run_id in ids:
         try:
-            done = await settle(run_id)
+            done = await settle(run_id, may_continue=may_continue, skip_locked=True)
         except Exception:  # one run's trouble must not keep the others running
             logger.exception("could not settle orphaned run %s", run_id)
             continue
@@ -248,9 +335,23 @@ async def stop_dead_run(run: Run, *, poll: float = 0.1) -> bool:
         if row["heartbeat_at"] != seen:
             return False
         if timezone.now() >= deadline:
-            await settle(str(run.pk), heartbeat_at=seen)
+            if await settle(str(run.pk), heartbeat_at=seen) is not None:
+                return True
+            # Another claimant took it meanwhile (a sweep): it settles the
+            # run, or goes on with it, where the stop request reaches it.
+            return await _ends_within(run.pk, 2 * heartbeat, poll)
+        await asyncio.sleep(poll)
+
+
+async def _ends_within(run_id: Any, seconds: float, poll: float) -> bool:
+    """Whether the run is no longer ``running`` within ``seconds``."""
+    deadline = timezone.now() + timedelta(seconds=seconds)
+    while timezone.now() < deadline:
+        status = await Run.objects.filter(pk=run_id).values_list("status", flat=True).afirst()
+        if status != Run.Status.RUNNING:
             return True
         await asyncio.sleep(poll)
+    return False
 
 
 # -- the renewer thread ------------------------------------------------------------------
@@ -271,17 +372,29 @@ def ensure_renewer(**_signal: Any) -> None:
             _renewer.start()
 
 
+#: The renewer's database thread: its connection is the renewer's alone.
+_LEASE_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="uistream-lease")
+
+
 def _renew_forever() -> None:
-    next_sweep = 0.0
-    while True:
-        try:
-            renew_leases([handle.run_id for handle in live_runs()])
-            if time.monotonic() >= next_sweep:
-                next_sweep = time.monotonic() + uistream_settings.LEASE_SECONDS
-                if orphan_ids():
-                    async_to_sync(sweep)()
-        except Exception:  # the renewer must outlive a database hiccup
-            logger.exception("could not renew the leases of this process's runs")
-        finally:
-            close_old_connections()
-        time.sleep(uistream_settings.HEARTBEAT_SECONDS)
+    # One event loop for the process's life: a sweep's broker client (the
+    # Redis broker keeps one per loop) is made once, not once per sweep.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    loop.run_until_complete(_tend())
+
+
+async def _tend() -> None:
+    """Renew, then sweep, every ``HEARTBEAT_SECONDS``, for ever."""
+    async with ThreadSensitiveContext(executor=_LEASE_EXECUTOR):
+        while True:
+            try:
+                await sync_to_async(renew_live_runs)()
+                orphans = await sync_to_async(orphan_ids)()
+                if orphans:
+                    await sweep(orphans, may_continue=True)
+            except Exception:  # the renewer must outlive a database hiccup
+                logger.exception("could not renew the leases of this process's runs")
+            finally:
+                await sync_to_async(close_old_connections)()
+            await asyncio.sleep(uistream_settings.HEARTBEAT_SECONDS)

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from ..models import Run
     from .store import PreparedRun
 
-__all__ = ["RunHandle", "interruption_of", "live_runs", "track"]
+__all__ = ["RunHandle", "interruption_of", "live_runs", "lose_lease", "on_lease_lost", "track"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,3 +77,22 @@ def interruption_of(task: asyncio.Task[None] | None) -> str | None:
     """The error text ``RunHandle.interrupt`` cancelled ``task`` with, or
     None when it was cancelled otherwise (or not at all)."""
     return _INTERRUPTED.get(task) if task is not None else None
+
+
+#: What to call when a run's lease turns out lost (``RunRecorder.lose_lease``),
+#: by the run's task.
+_ON_LOST: weakref.WeakKeyDictionary[asyncio.Task[None], Callable[[Any], None]] = weakref.WeakKeyDictionary()
+
+
+def on_lease_lost(handle: RunHandle, callback: Callable[[Any], None]) -> None:
+    """Call ``callback(error)`` in the run's event loop when ``lose_lease``
+    is called for ``handle`` (the renewer found the run's epoch gone)."""
+    _ON_LOST[handle.task] = callback
+
+
+def lose_lease(handle: RunHandle, error: Any) -> None:
+    """The run of ``handle`` is another process's now: tell its recorder,
+    in its own event loop (callable from any thread)."""
+    callback = _ON_LOST.get(handle.task)
+    if callback is not None and not handle.task.done():
+        handle.task.get_loop().call_soon_threadsafe(callback, error)

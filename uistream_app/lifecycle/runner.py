@@ -28,11 +28,11 @@ from ..protocol.events import Event
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.encoder import UIMessageEncoder
 from ..protocol.ui.stream import aencode_batches
-from ..recording import CURRENT_RECORDER, RunRecorder
+from ..recording import CURRENT_RECORDER, LeaseLost, RunRecorder
 from ..runs import telemetry
 from . import shutdown
 from .leases import INTERRUPTED_FINISH_REASON, ensure_renewer
-from .registry import RunHandle, interruption_of, live_runs, track
+from .registry import RunHandle, interruption_of, live_runs, on_lease_lost, track
 from .store import PreparedRun
 from .threads import in_lane
 
@@ -63,17 +63,21 @@ class Runner:
         # A continuation goes on from the parts the message already holds:
         # their calls' outputs are sent, new part ids follow theirs.
         encoder = UIMessageEncoder(prepared.message.pk, metadata, continues=prepared.message.parts)
+        if prepared.log_from:
+            encoder.resume()  # a continued run: its log has begun the message
         if uistream_settings.MESSAGE_METADATA:
             # Read where the run executes (a worker too), as the SDK's
             # messageMetadata callback is called for start and finish.
             encoder.message_metadata = start_metadata(prepared.run, metadata)
             encoder.finish_metadata = functools.partial(_finish_metadata, prepared.run, encoder, clock)
-        recorder = RunRecorder(prepared.run, prepared.message, inline=prepared.log_inline)
+        recorder = RunRecorder(prepared.run, prepared.message, inline=prepared.log_inline, first_seq=prepared.log_from)
         if prepared.setup is not None:
             # What this run was given, as the hooks chose it where it
             # executes (a worker's own choice there): stored with the log's
             # first write, so it costs the run no write of its own.
             recorder.store_with_run(setup=prepared.setup.record())
+        if prepared.turn_record is not None:
+            recorder.store_with_run(turn=prepared.turn_record)
         stopped = asyncio.Event()
         # The run's span (a child of the request's), current in its task.
         context, prepared.run.trace_id = telemetry.start_run(
@@ -104,7 +108,11 @@ class Runner:
             context=context,
         )
         watcher = asyncio.create_task(_watch_stop(prepared.channel, task, stopped))
+        # A lost lease (a write fenced off, or the renewer finding another
+        # epoch) stops the run: its model call is cancelled with the task.
+        recorder.on_lease_lost = functools.partial(task.cancel)
         handle = RunHandle(prepared.run, task, prepared)
+        on_lease_lost(handle, recorder.lose_lease)
         track(handle)
         shutdown.install()
         ensure_renewer()  # this process now holds a lease to renew
@@ -146,15 +154,19 @@ async def execute_run(
         await channel.flush()
         if failure:
             status = "failed"
+    except LeaseLost:
+        status = "lost"  # add() refused a batch: another process owns the run now
     except asyncio.CancelledError:
         interrupted = interruption_of(asyncio.current_task())
-        if interrupted is not None:  # the process is stopping (RunHandle.interrupt)
+        if recorder.lease_lost is not None:
+            status = "lost"  # the run is its new owner's: nothing more is said here
+        elif interrupted is not None:  # the process is stopping (RunHandle.interrupt)
             status = "interrupted"
             tail = encoder.error(interrupted)
         else:
             status = "stopped" if stopped.is_set() else "cancelled"
             tail = encoder.abort("stopped" if stopped.is_set() else None)
-        if tail:
+        if tail and status != "lost":
             await _to_the_end(_record_and_publish(recorder, channel, tail, closing=True))
         raise
     except Exception as exc:  # a failure of ours (recording, broker): still close cleanly
@@ -165,15 +177,20 @@ async def execute_run(
         if tail:
             await _to_the_end(_record_and_publish(recorder, channel, tail, closing=True))
     finally:
+        if recorder.lease_lost is not None:
+            status = "lost"
         error = failure[0] if failure else None
         # An interrupted answer did not finish; its log ends with the error
         # its client was shown (one terminal chunk), the run says why.
         reason = INTERRUPTED_FINISH_REASON if status == "interrupted" else None
         telemetry.end_run(status, finish_reason=reason or encoder.finish_reason, usage=encoder.usage, error=error)
         # The task ends only once the outcome is stored: a shutdown waits
-        # for the task, and then the process exits.
+        # for the task, and then the process exits. A run whose lease was
+        # lost stores nothing: its outcome is its new owner's to write.
         await _to_the_end(
-            _finish(
+            _let_go(channel)
+            if status == "lost"
+            else _finish(
                 recorder,
                 channel,
                 status,
@@ -265,8 +282,14 @@ async def _record_and_publish(
     recorder: RunRecorder, channel: RunChannel, chunks: list[Chunk], *, closing: bool = False
 ) -> None:
     """Log ``chunks`` (never waits), then publish them. For the closing
-    chunks a failed publish is only logged: the log is what counts."""
-    recorder.add(chunks)
+    chunks a failed publish is only logged: the log is what counts; and a
+    lost lease says nothing at all (the run is another process's)."""
+    try:
+        recorder.add(chunks)
+    except LeaseLost:
+        if closing:
+            return
+        raise
     try:
         await channel.publish(chunks)
     except Exception:
@@ -275,9 +298,22 @@ async def _record_and_publish(
         logger.exception("could not publish the closing chunks of run %s", recorder.run.pk)
 
 
+async def _let_go(channel: RunChannel) -> None:
+    """A run whose lease another process took: its channel is let go of
+    without a word more (``RunChannel.abandon``)."""
+    try:
+        await channel.abandon()
+    except BrokerError as exc:
+        logger.warning("could not let go of run %s in the broker: %s", channel.run_id, exc)
+
+
 async def _finish(recorder: RunRecorder, channel: RunChannel, status: str, **fields: Any) -> None:
     try:
         await recorder.finish(status, **fields)
+    except LeaseLost:
+        # Fenced off at the last write: the run is another process's.
+        await _let_go(channel)
+        return
     finally:
         try:
             await channel.close()

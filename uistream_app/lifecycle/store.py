@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from ..errors import BadRequest, Codes, Conflict, not_found
@@ -150,6 +151,12 @@ class PreparedRun:
     #: What the endpoint's hooks chose for the turn (``turns.TurnSetup``,
     #: its ``context`` among it), set by ``ChatHooks.start_turn``.
     setup: TurnSetup | None = None
+    #: How long the run's log is already: 0, or a continued run's log (its
+    #: process died; this one numbers on from there, ``continuation``).
+    log_from: int = 0
+    #: What a process that continues the run needs (``Run.turn``,
+    #: ``continuation.turn_record``), stored with its first chunks.
+    turn_record: dict[str, Any] | None = None
 
     @property
     def chat_id(self) -> str:
@@ -304,6 +311,13 @@ class ConversationStore:
         channel: RunChannel,
     ) -> PreparedRun | None:
         log_inline = log_writes_inline()
+        # The executing process takes the run's lease under an epoch of its
+        # own (docs/operations.md, "Leases and the sweeper"): from here on
+        # only this process writes its log.
+        if not Run.objects.filter(pk=run_id, status="running").update(
+            lease_epoch=F("lease_epoch") + 1, heartbeat_at=timezone.now()
+        ):
+            return None
         run = Run.objects.select_related("message", "conversation").filter(pk=run_id, status="running").first()
         if run is None or run.message is None:
             return None

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ..live import RunChannel
     from ..protocol.events import Event
     from ..runs import ChatModel, ClientToolResult, Tool, ToolApproval, ToolApprovalPolicy
+    from .continuation import Continued
     from .limits import RunUsageLimit
 
 __all__ = [
@@ -179,6 +180,9 @@ class AdoptedRun:
     client_results: dict[str, ClientToolResult]
     #: The start chunk's metadata, as the web process chose it.
     metadata: Any = None
+    #: A run whose process died, continued here (``continuation.Continued``):
+    #: its log's length and the half-done step it dropped.
+    continued: Continued | None = None
 
 
 class RunNotActive(Exception):

@@ -132,6 +132,14 @@ class RunChannel(ABC):
         published and end, and the conversation has no active run any more.
         Idempotent."""
 
+    async def abandon(self) -> None:
+        """Let go of a run another process took over (its lease, docs/
+        operations.md "Leases and the sweeper"): publish nothing more and end
+        nothing its new owner holds. In-process subscribers of a broker no
+        other process shares end here (the default: ``close``); a shared
+        broker's stream is left to the new owner."""
+        await self.close()
+
     async def __aenter__(self) -> RunChannel:
         return self
 
@@ -198,6 +206,18 @@ class Broker(Protocol):
         so that its subscribers drain and end, and free the conversation's
         slot if this run still holds it. Idempotent; a run that is closed
         or unknown is left as it is (the slot is still freed)."""
+        ...
+
+    async def continue_orphan(
+        self, conversation_id: str, run_id: str, log: Sequence[Chunk], first_seq: int
+    ) -> RunChannel | None:
+        """Go on with a run whose process is gone, here: ``log`` is its whole
+        log as the claimant stored it (the half-done step's ``reset-step``
+        last), of which the broker held the first ``first_seq`` chunks
+        (``published``); the rest is appended, the run is the conversation's
+        active run again, and the channel returned publishes on from
+        ``len(log)``. None when the run ended in the broker, or another run
+        holds the conversation's slot."""
         ...
 
     async def ping(self) -> None:

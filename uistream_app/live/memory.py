@@ -245,6 +245,29 @@ class MemoryBroker:
             run.chunks.extend(chunks)
         await channel.close()
 
+    async def continue_orphan(
+        self, conversation_id: str, run_id: str, log: Sequence[Chunk], first_seq: int
+    ) -> MemoryRunChannel | None:
+        self._sweep()
+        known = self._runs.get(run_id)
+        if known is not None:
+            holder = self._active.get(conversation_id)
+            if known.closed or holder is None or holder.run_id != run_id:
+                return None
+            if len(known.chunks) == first_seq:
+                known.chunks.extend(log[first_seq:])
+            known.wake()
+            return holder
+        # Not known here (it ran in a process that is gone): the run is
+        # opened with its whole log, so a resume from any index reads it.
+        run = _Run(conversation_id, run_id)
+        run.chunks.extend(log)
+        channel = MemoryRunChannel(self, run, asyncio.get_running_loop())
+        if self._active.setdefault(conversation_id, channel) is not channel:
+            return None
+        self._runs[run_id] = run
+        return channel
+
     async def ping(self) -> None:
         return None
 

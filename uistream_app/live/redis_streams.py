@@ -173,10 +173,30 @@ def _decode(data: bytes) -> list[Chunk]:
     return chunks
 
 
+# KEYS: active, stream. ARGV: run id, ttl ms, conversation id, entry id of
+# the chunks, the chunks ('' for none). Takes over a run whose process died
+# to go on with it here (rule 14): {1} when the run is (again) this
+# stream's live run, its missing chunks appended; {0} when the stream has
+# ended, or the conversation's slot is another run's.
+_CONTINUE = """
+local holder = redis.call('get', KEYS[1])
+if holder and holder ~= ARGV[1] then return {0} end
+if redis.call('exists', KEYS[2]) == 1 then
+  if #redis.call('xrange', KEYS[2], '2-0', '2-0') > 0 then return {0} end
+else
+  redis.call('xadd', KEYS[2], '0-1', 'conversation', ARGV[3])
+end
+if ARGV[5] ~= '' then redis.pcall('xadd', KEYS[2], ARGV[4], 'c', ARGV[5]) end
+redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('pexpire', KEYS[2], ARGV[2])
+return {1}
+"""
+
+
 class _Client:
     """The redis client and scripts of one event loop (rule 8)."""
 
-    __slots__ = ("adopt_run", "close_run", "heartbeat", "open_run", "redis")
+    __slots__ = ("adopt_run", "close_run", "continue_run", "heartbeat", "open_run", "redis")
 
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
@@ -184,6 +204,7 @@ class _Client:
         self.open_run: AsyncScript = redis.register_script(_OPEN)
         self.heartbeat: AsyncScript = redis.register_script(_HEARTBEAT)
         self.close_run: AsyncScript = redis.register_script(_CLOSE)
+        self.continue_run: AsyncScript = redis.register_script(_CONTINUE)
 
 
 class RedisRunChannel(RunChannel):
@@ -265,6 +286,15 @@ class RedisRunChannel(RunChannel):
         executor's worker): stop refreshing its keys and watching for stops
         here, without ending it. Its keys live ``ACTIVE_TTL`` from the last
         refresh; a stop requested meanwhile waits in its list."""
+        self._broker._channels.discard(self)
+        await self._stop_watcher()
+
+    async def abandon(self) -> None:
+        """The run is another process's now (a lost lease): stop refreshing
+        its keys and watching for stops, drop what is queued and not yet
+        written, and never write its end marker (its new owner does)."""
+        self._closed = True
+        self._pending = []
         self._broker._channels.discard(self)
         await self._stop_watcher()
 
@@ -591,6 +621,31 @@ class RedisBroker:
                 keys=[self._active_key(conversation_id), self._stream_key(run_id), self._stop_key(run_id)],
                 args=[run_id, int(self.finished_ttl * 1000), f"1-{max(last, 0)}", _encode(chunks) if chunks else b""],
             )
+
+    async def continue_orphan(
+        self, conversation_id: str, run_id: str, log: Sequence[Chunk], first_seq: int
+    ) -> RedisRunChannel | None:
+        client = self._client()
+        chunks = list(log[first_seq:])
+        last = len(log) - 1
+        with self._unavailable():
+            reply = await client.continue_run(
+                keys=[self._active_key(conversation_id), self._stream_key(run_id)],
+                args=[
+                    run_id,
+                    int(self.active_ttl * 1000),
+                    conversation_id,
+                    f"1-{max(last, 0)}",
+                    _encode(chunks) if chunks else b"",
+                ],
+            )
+        if reply[0] != 1:
+            return None
+        channel = RedisRunChannel(self, client, conversation_id, run_id)
+        channel._next_seq = channel._flushed_seq = len(log)
+        self._channels.add(channel)
+        channel._start_watcher()
+        return channel
 
     async def ping(self) -> None:
         """One attempt on a fresh connection, no retries: is the server

@@ -10,7 +10,7 @@ they keep: docs/recording.md, "The chunk log".
 from __future__ import annotations
 
 from .log_reader import LogEntry, iter_log, last_offset_ms, load_log, read_log
-from .log_writer import MAX_ROW_CHUNKS, WRITER_EXECUTOR, LogWriter, log_writes_inline, write_log
+from .log_writer import MAX_ROW_CHUNKS, WRITER_EXECUTOR, LeaseLost, LogWriter, log_writes_inline, write_log
 from .recorder import CURRENT_RECORDER, FINAL_STATUSES, FLUSH_AT, RunRecorder
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "FLUSH_AT",
     "MAX_ROW_CHUNKS",
     "WRITER_EXECUTOR",
+    "LeaseLost",
     "LogEntry",
     "LogWriter",
     "RunRecorder",

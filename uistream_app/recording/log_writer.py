@@ -30,13 +30,24 @@ from ..protocol.ui.chunks import Chunk
 if TYPE_CHECKING:
     from .recorder import RunRecorder
 
-__all__ = ["MAX_ROW_CHUNKS", "WRITER_EXECUTOR", "LogWriter", "log_writes_inline", "write_log"]
+__all__ = ["MAX_ROW_CHUNKS", "WRITER_EXECUTOR", "LeaseLost", "LogWriter", "log_writes_inline", "write_log"]
 
 logger = logging.getLogger(__name__)
 
 #: The most chunks one ``ChunkBatch`` row holds (a longer batch is split),
 #: so that reading one page of a log never loads much more than the page.
 MAX_ROW_CHUNKS: Final = 1000
+
+
+class LeaseLost(Exception):
+    """A write of a run whose lease another process took: its epoch
+    (``Run.lease_epoch``) is no longer the one the writer holds
+    (docs/recording.md, invariant 9). Nothing of the write was stored."""
+
+    def __init__(self, run_id: Any, epoch: int) -> None:
+        self.run_id = str(run_id)
+        self.epoch = epoch
+        super().__init__(f"run {run_id} is no longer leased under epoch {epoch}: another process took it over")
 
 
 async def _outcome(future: asyncio.Future[Any]) -> Any:
@@ -292,6 +303,11 @@ class LogWriter:
                 self._writing.pop(job.recorder, None)
                 if job.error is None:
                     job.recorder._written(job)
+                elif isinstance(job.error, LeaseLost):
+                    # Fenced off (invariant 9): nothing to retry, the run is
+                    # its new owner's; the recorder stops its run.
+                    job.recorder.lose_lease(job.error)
+                    errors[job.recorder] = job.error
                 else:
                     job.recorder._give_back(job)
                     errors[job.recorder] = job.error
@@ -303,6 +319,8 @@ class LogWriter:
             if not outcome.done():
                 outcome.set_result(errors)
         for recorder, error in errors.items():
+            if isinstance(error, LeaseLost):
+                continue  # said once, as a warning, by the recorder
             logger.error("could not store chunks of run %s; they stay pending", recorder.run.pk, exc_info=error)
         return any(not job.recorder.inline for job in jobs)
 
@@ -354,30 +372,48 @@ def _recover_connection() -> None:
 
 
 def _store(jobs: list[_Job]) -> None:
+    # The run rows first, each under its writer's epoch (invariant 9): a
+    # conditional UPDATE that locks the row until this transaction ends, so
+    # a claimant waits for it and then reads the whole log; a job whose
+    # epoch is gone raises ``LeaseLost`` before any of its rows is written.
+    _fence(jobs)
     rows = [row for job in jobs for row in _rows(job.recorder.run.pk, job.first_seq, job.offsets, job.chunks)]
     if rows:
         _insert_rows(rows)
-    counts = [
-        (job.stored, job.recorder.run.pk)
-        for job in jobs
-        if job.chunks and job.final is None and job.first_chunk_at is None
-    ]
-    if counts:
-        _update_counts(counts)
     for job in jobs:
         final = job.final
-        if job.first_chunk_at is not None and final is None:  # once a run
-            Run.objects.filter(pk=job.recorder.run.pk).update(
-                chunk_count=job.stored, first_chunk_at=job.first_chunk_at, **job.run_fields
-            )
-        elif job.run_fields and final is None:
-            Run.objects.filter(pk=job.recorder.run.pk).update(**job.run_fields)
         if final is not None:
             recorder = job.recorder
             Message.objects.filter(pk=recorder.message.pk).update(parts=final.parts, metadata=final.metadata)
-            Run.objects.filter(pk=recorder.run.pk).update(**job.run_fields, **final.fields, chunk_count=job.stored)
             # The conversation list sorts by activity; a reply landing is some.
             Conversation.objects.filter(pk=recorder.run.conversation_id).update(updated_at=final.fields["finished_at"])
+
+
+def _fence(jobs: list[_Job]) -> None:
+    """Update each job's run row (its ``chunk_count``, its fields, its
+    outcome) only where the run's ``lease_epoch`` is the recorder's; raise
+    ``LeaseLost`` when a row did not match. The plain jobs (rows only) in one
+    ``executemany``, as before fencing; the others one UPDATE each."""
+    plain: list[_Job] = []
+    for job in jobs:
+        final = job.final
+        run = job.recorder.run
+        epoch = job.recorder.epoch
+        if final is None and job.first_chunk_at is None and not job.run_fields:
+            if job.chunks:
+                plain.append(job)
+            continue
+        fields: dict[str, Any] = {**job.run_fields, "chunk_count": job.stored}
+        if final is not None:
+            fields.update(final.fields)
+        elif job.first_chunk_at is not None:  # once a run
+            fields["first_chunk_at"] = job.first_chunk_at
+        if not Run.objects.filter(pk=run.pk, lease_epoch=epoch).update(**fields):
+            raise LeaseLost(run.pk, epoch)
+    if plain and _update_counts([(job.stored, job.recorder.run.pk, job.recorder.epoch) for job in plain]) != len(plain):
+        # Which one: the round is retried job by job (``_write_jobs``).
+        job = plain[0]
+        raise LeaseLost(job.recorder.run.pk, job.recorder.epoch)
 
 
 def _rows(run_id: Any, first_seq: int, offsets: list[int], chunks: list[Chunk]) -> Iterator[tuple[Any, ...]]:
@@ -414,18 +450,23 @@ def _insert_rows(rows: list[tuple[Any, ...]]) -> None:
         cursor.executemany(sql, params)
 
 
-def _update_counts(counts: list[tuple[int, Any]]) -> None:
+def _update_counts(counts: list[tuple[int, Any, int]]) -> int:
+    """Set ``chunk_count`` of each ``(count, run_id, epoch)`` where the run
+    is still leased under ``epoch``; returns how many rows matched."""
     if connection.vendor not in _RAW_JSON_CAST:
-        for count, run_id in counts:
-            Run.objects.filter(pk=run_id).update(chunk_count=count)
-        return
+        return sum(
+            Run.objects.filter(pk=run_id, lease_epoch=epoch).update(chunk_count=count)
+            for count, run_id, epoch in counts
+        )
     table = connection.ops.quote_name(Run._meta.db_table)
     pk = connection.ops.quote_name(str(_RUN_PK.column))
     with connection.cursor() as cursor:
         cursor.executemany(
-            f"UPDATE {table} SET chunk_count = %s WHERE {pk} = %s",
-            [(count, _RUN_PK.get_db_prep_value(run_id, connection)) for count, run_id in counts],
+            f"UPDATE {table} SET chunk_count = %s WHERE {pk} = %s AND lease_epoch = %s",
+            [(count, _RUN_PK.get_db_prep_value(run_id, connection), epoch) for count, run_id, epoch in counts],
         )
+        # The rows matched, summed over the statements (psycopg, sqlite3).
+        return int(cursor.rowcount)
 
 
 _RUN_PK: Final = ChunkBatch._meta.get_field("run").target_field

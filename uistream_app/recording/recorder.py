@@ -25,7 +25,7 @@ from ..protocol.agui.state import fold_chunk
 from ..protocol.redact import redact
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
-from .log_writer import LogWriter, _Final, _Job, _outcome
+from .log_writer import LeaseLost, LogWriter, _Final, _Job, _outcome
 
 __all__ = ["CURRENT_RECORDER", "FINAL_STATUSES", "FLUSH_AT", "RunRecorder"]
 
@@ -75,9 +75,18 @@ class RunRecorder:
         flush_every_ms: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         inline: bool | None = None,
+        first_seq: int = 0,
     ) -> None:
         self.run = run
         self.message = message
+        #: The lease epoch this recorder writes under (invariant 9): the
+        #: run's when the recorder is made, by the process that claimed it.
+        self.epoch: int = run.lease_epoch
+        #: Set when a write found the epoch gone (or the renewer did): the
+        #: run is another process's now, and this recorder writes nothing more.
+        self.lease_lost: LeaseLost | None = None
+        #: Called once when the lease is lost (the runner cancels the run).
+        self.on_lease_lost: Callable[[], object] | None = None
         #: True: the log is written on the thread-sensitive executor of the
         #: code that runs the recorder, not on the writer thread.
         self.inline = uistream_settings.LOG_WRITER == "inline" if inline is None else inline
@@ -93,10 +102,12 @@ class RunRecorder:
         self.reader_error: UIMessageStreamError | None = None
         self._chunks: list[Chunk] = []  # pending, from seq self._stored on
         self._offsets: list[int] = []
-        self._stored = 0
+        # A continued run's log goes on after the ``first_seq`` chunks that
+        # another process stored (its first chunk's time is theirs).
+        self._stored = first_seq
         self._last_offset = 0
         self._first_chunk_at: datetime | None = None
-        self._first_chunk_stored = False
+        self._first_chunk_stored = first_seq > 0
         self._finished = False
         self._finishing: asyncio.Future[None] | None = None
         self._writer: LogWriter | None = None
@@ -143,6 +154,8 @@ class RunRecorder:
         """Log ``chunks`` (the ones just sent, in order). Never waits: the
         writer stores them within ``flush_every_ms``, at once after a step
         or message end (docs/recording.md, invariant 2)."""
+        if self.lease_lost is not None:
+            raise self.lease_lost  # refused, so never published either
         if self._finished:
             raise RuntimeError(f"run {self.run.pk} is finished; its log takes no more chunks")
         if not chunks:
@@ -204,6 +217,8 @@ class RunRecorder:
         """
         if status not in FINAL_STATUSES:
             raise ValueError(f"finish() takes one of {sorted(FINAL_STATUSES)}, not {status!r}")
+        if self.lease_lost is not None:
+            raise self.lease_lost
         finishing = self._finishing
         if finishing is None or (finishing.done() and (finishing.cancelled() or finishing.exception() is not None)):
             self._finished = True  # add() refuses from here on
@@ -230,6 +245,27 @@ class RunRecorder:
             finishing = self._writer_here().finish(self, final)
             self._finishing = finishing
         await _outcome(finishing)
+
+    def lose_lease(self, error: LeaseLost) -> None:
+        """The run's lease is another process's (invariant 9): drop what is
+        pending, refuse every later ``add`` and ``finish``, say so once (a
+        WARNING) and call ``on_lease_lost``. Idempotent."""
+        if self.lease_lost is not None:
+            return
+        self.lease_lost = error
+        self._finished = True
+        dropped = len(self._chunks)
+        self._chunks, self._offsets, self._run_fields = [], [], {}
+        logger.warning(
+            "run %s: this process lost its lease (epoch %d is gone: another process took the run over, was this "
+            "one paused for longer than LEASE_SECONDS?); it stops the run and writes nothing more into it "
+            "(%d unstored chunks dropped)",
+            self.run.pk,
+            self.epoch,
+            dropped,
+        )
+        if self.on_lease_lost is not None:
+            self.on_lease_lost()
 
     # -- internals ----------------------------------------------------------------
 

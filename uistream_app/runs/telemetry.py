@@ -241,6 +241,9 @@ def end_run(
     elif status == "interrupted":
         span.set_attribute(ERROR_TYPE, "interrupted")
         span.set_status(_error_status("the process stopped before the run ended"))
+    elif status == "lost":
+        span.set_attribute(ERROR_TYPE, "lease_lost")
+        span.set_status(_error_status("another process took the run over (its lease ran out here)"))
     span.end()
 
 

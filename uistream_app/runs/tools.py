@@ -414,6 +414,7 @@ class Tool:
         requires_approval: bool | Callable[..., Any] = False,
         run_sync_in_thread: bool = True,
         editable_arguments: bool = False,
+        idempotent: bool = False,
     ) -> None:
         self.function = function
         name = name or getattr(function, "__name__", None)
@@ -431,6 +432,12 @@ class Tool:
         #: Whether a person who approves a call may change its arguments
         #: (the edited call is what runs; the original is kept beside it).
         self.editable_arguments = editable_arguments
+        #: Whether running a call twice is harmless (a read, a lookup): a
+        #: call whose process died before its result was logged runs again
+        #: when its run is continued; any other tool's such call gets a tool
+        #: error instead (docs/operations.md, "Continuing a run whose
+        #: process is gone").
+        self.idempotent = idempotent
         # An object whose __call__ is async counts as async too.
         self.is_async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__)
         #: An async generator streams: each value it yields is sent as a
@@ -584,6 +591,7 @@ def tool(
     requires_approval: bool | Callable[..., Any] = False,
     run_sync_in_thread: bool = True,
     editable_arguments: bool = False,
+    idempotent: bool = False,
 ) -> Callable[[F], Tool]: ...
 def tool(
     function: F | None = None,
@@ -596,6 +604,7 @@ def tool(
     requires_approval: bool | Callable[..., Any] = False,
     run_sync_in_thread: bool = True,
     editable_arguments: bool = False,
+    idempotent: bool = False,
 ) -> Tool | Callable[[F], Tool]:
     """Make a ``Tool`` of a function: ``@tool`` or ``@tool(timeout=5)``."""
 
@@ -609,6 +618,7 @@ def tool(
             requires_approval=requires_approval,
             run_sync_in_thread=run_sync_in_thread,
             editable_arguments=editable_arguments,
+            idempotent=idempotent,
         )
 
     return wrap(function) if function is not None else wrap

@@ -267,6 +267,12 @@ class UIMessageEncoder:
 
     # -- state helpers ------------------------------------------------------------
 
+    def resume(self) -> None:
+        """The message's stream was begun by an earlier writer of the same
+        log (a run continued after its process died): no ``start`` chunk
+        again; the next part opens a step."""
+        self._started = True
+
     def _ensure_started(self, out: list[Chunk]) -> None:
         if not self._started:
             self._started = True

@@ -1,0 +1,256 @@
+"""A run whose process died finishes on another (``ON_OWNER_LOST =
+"continue"``): servers killed for real (SIGKILL) mid-answer, the other
+server of a Redis pair continuing the run, the real ai@7 clients (useChat's
+resume by chat id, WorkflowChatTransport's by ``startIndex``) reading it
+there; and the continuation's rules on a stored log, through the one turn
+path with a scripted model: the half-done step dropped with ``reset-step``,
+a call whose result is logged never run twice, one that may have started
+run again only when its tool is idempotent."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from asgiref.sync import sync_to_async
+from django.db import connections
+from django.utils import timezone
+
+from uistream_app.lifecycle.continuation import INTERRUPTED_TOOL_TEXT
+from uistream_app.lifecycle.leases import sweep
+from uistream_app.lifecycle.registry import live_runs
+from uistream_app.models import Conversation, Message, Run
+from uistream_app.protocol.ui.reader import UIMessageReader
+from uistream_app.recording import read_log, write_log
+from uistream_app.runs import tool
+from uistream_app.runs.messages import ToolMessage
+from uistream_app.testing import ScriptedModel
+from uistream_app.views import ChatView
+
+from .conftest import JS_DIR
+from .live.conftest import redis_config  # noqa: F401  (fixture)
+from .test_chat_http import Browser, read_chunks, text_of
+from .test_leases import LEASE, kill, numbers, same_visitor, server_process, settings_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def continuing_env(broker: dict[str, Any]) -> dict[str, str]:
+    env = settings_env(broker)
+    uistream = json.loads(env["UISTREAM_TEST_SETTINGS"])
+    env["UISTREAM_TEST_SETTINGS"] = json.dumps({**uistream, "ON_OWNER_LOST": "continue"})
+    return env
+
+
+def node_client(node: str, script: str, payload: dict[str, Any]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [node, str(JS_DIR / script), json.dumps(payload)],
+        cwd=JS_DIR,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def built_by_the_sdk_reader(node: str, chunks: list[dict[str, Any]], path: Path) -> dict[str, Any]:
+    """The message ai@7's own reader builds of ``chunks`` (build_message.mjs)."""
+    path.write_text("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n")
+    done = subprocess.run(
+        [node, str(JS_DIR / "build_message.mjs"), "7", str(path)],
+        cwd=JS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    built = json.loads(done.stdout)
+    assert (built["ok"], built["error"]) == (True, None)
+    return dict(built["message"])
+
+
+@pytest.mark.node
+def test_a_killed_runs_answer_finishes_on_the_other_process_and_the_real_clients_show_it_whole(
+    node: str, redis_config: dict[str, Any], tmp_path: Path
+) -> None:
+    env = continuing_env(redis_config)
+    with server_process(env, "uvicorn") as (first, proc), server_process(env, "daphne") as (second, _):
+        browser = Browser(first)
+        other = same_visitor(browser, second)
+        other.client.get("/api/csrf")  # the second process sweeps from now on
+        with browser.stream("chat-c1", "count to 300") as original:
+            read_chunks(original, stop=lambda cs: len(numbers(text_of(cs))) >= 5)
+            cookie = "; ".join(f"{k}={v}" for k, v in browser.client.cookies.items())
+            page = {"base": second, "cookie": cookie, "csrf": browser.token, "chatId": "chat-c1"}
+            by_chat = node_client(node, "chat_client.mjs", {**page, "steps": [{"resume": True}]})
+            by_index = node_client(
+                node, "workflow_client.mjs", {**page, "steps": [{"tail": {"startIndex": 3, "runId": "chat-c1"}}]}
+            )
+            # The run goes on for a while (the clients start meanwhile), then its process dies.
+            read_chunks(original, stop=lambda cs: len(numbers(text_of(cs))) >= 60)
+            kill(proc)
+        out, err = by_chat.communicate(timeout=LEASE + 60)
+        assert by_chat.returncode == 0, err
+        tail_out, tail_err = by_index.communicate(timeout=LEASE + 60)
+        assert by_index.returncode == 0, tail_err
+
+    run = Run.objects.get(conversation__client_id="chat-c1")
+    assert run.status == "completed"
+    log = read_log(run)
+    chunks = [e.chunk for e in log]
+    assert [e.seq for e in log] == list(range(len(log)))
+    # The half-done step was dropped once, then the answer ran again, whole.
+    assert [c["type"] for c in chunks].count("reset-step") == 1
+    assert chunks[-1]["type"] == "finish"
+    assert sum(c["type"] in ("finish", "error", "abort") for c in chunks) == 1
+    stored = Message.objects.get(pk=run.message_id).as_ui_message()
+    shown_text = "".join(p["text"] for p in stored["parts"] if p["type"] == "text")
+    assert numbers(shown_text) == [str(n) for n in range(1, 301)]
+    # What ai@7's reader builds of the whole log is what we stored.
+    assert built_by_the_sdk_reader(node, chunks, tmp_path / "log.sse") == stored
+    # useChat resuming by chat id on the other process shows the whole answer.
+    result = json.loads(out)
+    assert result["status"] == "ready", result
+    assert result["messages"][-1] == stored
+    # WorkflowChatTransport from startIndex 3 read the log on from there.
+    (tail,) = json.loads(tail_out)["tails"]
+    assert tail == chunks[3:]
+
+
+# -- the rules, on a stored log -----------------------------------------------------------
+
+RAN: list[str] = []
+
+
+@tool
+def charge(amount: int) -> str:
+    """Charge the card (not idempotent)."""
+    RAN.append(f"charge {amount}")
+    return "charged"
+
+
+@tool(idempotent=True)
+def lookup(city: str) -> str:
+    """Look the weather up (idempotent)."""
+    RAN.append(f"lookup {city}")
+    return f"sunny in {city}"
+
+
+@tool(idempotent=True)
+def convert(value: int) -> int:
+    """Convert a value (idempotent)."""
+    RAN.append(f"convert {value}")
+    return value * 2
+
+
+FINAL = ScriptedModel()
+
+
+class ToolHooks(ChatView):
+    model = FINAL
+    tools = (charge, lookup, convert)
+
+
+def calls(*ids: str) -> list[dict[str, Any]]:
+    names = {"c1": ("convert", {"value": 21}), "c2": ("charge", {"amount": 5}), "c3": ("lookup", {"city": "Paris"})}
+    return [
+        {"type": "tool-input-available", "toolCallId": i, "toolName": names[i][0], "input": names[i][1]} for i in ids
+    ]
+
+
+#: A run that finished one step, then had its model call three tools:
+#: convert's result was logged, charge and lookup had started, no result.
+LOGGED = [
+    {"type": "start", "messageId": "a1"},
+    {"type": "start-step"},
+    {"type": "text-start", "id": "text-0"},
+    {"type": "text-delta", "id": "text-0", "delta": "Let me see."},
+    {"type": "text-end", "id": "text-0"},
+    {"type": "finish-step"},
+    {"type": "start-step"},
+    {"type": "text-start", "id": "text-1"},
+    {"type": "text-delta", "id": "text-1", "delta": "Working on it."},
+    {"type": "text-end", "id": "text-1"},
+    *calls("c1", "c2", "c3"),
+    {"type": "tool-output-available", "toolCallId": "c1", "output": 42},
+]
+
+
+@pytest_asyncio.fixture
+async def _close_worker_connections() -> AsyncIterator[None]:
+    yield
+    await sync_to_async(connections.close_all)()
+
+
+def orphan_with_tools() -> Run:
+    conversation = Conversation.objects.create(pk="k1", client_id="chat-t1", session_key="s1")
+    Message.objects.create(
+        pk="u1", conversation=conversation, role="user", parts=[{"type": "text", "text": "go"}], position=0
+    )
+    message = Message.objects.create(pk="a1", conversation=conversation, role="assistant", parts=[], position=1)
+    run = Run.objects.create(
+        conversation=conversation,
+        message=message,
+        status="running",
+        heartbeat_at=timezone.now() - dt.timedelta(hours=1),
+        turn={
+            "hooks": f"{ToolHooks.__module__}.{ToolHooks.__qualname__}",
+            "kind": "submit",
+            "extra": {},
+            "with_thread": False,
+            "approvals": {},
+            "client_results": {},
+            "transport": "http",
+            "context_extra": {},
+            "metadata": None,
+        },
+    )
+    write_log(run, LOGGED)
+    return run
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_the_half_done_step_is_dropped_and_its_calls_are_not_run_twice(settings: Any) -> None:
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "ON_OWNER_LOST": "continue"}
+    RAN.clear()
+    FINAL.enqueue("All done.")
+    run = await sync_to_async(orphan_with_tools)()
+
+    (settled,) = await sweep(may_continue=True)
+    assert settled.continued
+    (handle,) = [h for h in live_runs() if h.run_id == str(run.pk)]
+    await asyncio.wait([handle.task], timeout=30)
+
+    stored = await Run.objects.aget(pk=run.pk)
+    assert stored.status == "completed"
+    log = [e.chunk for e in await sync_to_async(read_log)(run)]
+    # The logged chunks, untouched; the half-done step dropped; then the step again.
+    assert log[: len(LOGGED)] == LOGGED
+    assert log[len(LOGGED)] == {"type": "reset-step"}
+    rest = log[len(LOGGED) + 1 :]
+    outputs = {c["toolCallId"]: c for c in rest if c["type"].startswith("tool-output")}
+    assert outputs["c1"] == {"type": "tool-output-available", "toolCallId": "c1", "output": 42}  # from the log
+    assert outputs["c2"] == {"type": "tool-output-error", "toolCallId": "c2", "errorText": INTERRUPTED_TOOL_TEXT}
+    assert outputs["c3"]["output"] == "sunny in Paris"  # idempotent: run again
+    # Only the idempotent call without a result ran; the logged one did not run twice.
+    assert RAN == ["lookup Paris"]
+    assert rest[-1]["type"] == "finish"
+    # The stored message is what a reader of the whole log builds.
+    reader = UIMessageReader(message_id="a1")
+    for chunk in log:
+        reader.feed(chunk)
+    message = await Message.objects.aget(pk="a1")
+    assert message.parts == reader.message["parts"]
+    texts = [p["text"] for p in message.parts if p["type"] == "text"]
+    assert texts == ["Let me see.", "Working on it.", "All done."]
+    # The model went on from the whole history: the replayed step's calls and their results.
+    (request,) = FINAL.requests
+    answered = {m.tool_call_id: (m.content, m.is_error) for m in request.messages if isinstance(m, ToolMessage)}
+    assert answered == {"c1": ("42", False), "c2": (INTERRUPTED_TOOL_TEXT, True), "c3": ("sunny in Paris", False)}
