@@ -80,7 +80,8 @@ and to the terminal chunk of the run's last stream: p50 / p99. Exit status
 
 Everything it starts it stops (also on Ctrl-C or a failure); every loop is
 bounded. ``--keep`` keeps the work directory (the processes' logs, the
-tool-call marks) and prints where it is.
+tool-call marks, ``faults.log``: each fault's time, kind and process) and
+prints where it is.
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -249,13 +251,9 @@ class ChaosStack:
         uistream: dict[str, Any] = {
             "LEASE_SECONDS": options.lease,
             "HEARTBEAT_SECONDS": options.heartbeat,
-            "BROKER": {
-                "BACKEND": "redis",
-                "URL": self.redis_url,
-                "PREFIX": "chaos",
-                # A stream whose process died ends within a few leases, not the default minute.
-                "ACTIVE_TTL": max(3 * options.lease, 6),
-            },
+            # ACTIVE_TTL stays the default (60 s): a dead process's stream must
+            # outlive the sweep that completes the log from it.
+            "BROKER": {"BACKEND": "redis", "URL": self.redis_url, "PREFIX": "chaos"},
         }
         if options.mode == "continue":
             uistream["ON_OWNER_LOST"] = "continue"
@@ -898,6 +896,10 @@ class ChaosRound:
         fault = Fault(kind, process.name, process.incarnation, time.monotonic())
         self.faults.append(fault)
         self.fault_counts[kind] += 1
+        # For reading the processes' logs beside (--keep): what hit which process when.
+        with (self.soak.workdir / "faults.log").open("a") as out:
+            now = datetime.now(UTC).isoformat()
+            out.write(f"{now} round {self.number} {kind} {process.name}#{process.incarnation}\n")
         if how == "sigstop":
             process.signal(signal.SIGSTOP)
             await asyncio.sleep(self.options.lease + 2 * self.options.heartbeat + 1)
@@ -1024,6 +1026,8 @@ class Checker:
         self.calls = calls
         self.violations: list[Violation] = []
         self.relay_errors = 0
+        #: What ai@7 builds from each run's log (the answer as of that run).
+        self.built: dict[str, dict[str, Any] | None] = {}
 
     def violation(self, what: str, run_id: str | None = None) -> None:
         self.violations.append(Violation(self.round.options.seed, self.round.number, what, run_id))
@@ -1060,6 +1064,7 @@ class Checker:
                 continue  # a continuation no client of ours sent: nothing to continue from
             items.append({"key": run.id, "chunks": run.log, "message": continued.get(run.id)})
         built = build_messages(items)
+        self.built = {key: result.get("message") for key, result in built.items()}
         last_of: dict[str, StoredRun] = {}
         for run in self.runs.values():  # in started order
             if run.message_key is not None:
@@ -1177,8 +1182,8 @@ class Checker:
             )
             if run.status != "completed":
                 self.violation(f"its process was lost ({seen.home}) and it ended {run.status}, not completed", run.id)
-            elif expected is not None and texts(run.message) != expected and not cut_short:
-                self.violation(f"continued, but its answer {texts(run.message)} is not {expected}", run.id)
+            elif expected is not None and texts(self.built.get(run.id)) != expected and not cut_short:
+                self.violation(f"continued, but its answer {texts(self.built.get(run.id))} is not {expected}", run.id)
 
     def orphaned(
         self, kinds: tuple[str, ...] = ("sigkill", "sigterm", "sigstop")
@@ -1269,7 +1274,8 @@ class Soak:
             for seen in round_.seen:
                 run = runs_stored.get(seen.run_id or "")
                 if run is not None and run.status == "completed":
-                    self.baseline.setdefault((seen.prompt, seen.trigger), texts(run.message))
+                    # The answer as of this run (an approval's first run ends before its email is sent).
+                    self.baseline.setdefault((seen.prompt, seen.trigger), texts(checker.built.get(run.id)))
         self.tally(round_, runs_stored, checker)
         self.log(
             f"round {number}: {len(runs_stored)} runs, faults {dict(round_.fault_counts)}, "
