@@ -138,6 +138,8 @@ TERMINAL = frozenset(("finish", "error", "abort"))
 #: The faults after which a run's owner is lost (SIGTERM's shutdown ends its
 #: runs itself: docs/operations.md, "Shutdown").
 LOST = ("sigkill", "sigstop")
+#: How a run ends when Redis went away under it (docs/operations.md, "When Redis goes away").
+BROKER_FAILURES = frozenset(("BrokerUnavailable", "RunLost"))
 AGUI_TERMINAL = frozenset(("RUN_FINISHED", "RUN_ERROR"))
 TRANSPORTS = ("http", "celery", "workflow", "ws", "agui", "approval")
 #: The prompts of the scenarios (short answers of the demo model).
@@ -756,6 +758,8 @@ class Fault:
     incarnation: int
     at: float
     resumed_at: float | None = None
+    #: ``at`` on the wall clock, to hold against the runs' stored times.
+    wall: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
 @dataclass
@@ -917,7 +921,7 @@ class ChaosRound:
 
 RUN_SQL = """
 SELECT r.id::text, r.status, r.trigger, r.error_code, r.message_id, c.client_id, c.session_key,
-       m.client_id, m.id, m.role, m.parts, m.metadata
+       m.client_id, m.id, m.role, m.parts, m.metadata, r.started_at, r.finished_at
   FROM uistream_app_run r
   JOIN uistream_app_conversation c ON c.id = r.conversation_id
   LEFT JOIN uistream_app_message m ON m.id = r.message_id
@@ -944,13 +948,16 @@ class StoredRun:
     message: dict[str, Any] | None
     log: list[dict[str, Any]] = field(default_factory=list)
     log_problem: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
 def load_runs(database_url: str, pattern: str) -> dict[str, StoredRun]:
     runs: dict[str, StoredRun] = {}
     with psycopg.connect(database_url, connect_timeout=5) as conn:
         for row in conn.execute(RUN_SQL, (pattern,)).fetchall():
-            run_id, status, trigger, error_code, message_key, chat, session_key, m_client, m_id, role, parts, meta = row
+            run_id, status, trigger, error_code, message_key, chat, session_key = row[:7]
+            m_client, m_id, role, parts, meta = row[7:12]
             message = None
             if m_id is not None:
                 message = {"id": m_client or m_id, "role": role}
@@ -958,6 +965,7 @@ def load_runs(database_url: str, pattern: str) -> dict[str, StoredRun]:
                     message["metadata"] = meta
                 message["parts"] = parts
             runs[run_id] = StoredRun(run_id, status, trigger, error_code, message_key, chat, session_key, message)
+            runs[run_id].started_at, runs[run_id].finished_at = row[12], row[13]
         expected: dict[str, int] = defaultdict(int)
         for run_id, first, last, chunks in conn.execute(LOG_SQL, (list(runs),)).fetchall():
             run = runs[run_id]
@@ -1194,9 +1202,15 @@ class Checker:
             if run is None or seen.home is None:
                 continue
             ended = max((t for s in seen.streams for t in s.times), default=float("inf"))
+            started, finished = run.started_at, run.finished_at
             for fault in self.round.faults:
-                lost = fault.kind.endswith(kinds)
-                if lost and (fault.target, fault.incarnation) == seen.home and seen.posted_at <= fault.at <= ended:
+                hit = fault.kind.endswith(kinds) and (fault.target, fault.incarnation) == seen.home
+                if not (hit and seen.posted_at <= fault.at <= ended):
+                    continue
+                # It ran when the fault came (the stored times), and Redis did
+                # not end it first (a run whose stream is gone fails, by design).
+                ran = started is None or finished is None or started <= fault.wall <= finished
+                if ran and run.error_code not in BROKER_FAILURES:
                     yield seen, run
                     break
 
