@@ -39,6 +39,7 @@ def test_defaults_pass() -> None:
         ({"TOOL_APPROVAL": "no.such.policy"}, ["uistream_app.E002"]),
         ({"SDK_VERSION": 4}, ["uistream_app.E003"]),
         ({"ON_DISCONNECT": "ignore"}, ["uistream_app.E004"]),
+        ({"ON_OWNER_LOST": "retry"}, ["uistream_app.E014"]),
         ({"MAX_STEPS": 0}, ["uistream_app.E005"]),
         ({"KEEPALIVE_SECONDS": "15"}, ["uistream_app.E005"]),
         ({"FLUSH_EVERY_MS": True}, ["uistream_app.E005"]),
