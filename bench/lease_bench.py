@@ -155,7 +155,7 @@ def one_kill(
     chat = f"kill-{uuid.uuid4().hex[:8]}"
     resumer = None
     done_status = "completed" if victim_env.get("UISTREAM_BENCH_ON_OWNER_LOST") == "continue" else "interrupted"
-    with server("uvicorn", victim_env, log) as (url, proc), httpx.Client(base_url=url, timeout=30) as client:
+    with server("uvicorn", victim_env, log) as (url, proc), httpx.Client(base_url=url, timeout=120) as client:
         token = client.get("/api/csrf").json()["csrfToken"]
         body = {
             "id": chat,

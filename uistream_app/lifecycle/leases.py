@@ -280,6 +280,10 @@ async def settle(
                 return Settled(run_id, str(run.conversation_id), 0, count or 0, continued=True)
         except Exception:  # it is settled instead: never left running
             logger.exception("could not continue orphaned run %s; settling it as interrupted", run_id)
+            # The turn path may have taken the run under a newer epoch of
+            # this process's (``ConversationStore.load``): settle under it.
+            epoch = await Run.objects.filter(pk=run_id).values_list("lease_epoch", flat=True).afirst()
+            run.lease_epoch = epoch if epoch is not None else run.lease_epoch
         published = await broker.published(run_id)  # the continuer may have added to it
     error_text = uistream_settings.ERROR_TEXT
     complete, recovered = await sync_to_async(_store_settled)(run, published, error_text)
