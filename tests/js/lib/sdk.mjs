@@ -105,6 +105,8 @@ export async function parseChunks(sdk, bytes) {
 /**
  * What the ai@`version` client builds from `bytes`.
  *
+ * `message`, when given, is the assistant message the stream continues.
+ *
  * Resolves to `{ok, message, error, errorKind, chunks, updates}`:
  * - `message`: the UIMessage as the client's streaming state holds it at the
  *   end (normalised), or null when no chunk reached the client;
@@ -118,9 +120,11 @@ export async function parseChunks(sdk, bytes) {
  * - `updates`: how many message snapshots readUIMessageStream yielded (0: a
  *   useChat page would not have shown this message at all).
  */
-export async function readSse(version, bytes, { sdk = SDKS[version] } = {}) {
+export async function readSse(version, bytes, { sdk = SDKS[version], message: continued = null } = {}) {
   if (sdk == null) throw new Error(`no ai client for version ${version}`);
-  const state = { id: '', metadata: undefined, role: 'assistant', parts: [] };
+  // `message`: the assistant message the stream continues (useChat hands
+  // its last message to the stream of a continuation, e.g. after an approval).
+  const state = continued != null ? structuredClone(continued) : { id: '', metadata: undefined, role: 'assistant', parts: [] };
   let index = 0;
   let named = false;
   let errorChunkText = null;
