@@ -2,7 +2,8 @@
 (``UISTREAM["EXECUTOR"] = "tasks"``), through real processes: daphne web
 servers, and the database backend's own worker (``django-tasks-db``'s
 ``db_worker`` command) in subprocesses, killed for real; the same test
-database and the live broker (a parameter: Redis today).
+database and the live broker (a parameter: Redis; and, for the database
+backend, PostgreSQL alone: ``postgres_stack``, which no Redis is given to).
 
 Judged as the Celery executor's tests judge it: what a client receives
 (the real ai@7 client where one is involved), the stored run and message,
