@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from uistream_app.protocol.sse import KEEPALIVE_FRAME
 
 from .conftest import in_ci
 from .live.conftest import redis_config  # noqa: F401  (fixture)
-from .server import ROOT, free_port, shared_database_url
+from .server import ROOT, SERVER_COMMANDS, free_port, shared_database_url
 from .test_approvals import EMAIL
 from .test_chat_http import Browser, read_chunks, text_of, wait_for
 from .test_chat_real_client import run_client, stored_messages
@@ -54,12 +54,20 @@ def require_celery() -> None:
 class Process:
     """A server or worker subprocess, its output in a file (read on failure)."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], unset: Iterable[str] = ()) -> None:
+        """``args`` with this process's environment, ``env`` added and the
+        variables ``unset`` removed."""
         self.log = tempfile.NamedTemporaryFile(prefix="uistream-celery-test-", suffix=".log", delete=False)  # noqa: SIM115
+        environ = {name: value for name, value in {**os.environ, **env}.items() if name not in set(unset)}
         # A session of its own: a kill reaches a worker's pool processes too.
         self.proc = subprocess.Popen(
-            args, cwd=ROOT, env={**os.environ, **env}, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+            args, cwd=ROOT, env=environ, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
+
+    def environ(self) -> dict[str, str]:
+        """The environment the process runs with, as the kernel has it."""
+        raw = Path(f"/proc/{self.proc.pid}/environ").read_bytes()
+        return dict(item.decode().partition("=")[::2] for item in raw.split(b"\0") if item)
 
     def output(self) -> str:
         return Path(self.log.name).read_text(errors="replace")
@@ -89,28 +97,39 @@ class Process:
 class Stack:
     """The processes of one test: web servers and workers sharing settings."""
 
-    def __init__(self, uistream: dict[str, Any], redis: dict[str, Any], tag: str) -> None:
+    def __init__(self, uistream: dict[str, Any], redis: dict[str, Any] | None, tag: str) -> None:
+        """``redis``: the Redis broker's setting, whose URL and prefix
+        Celery's queues share; None for a stack without Redis."""
         self.env: dict[str, str] = {
             "DJANGO_SETTINGS_MODULE": "tests.server_settings",
             "DATABASE_URL": shared_database_url(),
             "UISTREAM_TEST_SETTINGS": json.dumps(uistream),
             "UISTREAM_DEMO_DELAY_MS": DELAY_MS,
             "UISTREAM_DEMO_EXECUTOR": "celery",
-            "REDIS_URL": redis["URL"],
-            "UISTREAM_TEST_CELERY_PREFIX": f"{redis['PREFIX']}:celery:",
         }
+        if redis is not None:
+            self.env["REDIS_URL"] = redis["URL"]
+            self.env["UISTREAM_TEST_CELERY_PREFIX"] = f"{redis['PREFIX']}:celery:"
+        #: Variables of the test's environment the processes do not get.
+        self.unset: set[str] = set()
         self.tag = tag
         self.processes: list[Process] = []
 
     def web(
-        self, env_overrides: dict[str, str] | None = None, app: str = "demo_project.asgi:application", **settings: Any
+        self,
+        env_overrides: dict[str, str] | None = None,
+        app: str = "demo_project.asgi:application",
+        server: str = "daphne",
+        **settings: Any,
     ) -> tuple[str, Process]:
-        """A daphne web server of ``app`` (``settings`` replace keys of its UISTREAM)."""
+        """A web server (``server``: daphne or uvicorn) of ``app``
+        (``settings`` replace keys of its UISTREAM)."""
         env = {**self.env, **(env_overrides or {})}
         if settings:
             env["UISTREAM_TEST_SETTINGS"] = json.dumps({**json.loads(env["UISTREAM_TEST_SETTINGS"]), **settings})
         port = free_port()
-        process = Process([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app], env)
+        *command, _ = (arg.format(port=port) for arg in SERVER_COMMANDS[server])
+        process = Process([sys.executable, *command, app], env, self.unset)
         self.processes.append(process)
 
         def listening() -> bool:
@@ -120,7 +139,7 @@ class Stack:
             except OSError:
                 return False
 
-        process.wait_until(listening, "daphne")
+        process.wait_until(listening, server)
         return f"http://127.0.0.1:{port}", process
 
     def worker(self) -> Process:

@@ -23,8 +23,10 @@ from uistream_app.recording import read_log
 
 from .conftest import JS_DIR
 from .server import demo_server, shared_database_url
+from .test_celery_executor import Stack
 from .test_chat_http import Browser, read_chunks, text_of, wait_for
 from .test_leases import numbers, same_visitor
+from .test_steering_real_client import DEMO_TOOLS, PACE, check_steered, page, run_oracle, steer_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -229,3 +231,40 @@ def test_the_broker_s_database_going_away_ends_a_follower_in_band_refuses_503_an
             again = same_visitor(browser, second.url).post("/api/chat", browser.chat_body("chat-u2", "count to 3"))
             assert again.status_code == 200, again.text[:200]
             assert text_of(sse_chunks(again.content)) == "1 2 3"
+
+
+@pytest.mark.node
+def test_a_steer_sent_to_the_other_process_reaches_the_run_and_its_outcome_comes_back(node: str) -> None:
+    """The steering message crosses processes on PostgreSQL alone: the run
+    on the first process, the steer (and the wait for its outcome) on the
+    second, for the real ai@7 client."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the PostgreSQL broker needs the suite on PostgreSQL (DATABASE_URL=postgres://…)")
+    uistream = {
+        "ALLOW_ANONYMOUS": True,
+        "MODEL": "demo_project.demo_model.make_model",
+        "TOOLS": DEMO_TOOLS,
+        "BROKER": {"BACKEND": "postgres"},
+        "LOG_WRITER": "thread",
+    }
+    stack = Stack(uistream, None, "steer-pg")
+    stack.unset.add("REDIS_URL")
+    try:
+        first, _ = stack.web(env_overrides=PACE, server="uvicorn")
+        second, _ = stack.web(env_overrides=PACE)
+        Browser(second)  # its first request (imports) before the one that matters
+        out = steer_client(
+            node,
+            scenario="chat",
+            transport="http",
+            base=first,
+            steerBase=second,
+            chatId="steer-pg",
+            text="count to 300 slowly",
+            after=10,
+            steer={"kind": "steer", "id": "s1", "text": "now count backwards", "over": "http"},
+            **page(Browser(first)),
+        )
+        check_steered(out, run_oracle(node), "steer-pg")
+    finally:
+        stack.close()

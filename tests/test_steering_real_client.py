@@ -53,6 +53,10 @@ def steer_client(node: str, **args: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def oracle(node: str) -> dict[str, Any]:
+    return run_oracle(node)
+
+
+def run_oracle(node: str) -> dict[str, Any]:
     """What ai@7's streamText does with a steer sent while step 0's tool
     runs: the message's part types and its steering part."""
     return steer_client(

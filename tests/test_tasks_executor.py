@@ -2,7 +2,8 @@
 (``UISTREAM["EXECUTOR"] = "tasks"``), through real processes: daphne web
 servers, and the database backend's own worker (``django-tasks-db``'s
 ``db_worker`` command) in subprocesses, killed for real; the same test
-database and the live broker (a parameter: Redis today).
+database and the live broker (a parameter: Redis; and, for the database
+backend, PostgreSQL alone: ``postgres_stack``, which no Redis is given to).
 
 Judged as the Celery executor's tests judge it: what a client receives
 (the real ai@7 client where one is involved), the stored run and message,
@@ -41,7 +42,7 @@ from .test_celery_executor import (
     visitor,
 )
 from .test_chat_http import Browser, read_chunks, text_of, wait_for
-from .test_chat_real_client import stored_messages
+from .test_chat_real_client import run_client, stored_messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,9 +69,9 @@ class TasksStack(Stack):
     """Web servers and the backend's workers on one test database."""
 
     def __init__(self, uistream: dict[str, Any], broker: dict[str, Any], tag: str, backend: str) -> None:
-        super().__init__(uistream, broker, tag)
+        super().__init__(uistream, broker if broker["BACKEND"] == "redis" else None, tag)
         self.env["UISTREAM_DEMO_EXECUTOR"] = "tasks"
-        del self.env["UISTREAM_TEST_CELERY_PREFIX"]
+        self.env.pop("UISTREAM_TEST_CELERY_PREFIX", None)
         self.backend = backend
         self.queue = f"uistream-test-{tag}"
         if backend == "rq":
@@ -92,7 +93,9 @@ class TasksStack(Stack):
             ready = f"Listening on {self.queue}"
         # --skip-checks: the web processes run them; a worker's start is then
         # its imports.
-        process = Process([sys.executable, "-m", "django", *command, "--verbosity", "2", "--skip-checks"], self.env)
+        process = Process(
+            [sys.executable, "-m", "django", *command, "--verbosity", "2", "--skip-checks"], self.env, self.unset
+        )
         self.processes.append(process)
         process.wait_until(lambda: ready in process.output(), f"the {self.backend} worker", timeout=60)
         return process
@@ -296,3 +299,102 @@ def test_a_task_delivered_twice_runs_once(stack: TasksStack) -> None:
     if stack.backend == "database":
         rows = task_rows("twice")
         assert [row["return_value"] for row in rows] == ["executed", "not-active", "not-active"]
+
+
+@pytest.fixture
+def postgres_stack() -> Iterator[TasksStack]:
+    """The database backend on PostgreSQL alone: the PostgreSQL broker on
+    the test database (``BROKER = {"BACKEND": "postgres"}``), no Redis
+    anywhere (``REDIS_URL`` is not in the processes' environment), and
+    leases short enough (as in test_leases) for a dead worker's run to be
+    found within seconds."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the PostgreSQL broker needs the suite on PostgreSQL (DATABASE_URL=postgres://…)")
+    stack = make_stack({"BACKEND": "postgres"}, "database")
+    settings = {**json.loads(stack.env["UISTREAM_TEST_SETTINGS"]), "HEARTBEAT_SECONDS": 0.5, "LEASE_SECONDS": 2}
+    stack.env["UISTREAM_TEST_SETTINGS"] = json.dumps(settings)
+    stack.env["UISTREAM_DEMO_DELAY_MS"] = "10"
+    stack.unset.add("REDIS_URL")
+    try:
+        yield stack
+    finally:
+        stack.close()
+
+
+@pytest.mark.node
+def test_on_postgresql_alone_a_chat_on_one_web_process_is_resumed_stopped_and_guarded_on_the_other(
+    node: str, postgres_stack: TasksStack
+) -> None:
+    """Issue 33's done-when: two web processes (daphne, uvicorn) and a
+    ``db_worker`` on PostgreSQL alone."""
+    stack = postgres_stack
+    first, _ = stack.web()
+    second, _ = stack.web(server="uvicorn")
+    worker = stack.worker()
+    # Nothing can fall back on Redis: no process has a URL of it.
+    for process in stack.processes:
+        environ = process.environ()
+        assert "REDIS_URL" not in environ
+        assert not [name for name, value in environ.items() if "redis://" in value]
+    browser = Browser(first)
+
+    # A chat started on the first process: the second refuses a second
+    # turn while it runs, and the real ai@7 client resumes it there.
+    with browser.stream("pg-resumed", "count to 1000") as original:
+        head, _ = read_chunks(original, stop=lambda cs: len(text_of(cs).split()) >= 5)
+        # The same visitor on the second process (the session the POST made).
+        other = visitor(browser, second)
+        refused = other.post("/api/chat", json=browser.chat_body("pg-resumed", "and again", message_id="u2"))
+        assert refused.status_code == 409
+        assert refused.json()["error"]["code"] == "run_active"
+        resumed = run_client(node, second, browser, chatId="pg-resumed", version=7, steps=[{"resume": True}])
+        tail, done = read_chunks(original)
+    assert done
+    assert resumed["error"] is None
+    assert resumed["status"] == "ready"
+    wait_for(lambda: settled("pg-resumed"), "the run to be stored")
+    assert run_status("pg-resumed") == ["completed"]
+    (shown,) = resumed["messages"]
+    # The resumer's answer is the stored one, whole: every number once, in
+    # order, as the first process sent them.
+    assert shown == stored_messages("pg-resumed")[-1]
+    assert answer_text(shown).split() == [str(n) for n in range(1, 1001)]
+    assert text_of(head + tail) == answer_text(shown)
+
+    # A stop through the second process stops the worker's run.
+    stop_stops_the_worker_run(browser, lambda: other)
+
+    # A worker killed mid-run: the first process's stream and a resumer on
+    # the second end in-band, the run is settled interrupted with what was
+    # sent, and the backend keeps the dead worker's task as running.
+    with browser.stream("orphan", "count to 1000") as response:
+        seen, _ = read_chunks(response, stop=lambda cs: len(text_of(cs).split()) >= 10)
+        with other.stream("GET", "/api/chat/orphan/stream") as follower:
+            assert follower.status_code == 200
+            followed, _ = read_chunks(follower, stop=lambda cs: len(text_of(cs).split()) >= 10)
+            stack.kill_worker(worker)
+            rest, done = read_chunks(response)
+            followed_rest, followed_done = read_chunks(follower)
+    assert done
+    assert followed_done
+    assert rest[-1]["type"] in ("error", "abort")
+    assert followed_rest[-1] == rest[-1]
+    wait_for(lambda: settled("orphan"), "the run to be settled", timeout=15)
+    assert run_status("orphan") == ["interrupted"]
+    said = text_of(seen + rest).split()
+    assert 10 <= len(said) < 1000
+    assert answer_text(stored_messages("orphan")[-1]).split() == said
+    assert text_of(followed + followed_rest).split() == said
+    assert [row["status"] for row in task_rows("orphan")] == ["RUNNING"]
+
+    # A new worker runs a new turn, posted to the second process.
+    stack.worker()
+    with other.stream("POST", "/api/chat", json=browser.chat_body("orphan", "count to 2", message_id="u2")) as answer:
+        assert answer.status_code == 200
+        chunks, done = read_chunks(answer)
+    assert done
+    assert text_of(chunks).split() == ["1", "2"]
+    wait_for(lambda: settled("orphan"), "the second run to be stored")
+    assert run_status("orphan") == ["interrupted", "completed"]

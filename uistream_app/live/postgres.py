@@ -69,6 +69,12 @@ SIGNAL_CHANNEL: Final = "uistream_signal"
 
 RUNS_TABLE: Final = "uistream_app_liverun"
 LOG_TABLE: Final = "uistream_app_chunkbatch"
+#: The steering messages' table (``models.SteeringMessage``): the run's
+#: process stores an outcome there before it reports it (rule 8).
+STEERING_TABLE: Final = "uistream_app_steeringmessage"
+#: How often a process waiting for a steering outcome that another
+#: process reports reads its row (rule 8).
+OUTCOME_POLL_SECONDS: Final = 0.2
 
 DEFAULT_ACTIVE_TTL: Final = 30.0
 DEFAULT_FINISHED_TTL: Final = 600.0
@@ -146,6 +152,7 @@ _SIGNAL = f"""
 WITH asked AS (
   UPDATE {RUNS_TABLE} SET stop_requested = stop_requested OR %(stop)s
   WHERE conversation_id = %(conversation)s AND open AND expires_at > now()
+    AND (%(run)s::text IS NULL OR run_id = %(run)s::text)
   RETURNING run_id
 )
 SELECT run_id, pg_notify('{SIGNAL_CHANNEL}', json_build_object('run', run_id, 'kind', %(kind)s::text,
@@ -161,6 +168,11 @@ RETURNING run_id, stop_requested
 
 _STOPS = f"""
 SELECT run_id FROM {RUNS_TABLE} WHERE run_id = ANY(%(runs)s) AND open AND stop_requested
+"""
+
+_OUTCOME = f"""
+SELECT outcome::text FROM {STEERING_TABLE}
+WHERE conversation_id = %(conversation)s AND client_id = %(steering)s AND outcome IS NOT NULL
 """
 
 _FORGET = f"""
@@ -239,6 +251,7 @@ class PostgresRunChannel(RunChannel):
         self.conversation_id = conversation_id
         self.run_id = run_id
         self.stop_requested = memory.stop_requested if memory is not None else asyncio.Event()
+        self.steering_requests = memory.steering_requests if memory is not None else asyncio.Queue()
         self._next_seq = next_seq
         self._closed = False
         self._loop = asyncio.get_running_loop()
@@ -298,9 +311,16 @@ def _on_stop(channel: PostgresRunChannel, payload: Any) -> None:
     channel.stop_requested.set()
 
 
+def _on_steer(channel: PostgresRunChannel, payload: Any) -> None:
+    if isinstance(payload, dict):
+        channel.steering_requests.put_nowait(payload)
+    else:
+        logger.warning("Run %s was sent a steering message that is not a JSON object: dropped.", channel.run_id)
+
+
 #: What a run does with each kind of signal (rule 5). A new kind is a
 #: handler here and a method on the broker that calls ``_send_signal``.
-_SIGNALS: Final[dict[str, Callable[[PostgresRunChannel, Any], None]]] = {"stop": _on_stop}
+_SIGNALS: Final[dict[str, Callable[[PostgresRunChannel, Any], None]]] = {"stop": _on_stop, "steer": _on_steer}
 
 
 class PostgresBroker:
@@ -455,6 +475,37 @@ class PostgresBroker:
             return True
         return bool(await self._send_signal(conversation_id, "stop", None))
 
+    async def send_steering(self, conversation_id: str, run_id: str, request: Mapping[str, Any]) -> bool:
+        if await self._local.send_steering(conversation_id, run_id, request):
+            return True
+        return await self._send_signal(conversation_id, "steer", dict(request), run_id=run_id) is not None
+
+    async def report_steering(self, conversation_id: str, steering_id: str, outcome: Mapping[str, Any]) -> None:
+        # This process's waiters at once; the others read the steering
+        # message's row, which the reporter stored first (rule 8).
+        await self._local.report_steering(conversation_id, steering_id, outcome)
+
+    async def steering_outcome(self, conversation_id: str, steering_id: str, wait: float) -> dict[str, Any] | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        params = {"conversation": conversation_id, "steering": steering_id}
+        while True:
+            outcome = await self._local.steering_outcome(conversation_id, steering_id, wait=0)
+            if outcome is not None:
+                return outcome
+            async with self._connection() as conn:
+                row = await (await conn.execute(_OUTCOME, params)).fetchone()
+            if row is not None:
+                stored: dict[str, Any] = orjson.loads(row[0])
+                return stored
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            slice_ = min(remaining, OUTCOME_POLL_SECONDS)
+            outcome = await self._local.steering_outcome(conversation_id, steering_id, wait=slice_)
+            if outcome is not None:
+                return outcome
+
     async def published(self, run_id: str) -> list[Chunk] | None:
         # What another process published is in the chunk log already, up
         # to what its log writer stored: the broker holds nothing more.
@@ -505,11 +556,15 @@ class PostgresBroker:
 
     # -- signals (rule 5) -----------------------------------------------
 
-    async def _send_signal(self, conversation_id: str, kind: str, payload: Any) -> str | None:
+    async def _send_signal(
+        self, conversation_id: str, kind: str, payload: Any, run_id: str | None = None
+    ) -> str | None:
         """Send ``kind`` (with JSON ``payload``) to the conversation's
-        active run, wherever it runs; its run id, or None when it has none."""
+        active run (when it is ``run_id``, if given), wherever it runs; its
+        run id, or None when it has none."""
         params = {
             "conversation": conversation_id,
+            "run": run_id,
             "stop": kind == "stop",
             "kind": kind,
             "payload": json.dumps(payload),
