@@ -39,7 +39,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from ..conf import settings as uistream_settings
@@ -93,11 +93,31 @@ def _lease() -> timedelta:
 
 
 def renew_leases(run_ids: list[str]) -> int:
-    """Set ``heartbeat_at`` to now for the running ones of ``run_ids``, in
-    one UPDATE; returns how many rows it renewed. Synchronous."""
+    """Set ``heartbeat_at`` to now for the running ones of ``run_ids``;
+    returns how many rows it renewed. Synchronous.
+
+    One UPDATE of the rows nobody holds, then one per row that was held.
+    The log writer updates several of these rows in one transaction, in
+    its own order; a multi-row UPDATE that waited for one of them while
+    holding others could close a cycle with it (PostgreSQL's "deadlock
+    detected"). Skipping the held rows, the first UPDATE never waits; a
+    single-row UPDATE holds nothing else while it waits."""
     if not run_ids:
         return 0
-    return Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
+    now = timezone.now()
+    running = Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).order_by()
+    if not connection.features.has_select_for_update_skip_locked:
+        return running.update(heartbeat_at=now)
+    free = running.select_for_update(skip_locked=True, no_key=connection.features.has_select_for_no_key_update)
+    with transaction.atomic():  # one statement; Django wants a transaction around FOR UPDATE
+        renewed = Run.objects.filter(pk__in=free.values("pk")).update(heartbeat_at=now)
+    if renewed == len(run_ids):
+        return renewed
+    done = {str(pk) for pk in running.filter(heartbeat_at__gte=now).values_list("pk", flat=True)}
+    for run_id in run_ids:
+        if str(run_id) not in done:
+            renewed += running.filter(pk=run_id).update(heartbeat_at=now)
+    return renewed
 
 
 # -- finding and settling orphans -------------------------------------------------------
