@@ -403,6 +403,7 @@ def test_the_pool_size_is_redis_s_maxclients_unless_options_say_otherwise(redis_
     assert sized.options["max_connections"] == 50
 
 
+@pytest.mark.asyncio
 async def test_ping_reaches_redis(broker: RedisBroker, redis_config: dict[str, Any]) -> None:
     await broker.ping()
     await ping(redis_config)
