@@ -228,6 +228,24 @@ async def test_a_steering_message_sent_while_the_run_is_handed_off_waits_for_its
     await adopted.close()
 
 
+async def test_a_follower_on_another_process_is_announced_to_the_run(
+    two: tuple[PostgresBroker, PostgresBroker],
+) -> None:
+    """Rule 9: the run's process hears of it (and its recorder writes sooner)."""
+    owner, other = two
+    conversation, run_id = await a_run("chat-f1")
+    channel = await owner.open_run(conversation, run_id)
+    followed = asyncio.Event()
+    channel.when_followed = followed.set
+    assert not followed.is_set()
+    follower = asyncio.create_task(collect(other, run_id))
+    async with asyncio.timeout(GUARD):
+        await followed.wait()
+    await log(run_id, make_chunks(2))
+    await channel.close()
+    assert await follower == list(enumerate(make_chunks(2)))
+
+
 async def test_a_dead_process_frees_its_chat_after_active_ttl_and_its_followers_end(
     request: pytest.FixtureRequest,
 ) -> None:

@@ -71,6 +71,9 @@ SIGNAL_CHANNEL: Final = "uistream_signal"
 #: The ``NOTIFY`` channel of steering outcomes: a JSON array
 #: ``[conversation id, steering id]`` whose outcome was reported.
 OUTCOME_CHANNEL: Final = "uistream_steering"
+#: The ``NOTIFY`` channel of followers: a run id that a subscriber on
+#: another process started reading from the log (rule 9).
+FOLLOW_CHANNEL: Final = "uistream_follow"
 
 RUNS_TABLE: Final = "uistream_app_liverun"
 LOG_TABLE: Final = "uistream_app_chunkbatch"
@@ -640,6 +643,10 @@ class PostgresBroker:
         loop = asyncio.get_running_loop()
         try:
             await self._ensure_listening(state)
+            if _is_log_id(run_id):
+                # Rule 9: its process writes the log sooner while it is followed.
+                async with self._connection() as conn:
+                    await conn.execute("SELECT pg_notify(%s, %s)", [FOLLOW_CHANNEL, run_id])
             seq = from_seq
             quiet_since = loop.time()
             while True:
@@ -765,6 +772,7 @@ class PostgresBroker:
                 await conn.execute(f"LISTEN {LOG_CHANNEL}")
                 await conn.execute(f"LISTEN {SIGNAL_CHANNEL}")
                 await conn.execute(f"LISTEN {OUTCOME_CHANNEL}")
+                await conn.execute(f"LISTEN {FOLLOW_CHANNEL}")
                 state.failure = None
                 state.listening.set()
                 state.attempted.set()
@@ -808,6 +816,10 @@ class PostgresBroker:
                     target._signal(signal["kind"], signal.get("payload"))
             except (ValueError, KeyError, TypeError):
                 logger.warning("The PostgreSQL broker got a signal it cannot read: %r", payload[:200])
+        elif channel == FOLLOW_CHANNEL:
+            followed = state.channels.get(payload)
+            if followed is not None and followed.when_followed is not None:
+                followed.when_followed()
         elif channel == OUTCOME_CHANNEL:
             with suppress(ValueError, TypeError):
                 conversation_id, steering_id = json.loads(payload)
