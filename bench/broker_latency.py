@@ -89,6 +89,7 @@ async def publish(chunks: int, interval: float) -> None:
     recorder = RunRecorder(run, message)
     broker = get_broker()
     channel = await broker.open_run(str(run.conversation_id), str(run.pk))
+    channel.when_followed = recorder.followed  # as Runner.start does
 
     async def send(batch: list[dict[str, Any]]) -> None:
         recorder.add(batch)

@@ -94,6 +94,7 @@ ONE_WORKER_MODULES = {
     "tests/test_packaging.py": 1,
     "tests/test_readme_project.py": 1,
     "tests/test_steering_real_client.py": 1,
+    "tests/test_steering_postgres.py": 1,
 }
 
 #: Modules that go to the same worker as a whole: test_packaging's and

@@ -14,21 +14,26 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.utils import timezone
 
 from uistream_app.conf import DEFAULTS
+from uistream_app.lifecycle.leases import renew_leases
 from uistream_app.models import Message, Run
 from uistream_app.recording import read_log
 
 from .conftest import JS_DIR
+from .db import make_turn
 from .live.conftest import redis_config  # noqa: F401  (fixture)
 from .server import demo_server, shared_database_url
 from .test_chat_http import Browser, read_chunks, text_of, wait_for
@@ -341,3 +346,51 @@ def test_a_process_paused_past_its_lease_writes_nothing_into_the_run_it_lost(
                 assert received == chunks
         # The paused process holds nothing of the chat: a new turn there works.
         new_turn_works(browser, "chat-p1")
+
+
+def test_renewing_the_leases_never_deadlocks_with_a_log_writer_that_holds_some_of_the_runs() -> None:
+    """The log writer updates several runs in one transaction, in its own
+    order; the renewer once took them in one UPDATE that waited for a row
+    the writer held while it held another the writer wanted next:
+    PostgreSQL's "deadlock detected" (seen at C = 200 on two processes).
+    Here the writer holds run 2, the renewer is made to wait for it, and
+    the writer then takes run 1."""
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks: the suite on PostgreSQL (DATABASE_URL=postgres://…)")
+    first = make_turn(chat_id="chat-l1", message_id="m1", id=uuid.UUID(int=1))[0]  # first in any scan
+    second = make_turn(chat_id="chat-l2", message_id="m2", id=uuid.UUID(int=2))[0]
+    params = connection.get_connection_params()
+    writer = psycopg.connect(**{k: v for k, v in params.items() if k in {"dbname", "host", "port", "user", "password"}})
+    renewed: list[int | BaseException] = []
+    before = timezone.now()
+
+    def renew() -> None:
+        try:
+            renewed.append(renew_leases({str(first.pk): first.lease_epoch, str(second.pk): second.lease_epoch}))
+        except Exception as exc:  # noqa: BLE001  (the deadlock is the failure shown)
+            renewed.append(exc)
+        finally:
+            connections.close_all()
+
+    try:
+        writer.execute("UPDATE uistream_app_run SET chunk_count = 1 WHERE id = %s", [second.pk])
+        renewer = threading.Thread(target=renew)
+        renewer.start()
+
+        def renewer_waits() -> bool:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND query LIKE %s",
+                    ["UPDATE%heartbeat_at%"],
+                )
+                return bool(cursor.fetchone()[0])
+
+        wait_for(renewer_waits, "the renewer to wait for the writer's row")
+        writer.execute("UPDATE uistream_app_run SET chunk_count = 1 WHERE id = %s", [first.pk])
+        writer.commit()
+        renewer.join(30)
+    finally:
+        writer.close()
+    assert renewed == [set()]  # both renewed, neither lost
+    assert all(run.heartbeat_at is not None and run.heartbeat_at >= before for run in Run.objects.all())

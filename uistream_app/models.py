@@ -715,6 +715,11 @@ class LiveRun(models.Model):
     handed_off = models.BooleanField(_("handed off"), default=False)
     adopted = models.BooleanField(_("adopted"), default=False)
     stop_requested = models.BooleanField(_("stop requested"), default=False)
+    steering = models.JSONField(
+        _("steering waiting"),
+        default=list,
+        help_text=_("Steering messages sent while the run was handed off, for its adopter."),
+    )
 
     class Meta:
         verbose_name = _("live run")
@@ -727,3 +732,29 @@ class LiveRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} ({'open' if self.open else 'closed'})"
+
+
+class LiveSteeringOutcome(models.Model):
+    """The outcome of a steering message as the PostgreSQL broker keeps it
+    for every process's waiters (``report_steering``; docs/operations.md,
+    "PostgreSQL broker rules"), until ``expires_at`` (``FINISHED_TTL``).
+    The broker reads and writes this table by its name
+    (``uistream_app_livesteeringoutcome``); the outcome that stands is
+    ``SteeringMessage.outcome``."""
+
+    conversation_id = models.CharField(_("conversation key"), max_length=64)
+    steering_id = models.CharField(_("steering message id"), max_length=255)
+    outcome = models.JSONField(_("outcome"))
+    expires_at = models.DateTimeField(_("expires at"))
+
+    class Meta:
+        verbose_name = _("live steering outcome")
+        verbose_name_plural = _("live steering outcomes")
+        constraints = (
+            models.UniqueConstraint(
+                fields=["conversation_id", "steering_id"], name="uistream_livesteering_one_per_message"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id}/{self.steering_id}"

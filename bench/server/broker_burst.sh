@@ -33,10 +33,8 @@ for round in $(seq 1 "$ROUNDS"); do
     env_run=(PYTHONPATH="$ROOT:$ROOT/bench" DJANGO_SETTINGS_MODULE=bench_settings UISTREAM_BENCH_DIR="$WORK"
       UISTREAM_BENCH_DATABASE_URL="$PG/$db" UISTREAM_DEMO_DELAY_MS="$DELAY_MS" REDIS_URL=)
     if [ "$broker" = redis ]; then
-      # redis-py 8 pools at most 100 connections by default; a process with 100 open streams needs more
-      # (one blocking read each): without it the Redis runs fail with MaxConnectionsError.
       env_run+=(UISTREAM_BENCH_SETTINGS="{\"BROKER\": {\"BACKEND\": \"redis\", \"URL\": \"$REDIS_URL\",
-        \"PREFIX\": \"burst:$$:$round\", \"OPTIONS\": {\"max_connections\": 2000}}}")
+        \"PREFIX\": \"burst:$$:$round\"}}")
     else
       env_run+=(UISTREAM_BENCH_SETTINGS='{"BROKER": {"BACKEND": "postgres"}}')
     fi

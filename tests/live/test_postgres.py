@@ -186,6 +186,66 @@ async def test_a_handed_off_run_is_adopted_once_and_a_stop_asked_meanwhile_waits
     assert await web.active_run(conversation) is None
 
 
+async def test_a_steering_message_reaches_the_run_on_the_other_process_and_its_outcome_every_waiter(
+    two: tuple[PostgresBroker, PostgresBroker],
+) -> None:
+    owner, other = two
+    channel = await owner.open_run("chat-st1", "run-1")
+    assert await other.send_steering("chat-st1", "run-9", {"id": "s0"}) is False  # not the active run
+    assert await other.send_steering("chat-st1", "run-1", {"id": "s1", "kind": "steer"}) is True
+    assert await other.send_steering("chat-st1", "run-1", {"id": "s2", "kind": "queue"}) is True
+    async with asyncio.timeout(GUARD):
+        got = [await channel.steering_requests.get(), await channel.steering_requests.get()]
+    assert got == [{"id": "s1", "kind": "steer"}, {"id": "s2", "kind": "queue"}]
+    assert not channel.stop_requested.is_set()
+
+    # The run (on ``owner``) reports; waiters on both processes read it.
+    waiting = [asyncio.create_task(b.steering_outcome("chat-st1", "s1", wait=GUARD)) for b in (other, other, owner)]
+    outcome = {"id": "s1", "status": "delivered", "step": 1}
+    await owner.report_steering("chat-st1", "s1", outcome)
+    async with asyncio.timeout(GUARD):
+        assert await asyncio.gather(*waiting) == [outcome] * 3
+    assert await other.steering_outcome("chat-st1", "s1", wait=0) == outcome  # still there
+    await channel.close()
+    assert await other.send_steering("chat-st1", "run-1", {"id": "s3"}) is False  # ended
+
+
+async def test_a_steering_message_sent_while_the_run_is_handed_off_waits_for_its_adopter(
+    two: tuple[PostgresBroker, PostgresBroker],
+) -> None:
+    web, worker = two
+    conversation, run_id = await a_run("chat-st2")
+    channel = await web.open_run(conversation, run_id)
+    await channel.hand_off()  # type: ignore[attr-defined]
+    assert await web.send_steering(conversation, run_id, {"id": "s1"}) is True  # before any worker has it
+    assert await worker.send_steering(conversation, run_id, {"id": "s2"}) is True
+    adopted = await worker.adopt_run(conversation, run_id)
+    assert adopted is not None
+    assert await web.send_steering(conversation, run_id, {"id": "s3"}) is True  # after: sent to the worker
+    async with asyncio.timeout(GUARD):
+        got = [await adopted.steering_requests.get() for _ in range(3)]
+    assert got == [{"id": "s1"}, {"id": "s2"}, {"id": "s3"}]
+    await adopted.close()
+
+
+async def test_a_follower_on_another_process_is_announced_to_the_run(
+    two: tuple[PostgresBroker, PostgresBroker],
+) -> None:
+    """Rule 9: the run's process hears of it (and its recorder writes sooner)."""
+    owner, other = two
+    conversation, run_id = await a_run("chat-f1")
+    channel = await owner.open_run(conversation, run_id)
+    followed = asyncio.Event()
+    channel.when_followed = followed.set
+    assert not followed.is_set()
+    follower = asyncio.create_task(collect(other, run_id))
+    async with asyncio.timeout(GUARD):
+        await followed.wait()
+    await log(run_id, make_chunks(2))
+    await channel.close()
+    assert await follower == list(enumerate(make_chunks(2)))
+
+
 async def test_a_dead_process_frees_its_chat_after_active_ttl_and_its_followers_end(
     request: pytest.FixtureRequest,
 ) -> None:

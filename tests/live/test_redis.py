@@ -364,6 +364,46 @@ async def test_subscribers_end_when_their_stream_expires(broker: RedisBroker, ad
 
 
 @pytest.mark.asyncio
+async def test_more_subscriptions_than_redis_py_s_default_pool_all_get_the_run(
+    redis_config: dict[str, Any], admin: Any
+) -> None:
+    """redis-py pools 100 connections by default, and each subscription
+    blocks one: the 101st failed with ``MaxConnectionsError``. Every
+    subscriber here is blocked in Redis at once before anything is
+    published (``CLIENT LIST``, by the broker's client name)."""
+    name = f"uistream-pool-{redis_config['PREFIX'].rsplit(':', 1)[-1]}"
+    broker = RedisBroker.from_config({**redis_config, "OPTIONS": {"client_name": name}})
+    count = 150
+    try:
+        channel = await broker.open_run("conv", "run-1")
+        readers = [asyncio.create_task(collect_redis(broker, "run-1")) for _ in range(count)]
+
+        async def blocked() -> int:
+            clients = await admin.client_list()
+            return sum(1 for c in clients if c.get("name") == name and c.get("cmd") == "xread")
+
+        async with asyncio.timeout(GUARD):
+            while await blocked() < count:
+                failed = [task for task in readers if task.done()]
+                if failed:
+                    await failed[0]  # raises what ended it
+                await asyncio.sleep(0.02)  # polling CLIENT LIST, not waiting for luck
+        await channel.publish(make_chunks(3))
+        await channel.close()
+        async with asyncio.timeout(GUARD):
+            got = await asyncio.gather(*readers)
+        assert got == [list(enumerate(make_chunks(3)))] * count
+    finally:
+        await broker.aclose()
+
+
+def test_the_pool_size_is_redis_s_maxclients_unless_options_say_otherwise(redis_config: dict[str, Any]) -> None:
+    assert RedisBroker.from_config(redis_config).options["max_connections"] == 10_000
+    sized = RedisBroker.from_config({**redis_config, "OPTIONS": {"max_connections": 50}})
+    assert sized.options["max_connections"] == 50
+
+
+@pytest.mark.asyncio
 async def test_ping_reaches_redis(broker: RedisBroker, redis_config: dict[str, Any]) -> None:
     await broker.ping()
     await ping(redis_config)

@@ -51,7 +51,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -125,9 +125,16 @@ def _lease() -> timedelta:
 
 def renew_leases(held: Mapping[str, int]) -> set[str]:
     """Set ``heartbeat_at`` to now for the running ones of ``held`` (run id →
-    the lease epoch this process holds) still leased under that epoch, in
-    one UPDATE; returns the ids whose epoch is gone (another process took
-    them over). Synchronous."""
+    the lease epoch this process holds) still leased under that epoch;
+    returns the ids whose epoch is gone (another process took them over).
+    Synchronous.
+
+    One UPDATE of the rows nobody holds, then one per row that was held.
+    The log writer updates several of these rows in one transaction, in
+    its own order; a multi-row UPDATE that waited for one of them while
+    holding others could close a cycle with it (PostgreSQL's "deadlock
+    detected"). Skipping the held rows, the first UPDATE never waits; a
+    single-row UPDATE holds nothing else while it waits."""
     if not held:
         return set()
     by_epoch: dict[int, list[str]] = defaultdict(list)
@@ -136,7 +143,19 @@ def renew_leases(held: Mapping[str, int]) -> set[str]:
     mine = Q()
     for epoch, ids in by_epoch.items():
         mine |= Q(lease_epoch=epoch, pk__in=ids)
-    renewed = Run.objects.filter(mine, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
+    now = timezone.now()
+    running = Run.objects.filter(mine, status=Run.Status.RUNNING).order_by()
+    if connection.features.has_select_for_update_skip_locked:
+        free = running.select_for_update(skip_locked=True, no_key=connection.features.has_select_for_no_key_update)
+        with transaction.atomic():  # one statement; Django wants a transaction around FOR UPDATE
+            renewed = Run.objects.filter(pk__in=free.values("pk")).update(heartbeat_at=now)
+        if renewed != len(held):
+            done = {str(pk) for pk in running.filter(heartbeat_at__gte=now).values_list("pk", flat=True)}
+            for run_id in held:
+                if run_id not in done:
+                    renewed += running.filter(pk=run_id).update(heartbeat_at=now)
+    else:
+        renewed = running.update(heartbeat_at=now)
     if renewed == len(held):
         return set()
     # Some were not renewed: ended (by this process, just now) or taken.

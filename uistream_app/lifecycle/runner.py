@@ -73,6 +73,7 @@ class Runner:
             encoder.message_metadata = start_metadata(prepared.run, metadata)
             encoder.finish_metadata = functools.partial(_finish_metadata, prepared.run, encoder, clock)
         recorder = RunRecorder(prepared.run, prepared.message, inline=prepared.log_inline, first_seq=prepared.log_from)
+        prepared.channel.when_followed = recorder.followed
         if prepared.setup is not None:
             # What this run was given, as the hooks chose it where it
             # executes (a worker's own choice there): stored with the log's

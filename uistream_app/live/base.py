@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from types import TracebackType
 from typing import Any, Protocol
@@ -98,6 +98,12 @@ class RunChannel(ABC):
     #: The steering messages ``send_steering`` sent this run, from any
     #: process, in the order they came (the JSON objects as sent).
     steering_requests: asyncio.Queue[dict[str, Any]]
+    #: Called on the run's loop when a subscriber on another process starts
+    #: following the run through the stored log (the PostgreSQL broker's
+    #: followers, which lag by the log writer's interval): the runner sets
+    #: it to have the recorder write sooner. Brokers without such
+    #: followers never call it.
+    when_followed: Callable[[], None] | None = None
 
     @property
     @abstractmethod

@@ -13,13 +13,15 @@ those). In short:
   ahead of the log, so nothing it was sent can be lost.
 - The chat's run slot, the broker's lease of the run, a stop asked of it
   and its adoption by a worker are a row of ``uistream_app_liverun``; a
-  stop (and any other signal) is also a ``NOTIFY`` on ``SIGNAL_CHANNEL``
-  that the owner process's listener hands to the run.
+  stop (and any other signal: a steering message) is also a ``NOTIFY`` on
+  ``SIGNAL_CHANNEL`` that the owner process's listener hands to the run.
+- A steering outcome is a row of ``uistream_app_livesteeringoutcome`` and
+  a ``NOTIFY`` on ``OUTCOME_CHANNEL`` that wakes its waiters (rule 8).
 
 The module imports no Django: with ``DATABASE`` (an alias of
 ``settings.DATABASES``) the connection parameters are read from Django on
 first use; with ``URL`` (a ``postgres://`` URL or conninfo) Django is not
-needed at all. The tables are the app's (migration 0015 and the chunk log);
+needed at all. The tables are the app's (migrations 0015 and 0017, and the chunk log);
 they are read and written by their names.
 """
 
@@ -56,7 +58,7 @@ import_extra("psycopg", "postgres")
 import psycopg  # noqa: E402
 from psycopg.conninfo import make_conninfo  # noqa: E402
 
-__all__ = ["LOG_CHANNEL", "SIGNAL_CHANNEL", "PostgresBroker", "PostgresRunChannel"]
+__all__ = ["LOG_CHANNEL", "OUTCOME_CHANNEL", "SIGNAL_CHANNEL", "PostgresBroker", "PostgresRunChannel"]
 
 logger = logging.getLogger("uistream_app.live")
 
@@ -66,15 +68,16 @@ LOG_CHANNEL: Final = "uistream_log"
 #: The ``NOTIFY`` channel of signals to a run: a JSON object
 #: ``{"run": run id, "kind": "stop", ...}``.
 SIGNAL_CHANNEL: Final = "uistream_signal"
+#: The ``NOTIFY`` channel of steering outcomes: a JSON array
+#: ``[conversation id, steering id]`` whose outcome was reported.
+OUTCOME_CHANNEL: Final = "uistream_steering"
+#: The ``NOTIFY`` channel of followers: a run id that a subscriber on
+#: another process started reading from the log (rule 9).
+FOLLOW_CHANNEL: Final = "uistream_follow"
 
 RUNS_TABLE: Final = "uistream_app_liverun"
 LOG_TABLE: Final = "uistream_app_chunkbatch"
-#: The steering messages' table (``models.SteeringMessage``): the run's
-#: process stores an outcome there before it reports it (rule 8).
-STEERING_TABLE: Final = "uistream_app_steeringmessage"
-#: How often a process waiting for a steering outcome that another
-#: process reports reads its row (rule 8).
-OUTCOME_POLL_SECONDS: Final = 0.2
+OUTCOMES_TABLE: Final = "uistream_app_livesteeringoutcome"
 
 DEFAULT_ACTIVE_TTL: Final = 30.0
 DEFAULT_FINISHED_TTL: Final = 600.0
@@ -114,8 +117,9 @@ SELECT pg_notify('{LOG_CHANNEL}', run_id) FROM gone
 """
 
 _INSERT = f"""
-INSERT INTO {RUNS_TABLE} (run_id, conversation_id, open, expires_at, next_seq, handed_off, adopted, stop_requested)
-VALUES (%(run)s, %(conversation)s, true, now() + make_interval(secs => %(ttl)s), 0, false, false, false)
+INSERT INTO {RUNS_TABLE} (run_id, conversation_id, open, expires_at, next_seq, handed_off, adopted, stop_requested,
+  steering)
+VALUES (%(run)s, %(conversation)s, true, now() + make_interval(secs => %(ttl)s), 0, false, false, false, '[]')
 ON CONFLICT DO NOTHING
 RETURNING run_id
 """
@@ -152,7 +156,6 @@ _SIGNAL = f"""
 WITH asked AS (
   UPDATE {RUNS_TABLE} SET stop_requested = stop_requested OR %(stop)s
   WHERE conversation_id = %(conversation)s AND open AND expires_at > now()
-    AND (%(run)s::text IS NULL OR run_id = %(run)s::text)
   RETURNING run_id
 )
 SELECT run_id, pg_notify('{SIGNAL_CHANNEL}', json_build_object('run', run_id, 'kind', %(kind)s::text,
@@ -170,13 +173,41 @@ _STOPS = f"""
 SELECT run_id FROM {RUNS_TABLE} WHERE run_id = ANY(%(runs)s) AND open AND stop_requested
 """
 
-_OUTCOME = f"""
-SELECT outcome::text FROM {STEERING_TABLE}
-WHERE conversation_id = %(conversation)s AND client_id = %(steering)s AND outcome IS NOT NULL
-"""
-
 _FORGET = f"""
 DELETE FROM {RUNS_TABLE} WHERE NOT open AND expires_at < now()
+"""
+
+_FORGET_OUTCOMES = f"""
+DELETE FROM {OUTCOMES_TABLE} WHERE expires_at < now()
+"""
+
+# Rule 8: a steering message for the run only while it is the chat's active
+# run; kept on its row while it is handed off (its adopter takes it), sent to
+# its process otherwise. The row's lock orders it against the adoption.
+_STEER = f"""
+WITH sent AS (
+  UPDATE {RUNS_TABLE} SET steering = CASE WHEN handed_off AND NOT adopted
+    THEN steering || jsonb_build_array(%(request)s::jsonb) ELSE steering END
+  WHERE run_id = %(run)s AND conversation_id = %(conversation)s AND open AND expires_at > now()
+  RETURNING run_id, handed_off AND NOT adopted AS kept
+)
+SELECT kept, CASE WHEN kept THEN NULL ELSE pg_notify('{SIGNAL_CHANNEL}', json_build_object('run', run_id,
+  'kind', 'steer', 'payload', %(request)s::jsonb)::text) END FROM sent
+"""
+
+_REPORT = f"""
+WITH kept AS (
+  INSERT INTO {OUTCOMES_TABLE} (conversation_id, steering_id, outcome, expires_at)
+  VALUES (%(conversation)s, %(steering)s, %(outcome)s::jsonb, now() + make_interval(secs => %(finished)s))
+  ON CONFLICT (conversation_id, steering_id) DO UPDATE SET outcome = EXCLUDED.outcome, expires_at = EXCLUDED.expires_at
+  RETURNING 1
+)
+SELECT pg_notify('{OUTCOME_CHANNEL}', json_build_array(%(conversation)s::text, %(steering)s::text)::text) FROM kept
+"""
+
+_OUTCOME = f"""
+SELECT outcome::text FROM {OUTCOMES_TABLE}
+WHERE conversation_id = %(conversation)s AND steering_id = %(steering)s AND expires_at > now()
 """
 
 _HAND_OFF = f"""
@@ -184,11 +215,18 @@ UPDATE {RUNS_TABLE} SET handed_off = true, next_seq = %(seq)s WHERE run_id = %(r
 """
 
 # Rule 7: a run is adopted at most once, and only while it is open.
+# The steering kept for it (rule 8) is read from the row it locked, so a
+# message kept just before is in it and one sent just after is not.
 _ADOPT = f"""
-UPDATE {RUNS_TABLE} SET adopted = true, expires_at = now() + make_interval(secs => %(ttl)s)
-WHERE run_id = %(run)s AND conversation_id = %(conversation)s AND open AND handed_off AND NOT adopted
-  AND expires_at > now()
-RETURNING next_seq, stop_requested
+WITH held AS (
+  SELECT run_id, steering FROM {RUNS_TABLE}
+  WHERE run_id = %(run)s AND conversation_id = %(conversation)s AND open AND handed_off AND NOT adopted
+    AND expires_at > now()
+  FOR UPDATE
+)
+UPDATE {RUNS_TABLE} AS r SET adopted = true, expires_at = now() + make_interval(secs => %(ttl)s), steering = '[]'
+FROM held WHERE r.run_id = held.run_id
+RETURNING r.next_seq, r.stop_requested, held.steering::text
 """
 
 
@@ -216,6 +254,8 @@ class _Loop:
     idle: list[psycopg.AsyncConnection[Any]] = field(default_factory=list)
     channels: dict[str, PostgresRunChannel] = field(default_factory=dict)
     followers: dict[str, set[asyncio.Event]] = field(default_factory=dict)
+    #: Who waits for a steering outcome, by (conversation id, steering id).
+    outcome_waiters: dict[tuple[str, str], set[asyncio.Event]] = field(default_factory=dict)
     listener: asyncio.Task[None] | None = None
     listening: asyncio.Event = field(default_factory=asyncio.Event)
     #: Set after each attempt of the listener to connect, whatever came of it.
@@ -225,14 +265,15 @@ class _Loop:
     holds: int = 0
 
     def busy(self) -> bool:
-        return bool(self.channels or self.followers or self.holds)
+        return bool(self.channels or self.followers or self.outcome_waiters or self.holds)
 
     def wake(self, run_id: str) -> None:
         for event in self.followers.get(run_id, ()):
             event.set()
 
     def wake_all(self) -> None:
-        for events in self.followers.values():
+        """Every follower and every waiter for an outcome (they read again)."""
+        for events in [*self.followers.values(), *self.outcome_waiters.values()]:
             for event in events:
                 event.set()
 
@@ -319,7 +360,7 @@ def _on_steer(channel: PostgresRunChannel, payload: Any) -> None:
 
 
 #: What a run does with each kind of signal (rule 5). A new kind is a
-#: handler here and a method on the broker that calls ``_send_signal``.
+#: handler here and a statement that sends it (``_SIGNAL``, ``_STEER``).
 _SIGNALS: Final[dict[str, Callable[[PostgresRunChannel, Any], None]]] = {"stop": _on_stop, "steer": _on_steer}
 
 
@@ -436,6 +477,8 @@ class PostgresBroker:
             channel = PostgresRunChannel(self, conversation_id, run_id, None, int(row[0]))
             if row[1]:
                 channel.stop_requested.set()
+            for request in json.loads(row[2] or "[]"):  # sent while it was handed off (rule 8)
+                _on_steer(channel, request)
             state.channels[run_id] = channel
             return channel
         finally:
@@ -477,34 +520,54 @@ class PostgresBroker:
 
     async def send_steering(self, conversation_id: str, run_id: str, request: Mapping[str, Any]) -> bool:
         if await self._local.send_steering(conversation_id, run_id, request):
-            return True
-        return await self._send_signal(conversation_id, "steer", dict(request), run_id=run_id) is not None
+            return True  # this process's run: memory
+        params = {"run": run_id, "conversation": conversation_id, "request": json.dumps(dict(request))}
+        async with self._connection() as conn:
+            row = await (await conn.execute(_STEER, params)).fetchone()
+        return row is not None
 
     async def report_steering(self, conversation_id: str, steering_id: str, outcome: Mapping[str, Any]) -> None:
-        # This process's waiters at once; the others read the steering
-        # message's row, which the reporter stored first (rule 8).
-        await self._local.report_steering(conversation_id, steering_id, outcome)
+        params = {
+            "conversation": conversation_id,
+            "steering": steering_id,
+            "outcome": json.dumps(dict(outcome)),
+            "finished": self.finished_ttl,
+        }
+        async with self._connection() as conn:
+            await conn.execute(_REPORT, params)
 
     async def steering_outcome(self, conversation_id: str, steering_id: str, wait: float) -> dict[str, Any] | None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        params = {"conversation": conversation_id, "steering": steering_id}
-        while True:
-            outcome = await self._local.steering_outcome(conversation_id, steering_id, wait=0)
-            if outcome is not None:
-                return outcome
-            async with self._connection() as conn:
-                row = await (await conn.execute(_OUTCOME, params)).fetchone()
-            if row is not None:
-                stored: dict[str, Any] = orjson.loads(row[0])
-                return stored
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return None
-            slice_ = min(remaining, OUTCOME_POLL_SECONDS)
-            outcome = await self._local.steering_outcome(conversation_id, steering_id, wait=slice_)
-            if outcome is not None:
-                return outcome
+        if wait <= 0:
+            return await self._read_outcome(conversation_id, steering_id)
+        state = self._state()
+        key = (conversation_id, steering_id)
+        event = asyncio.Event()
+        state.outcome_waiters.setdefault(key, set()).add(event)
+        try:
+            # Listening before the first look: an outcome reported after it wakes us.
+            await self._ensure_listening(state)
+            outcome = await self._read_outcome(conversation_id, steering_id)
+            if outcome is None:
+                with suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await event.wait()
+                if event.is_set():
+                    outcome = await self._read_outcome(conversation_id, steering_id)
+            return outcome
+        finally:
+            events = state.outcome_waiters.get(key)
+            if events is not None:
+                events.discard(event)
+                if not events:
+                    del state.outcome_waiters[key]
+            await self._idle_check(state)
+
+    async def _read_outcome(self, conversation_id: str, steering_id: str) -> dict[str, Any] | None:
+        async with self._connection() as conn:
+            cursor = await conn.execute(_OUTCOME, {"conversation": conversation_id, "steering": steering_id})
+            row = await cursor.fetchone()
+        outcome = None if row is None else json.loads(row[0])
+        return outcome if isinstance(outcome, dict) else None
 
     async def published(self, run_id: str) -> list[Chunk] | None:
         # What another process published is in the chunk log already, up
@@ -556,15 +619,11 @@ class PostgresBroker:
 
     # -- signals (rule 5) -----------------------------------------------
 
-    async def _send_signal(
-        self, conversation_id: str, kind: str, payload: Any, run_id: str | None = None
-    ) -> str | None:
+    async def _send_signal(self, conversation_id: str, kind: str, payload: Any) -> str | None:
         """Send ``kind`` (with JSON ``payload``) to the conversation's
-        active run (when it is ``run_id``, if given), wherever it runs; its
-        run id, or None when it has none."""
+        active run, wherever it runs; its run id, or None when it has none."""
         params = {
             "conversation": conversation_id,
-            "run": run_id,
             "stop": kind == "stop",
             "kind": kind,
             "payload": json.dumps(payload),
@@ -584,6 +643,10 @@ class PostgresBroker:
         loop = asyncio.get_running_loop()
         try:
             await self._ensure_listening(state)
+            if _is_log_id(run_id):
+                # Rule 9: its process writes the log sooner while it is followed.
+                async with self._connection() as conn:
+                    await conn.execute("SELECT pg_notify(%s, %s)", [FOLLOW_CHANNEL, run_id])
             seq = from_seq
             quiet_since = loop.time()
             while True:
@@ -708,6 +771,8 @@ class PostgresBroker:
             try:
                 await conn.execute(f"LISTEN {LOG_CHANNEL}")
                 await conn.execute(f"LISTEN {SIGNAL_CHANNEL}")
+                await conn.execute(f"LISTEN {OUTCOME_CHANNEL}")
+                await conn.execute(f"LISTEN {FOLLOW_CHANNEL}")
                 state.failure = None
                 state.listening.set()
                 state.attempted.set()
@@ -751,6 +816,15 @@ class PostgresBroker:
                     target._signal(signal["kind"], signal.get("payload"))
             except (ValueError, KeyError, TypeError):
                 logger.warning("The PostgreSQL broker got a signal it cannot read: %r", payload[:200])
+        elif channel == FOLLOW_CHANNEL:
+            followed = state.channels.get(payload)
+            if followed is not None and followed.when_followed is not None:
+                followed.when_followed()
+        elif channel == OUTCOME_CHANNEL:
+            with suppress(ValueError, TypeError):
+                conversation_id, steering_id = json.loads(payload)
+                for event in state.outcome_waiters.get((conversation_id, steering_id), ()):
+                    event.set()
 
     async def _renew(self, state: _Loop, *, stops_only: bool = False) -> None:
         runs = list(state.channels)
@@ -771,6 +845,7 @@ class PostgresBroker:
                     )
             if not stops_only:
                 await conn.execute(_FORGET)
+                await conn.execute(_FORGET_OUTCOMES)
 
     async def _release(self, channel: PostgresRunChannel) -> None:
         state = self._loops.get(channel._loop)

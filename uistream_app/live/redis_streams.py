@@ -52,6 +52,11 @@ DEFAULT_FINISHED_TTL: Final = 600.0
 DEFAULT_BLOCK_SECONDS: Final = 5.0
 #: Added to BLOCK_SECONDS for the default socket timeout (rule 10).
 SOCKET_TIMEOUT_MARGIN: Final = 5.0
+#: The connections a loop's client may open (``OPTIONS["max_connections"]``
+#: replaces it). Each open subscription and each run's watcher holds one
+#: for a blocking read, so redis-py's own 100 would fail the 101st with
+#: ``MaxConnectionsError``; this is Redis's own default ``maxclients``.
+DEFAULT_MAX_CONNECTIONS: Final = 10_000
 CONFIG_KEYS: Final = frozenset({"BACKEND", "URL", "PREFIX", "ACTIVE_TTL", "FINISHED_TTL", "BLOCK_SECONDS", "OPTIONS"})
 
 #: A command's retries on a dead connection, and their backoff (rule 12).
@@ -443,6 +448,7 @@ class RedisBroker:
         self.options: dict[str, Any] = {
             "socket_timeout": block_seconds + SOCKET_TIMEOUT_MARGIN,
             "retry": _reconnecting_retry(),
+            "max_connections": DEFAULT_MAX_CONNECTIONS,
             **(options or {}),
         }
         socket_timeout = self.options["socket_timeout"]

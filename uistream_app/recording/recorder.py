@@ -91,7 +91,7 @@ class RunRecorder:
         #: code that runs the recorder, not on the writer thread.
         self.inline = uistream_settings.LOG_WRITER == "inline" if inline is None else inline
         every_ms = uistream_settings.FLUSH_EVERY_MS if flush_every_ms is None else flush_every_ms
-        self.interval = max(0.0, float(every_ms)) / 1000
+        self.interval = self._every = max(0.0, float(every_ms)) / 1000
         self._clock = clock
         self._t0 = clock()
         # The clock's zero is ``started_at`` plus however long ago the run
@@ -180,6 +180,13 @@ class RunRecorder:
                 self._read(chunk)
         if urgent or was_idle:
             self._writer_here().schedule(self, urgent=urgent)
+
+    def followed(self) -> None:
+        """A subscriber on another process reads this run from the log
+        (``RunChannel.when_followed``): write at half the interval from
+        now on, so that what it reads lags by less than ``FLUSH_EVERY_MS``
+        with the write and its ``NOTIFY`` included."""
+        self.interval = self._every / 2
 
     def store_with_run(self, **fields: Any) -> None:
         """Store ``fields`` of the run row with the log's next write (its
