@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from asgiref.sync import sync_to_async
-from django.db import connections
+from django.db import connection, connections
 from django.utils import timezone
 
 from uistream_app.lifecycle.continuation import INTERRUPTED_TOOL_TEXT
@@ -76,10 +76,19 @@ def built_by_the_sdk_reader(node: str, chunks: list[dict[str, Any]], path: Path)
 
 
 @pytest.mark.node
+@pytest.mark.parametrize("backend", ["redis", "postgres"])
 def test_a_killed_runs_answer_finishes_on_the_other_process_and_the_real_clients_show_it_whole(
-    node: str, redis_config: dict[str, Any], tmp_path: Path
+    node: str, backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    env = continuing_env(redis_config)
+    """On Redis; or on the PostgreSQL broker alone (no Redis anywhere), when
+    the suite runs on PostgreSQL."""
+    if backend == "redis":
+        broker = request.getfixturevalue("redis_config")
+    elif connection.vendor != "postgresql":
+        pytest.skip("the PostgreSQL broker needs the suite on PostgreSQL (DATABASE_URL=postgres://…)")
+    else:
+        broker = {"BACKEND": "postgres"}
+    env = continuing_env(broker)
     with server_process(env, "uvicorn") as (first, proc), server_process(env, "daphne") as (second, _):
         browser = Browser(first)
         other = same_visitor(browser, second)

@@ -283,7 +283,8 @@ def test_the_real_client_resuming_on_another_process_ends_with_the_error_and_kee
 
 
 @pytest.mark.parametrize(
-    ("backend", "policy"), [("memory", "interrupt"), ("redis", "interrupt"), ("redis", "continue")]
+    ("backend", "policy"),
+    [("memory", "interrupt"), ("redis", "interrupt"), ("redis", "continue"), ("postgres", "continue")],
 )
 def test_a_process_paused_past_its_lease_writes_nothing_into_the_run_it_lost(
     backend: str, policy: str, request: pytest.FixtureRequest
@@ -292,7 +293,10 @@ def test_a_process_paused_past_its_lease_writes_nothing_into_the_run_it_lost(
     other process settles the run (or, with ``ON_OWNER_LOST = "continue"``,
     finishes it); thawed (SIGCONT), the first process finds its lease epoch
     gone, stops the run and writes nothing into it."""
-    env = settings_env(request.getfixturevalue("redis_config") if backend == "redis" else None)
+    if backend == "postgres" and connection.vendor != "postgresql":
+        pytest.skip("the PostgreSQL broker needs the suite on PostgreSQL (DATABASE_URL=postgres://…)")
+    brokers = {"memory": None, "postgres": {"BACKEND": "postgres"}}
+    env = settings_env(request.getfixturevalue("redis_config") if backend == "redis" else brokers[backend])
     env["UISTREAM_TEST_SETTINGS"] = json.dumps({**json.loads(env["UISTREAM_TEST_SETTINGS"]), "ON_OWNER_LOST": policy})
     ended = "completed" if policy == "continue" else "interrupted"
     with demo_server("daphne", env) as paused, demo_server("uvicorn", env) as sweeper:
@@ -344,6 +348,17 @@ def test_a_process_paused_past_its_lease_writes_nothing_into_the_run_it_lost(
                 assert received[-1]["type"] in ("error", "finish")
             else:
                 assert received == chunks
+        if backend == "postgres":
+            # Its client read from its memory, which ends when it lets the run
+            # go: all it was sent, then an error. The log holds all of that
+            # but what its writer had not stored (at most FLUSH_EVERY_MS of
+            # deltas) when it froze; the continuation goes on from the log.
+            received = head + tail
+            assert done
+            assert received[-1] == {"type": "error", "errorText": ERROR_TEXT}
+            logged = chunks.index({"type": "reset-step"})
+            assert received[:logged] == chunks[:logged]
+            assert 0 <= len(received) - 1 - logged <= DEFAULTS["FLUSH_EVERY_MS"] // DELAY_MS + 2
         # The paused process holds nothing of the chat: a new turn there works.
         new_turn_works(browser, "chat-p1")
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from uistream_app.live import Broker, ChannelClosed, MemoryBroker, RunAlreadyActive, RunChannel
+from uistream_app.live import Broker, ChannelClosed, MemoryBroker, RunAlreadyActive, RunChannel, broker_from_config
 
 from .conftest import make_chunks, other_tasks
 
@@ -426,3 +426,85 @@ async def test_end_orphan_leaves_the_slot_of_another_run(broker: Broker) -> None
     assert await broker.active_run("conv") == "run-2"
     assert await broker.published("run-1") is None
     await channel.close()
+
+
+def another_process(request: pytest.FixtureRequest) -> Broker | None:
+    """The broker of another process, on the same Redis or PostgreSQL
+    database; None for the in-process broker, which nothing shares."""
+    backend = request.node.callspec.params["broker"]
+    if backend == "memory":
+        return None
+    return broker_from_config(request.getfixturevalue(f"{backend}_config"))
+
+
+RESET_STEP = {"type": "reset-step"}
+
+
+async def test_continue_orphan_goes_on_with_a_run_whose_process_died(
+    broker: Broker, request: pytest.FixtureRequest
+) -> None:
+    chunks = make_chunks(10)
+    gone = another_process(request) or broker
+    dead = await gone.open_run("conv", "run-1")
+    await dead.publish(chunks)
+    await dead.flush()
+    if gone is not broker:
+        await gone.aclose()  # its process dies: the run is never closed
+    log = [*chunks, RESET_STEP]  # the claimant's log: all of it, the dropped step's reset last
+
+    channel = await broker.continue_orphan("conv", "run-1", log, 10)
+
+    assert channel is not None
+    assert channel.next_seq == 11
+    assert await broker.active_run("conv") == "run-1"
+    with pytest.raises(RunAlreadyActive):
+        await broker.open_run("conv", "run-2")
+    follower = asyncio.create_task(collect(broker, "run-1", 5))
+    more = make_chunks(5, 100)
+    await channel.publish(more)
+    await channel.close()
+    assert await follower == numbered(log + more, 5)
+    assert await broker.active_run("conv") is None
+
+
+async def test_continue_orphan_refuses_a_run_that_ended_or_a_chat_another_run_holds(broker: Broker) -> None:
+    ended = await broker.open_run("conv", "run-1")
+    await ended.publish(make_chunks(2))
+    await ended.close()
+    assert await broker.continue_orphan("conv", "run-1", [*make_chunks(2), RESET_STEP], 2) is None
+    assert await broker.active_run("conv") is None
+
+    holder = await broker.open_run("conv", "run-2")
+    assert await broker.continue_orphan("conv", "run-3", [*make_chunks(3), RESET_STEP], 0) is None
+    assert await broker.active_run("conv") == "run-2"
+    await holder.close()
+
+
+async def test_abandon_lets_go_of_a_run_another_process_took_over_and_leaves_it_to_that_one(
+    broker: Broker, request: pytest.FixtureRequest
+) -> None:
+    previous_owner = another_process(request)
+    if previous_owner is None:
+        pytest.skip("no other process shares the in-process broker: abandon is close there")
+    try:
+        chunks = make_chunks(10)
+        lost = await previous_owner.open_run("conv", "run-1")
+        await lost.publish(chunks)
+        await lost.flush()
+        taken = await broker.continue_orphan("conv", "run-1", chunks, 10)  # while the owner was paused
+        assert taken is not None
+
+        await lost.abandon()
+
+        with pytest.raises(ChannelClosed):
+            await lost.publish(make_chunks(1, 50))
+        assert await broker.active_run("conv") == "run-1"
+        assert await previous_owner.active_run("conv") == "run-1"
+        follower = asyncio.create_task(collect(broker, "run-1"))
+        more = make_chunks(3, 10)
+        await taken.publish(more)
+        await taken.close()
+        assert await follower == numbered(chunks + more)
+        assert await broker.active_run("conv") is None
+    finally:
+        await previous_owner.aclose()

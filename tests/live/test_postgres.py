@@ -288,6 +288,33 @@ async def test_end_orphan_on_another_process_ends_the_followers_with_what_the_sw
     await sweeper.end_orphan(conversation, run_id, [], 5)  # idempotent
 
 
+async def test_continued_elsewhere_the_paused_process_ends_its_own_readers_and_then_follows_the_log(
+    two: tuple[PostgresBroker, PostgresBroker],
+) -> None:
+    paused, survivor = two
+    conversation, run_id = await a_run("chat-c1")
+    lost = await paused.open_run(conversation, run_id)
+    await lost.publish(make_chunks(6))
+    await log(run_id, make_chunks(4))  # its writer stored 4 of them when it froze
+    reader = asyncio.create_task(collect(paused, run_id))  # its own client, from memory
+    reset = {"type": "reset-step"}
+    await log(run_id, [reset])  # the claimant's, on the survivor
+    taken = await survivor.continue_orphan(conversation, run_id, [*make_chunks(4), reset], 4)
+    assert taken is not None
+
+    await lost.abandon()  # thawed, it learns it lost the run
+
+    assert await reader == list(enumerate(make_chunks(6)))  # what it was sent, then its end
+    assert await paused.active_run(conversation) == run_id  # the row is the survivor's, open
+    follower = asyncio.create_task(collect(paused, run_id))  # a reconnect there: the log
+    more = make_chunks(3, 10)
+    await taken.publish(more)
+    await log(run_id, more)
+    await taken.close()
+    assert await follower == list(enumerate([*make_chunks(4), reset, *more]))
+    assert await survivor.active_run(conversation) is None
+
+
 class Proxy:
     """A TCP proxy to PostgreSQL on a port of its own: the database as the
     broker sees it, taken away (every connection cut, the port refusing)

@@ -229,6 +229,28 @@ FROM held WHERE r.run_id = held.run_id
 RETURNING r.next_seq, r.stop_requested, held.steering::text
 """
 
+# Rule 8: a run whose process is gone goes on here. Its row, still open
+# (its lease run out or not), is this process's again: renewed, and no
+# longer adoptable; the log changed (its ``reset-step``): followers read.
+_RECLAIM = f"""
+WITH taken AS (
+  UPDATE {RUNS_TABLE} SET expires_at = now() + make_interval(secs => %(ttl)s), handed_off = false
+  WHERE run_id = %(run)s AND conversation_id = %(conversation)s AND open
+  RETURNING run_id, stop_requested
+)
+SELECT stop_requested, pg_notify('{LOG_CHANNEL}', run_id) FROM taken
+"""
+
+# The chat's other rows whose lease ran out (rule 1), not the run's own.
+_EXPIRE_OTHERS = f"""
+WITH gone AS (
+  UPDATE {RUNS_TABLE} SET open = false, expires_at = now() + make_interval(secs => %(finished)s)
+  WHERE conversation_id = %(conversation)s AND open AND expires_at <= now() AND run_id <> %(run)s
+  RETURNING run_id
+)
+SELECT pg_notify('{LOG_CHANNEL}', run_id) FROM gone
+"""
+
 
 def _is_log_id(run_id: str) -> bool:
     """The chunk log is keyed by the ``Run`` row's UUID: any other id has
@@ -339,6 +361,26 @@ class PostgresRunChannel(RunChannel):
         async with broker._connection() as conn:
             await conn.execute(_HAND_OFF, {"seq": self._next_seq, "run": self.run_id})
         self._closed = True  # here: the adopter closes it
+
+    async def abandon(self) -> None:
+        """Let go of a run another process took over (a lost lease, rule 10):
+        this process's subscribers end at once, its row is renewed and its
+        signals taken here no more, and nothing is published or closed
+        from here again. The row is left as it is: the new owner holds it."""
+        self._closed = True
+        broker = self._broker
+        state = broker._loops.get(self._loop)
+        if state is not None and state.channels.get(self.run_id) is self:
+            del state.channels[self.run_id]
+        memory, self._memory = self._memory, None
+        if memory is not None:
+            await memory.close()
+            # Read from the log from now on (rule 2), unless the run is this
+            # process's again (``continue_orphan``), with memory of its own.
+            if broker._local._runs.get(self.run_id) is memory._run:
+                broker._local._forget(self.run_id)
+        if state is not None and state.loop is asyncio.get_running_loop():
+            await broker._idle_check(state)
 
     def _signal(self, kind: str, payload: Any) -> None:
         handler = _SIGNALS.get(kind)
@@ -586,6 +628,49 @@ class PostgresBroker:
         # closing the row frees the slot and ends the followers (rule 3).
         async with self._connection() as conn:
             await conn.execute(_CLOSE, {"finished": self.finished_ttl, "run": run_id})
+
+    async def continue_orphan(
+        self, conversation_id: str, run_id: str, log: Sequence[Chunk], first_seq: int
+    ) -> PostgresRunChannel | None:
+        """Go on here with a run whose process is gone (rule 10). The log is
+        the chunk log, which the claimant completed: the broker holds no
+        more of it, so ``log[first_seq:]`` is in it already. The run's row
+        (open, its lease run out or not; inserted again if it was forgotten)
+        is this process's; None when the row was closed (the run ended) or
+        another run holds the chat's slot. This process's subscribers read
+        the whole log from memory, and what the channel publishes from
+        ``len(log)`` on; other processes' followers read the log."""
+        state = self._state()
+        state.holds += 1
+        try:
+            await self._ensure_listening(state)
+            params = {
+                "run": run_id,
+                "conversation": conversation_id,
+                "ttl": self.active_ttl,
+                "finished": self.finished_ttl,
+            }
+            async with self._connection() as conn:
+                await conn.execute(_EXPIRE_OTHERS, params)
+                row = await (await conn.execute(_RECLAIM, params)).fetchone()
+                if row is None:
+                    inserted = await (await conn.execute(_INSERT, params)).fetchone()
+                    if inserted is None:
+                        return None  # its row is closed, or another run's is open
+                    row = (False,)
+            previous = state.channels.get(run_id)
+            if previous is not None:
+                await previous.abandon()  # this process had it, and lost it while paused
+            self._local._forget(run_id)  # what memory kept of it may differ from the log
+            memory = await self._local.continue_orphan(conversation_id, run_id, log, first_seq)
+            channel = PostgresRunChannel(self, conversation_id, run_id, memory, len(log))
+            if row[0]:
+                channel.stop_requested.set()
+            state.channels[run_id] = channel
+            return channel
+        finally:
+            state.holds -= 1
+            await self._idle_check(state)
 
     async def ping(self) -> None:
         """One fresh connection and a query, no retries: is the database

@@ -252,6 +252,11 @@ async def stream_from_index(run: Run, start: int, version: int) -> HttpResponseB
     if run.status == Run.Status.RUNNING:
         chunks = await broker.published(run_id)
     live = chunks is not None
+    if not live and run.status == Run.Status.RUNNING and await broker.active_run(str(run.conversation_id)) == run_id:
+        # A broker that keeps no copy of another process's run (postgres)
+        # follows it through its log: live, not gone.
+        chunks = await load_log(run)
+        live = True
     if chunks is None:
         chunks = await load_log(run)
         if run.status == Run.Status.RUNNING and chunks and chunks[-1].get("type") not in TERMINAL_CHUNKS:
