@@ -183,11 +183,12 @@ def _decode(data: bytes) -> list[Chunk]:
     return chunks
 
 
-# KEYS: active, stream. ARGV: run id, ttl ms, conversation id, entry id of
-# the chunks, the chunks ('' for none). Takes over a run whose process died
-# to go on with it here (rule 15): {1} when the run is (again) this
-# stream's live run, its missing chunks appended; {0} when the stream has
-# ended, or the conversation's slot is another run's.
+# KEYS: active, stream, adopted. ARGV: run id, ttl ms, conversation id,
+# entry id of the chunks, the chunks ('' for none), adopted ttl ms. Takes
+# over a run whose process died to go on with it here (rule 15): {1} when
+# the run is (again) this stream's live run, its missing chunks appended,
+# and adopted (a worker's task delivered late does not run it again); {0}
+# when the stream has ended, or the conversation's slot is another run's.
 _CONTINUE = """
 local holder = redis.call('get', KEYS[1])
 if holder and holder ~= ARGV[1] then return {0} end
@@ -199,6 +200,7 @@ end
 if ARGV[5] ~= '' then redis.pcall('xadd', KEYS[2], ARGV[4], 'c', ARGV[5]) end
 redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('pexpire', KEYS[2], ARGV[2])
+redis.call('set', KEYS[3], '1', 'PX', ARGV[6])
 return {1}
 """
 
@@ -697,13 +699,14 @@ class RedisBroker:
         last = len(log) - 1
         with self._unavailable():
             reply = await client.continue_run(
-                keys=[self._active_key(conversation_id), self._stream_key(run_id)],
+                keys=[self._active_key(conversation_id), self._stream_key(run_id), self._adopted_key(run_id)],
                 args=[
                     run_id,
                     int(self.active_ttl * 1000),
                     conversation_id,
                     f"1-{max(last, 0)}",
                     _encode(chunks) if chunks else b"",
+                    int(ADOPTED_TTL * 1000),
                 ],
             )
         if reply[0] != 1:
