@@ -339,3 +339,40 @@ async def test_a_worker_run_lost_before_its_first_chunk_is_continued_from_the_st
     assert "".join(c["delta"] for c in log if c["type"] == "text-delta") == "Here is the answer."
     assert [p["text"] for p in stored.message.parts if p["type"] == "text"] == ["Here is the answer."]
     reset_broker()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_a_worker_run_whose_worker_began_it_is_not_started_over(
+    settings: Any, redis_config: dict[str, Any]
+) -> None:
+    # Its worker adopted it and was lost before the first log write: it may
+    # have run a tool the log never got, so it is not run again from the
+    # start (a call that is not idempotent would run twice): it is settled.
+    settings.UISTREAM = {
+        **getattr(settings, "UISTREAM", {}),
+        "BROKER": redis_config,
+        "EXECUTOR": f"{NoWorkerRunner.__module__}.{NoWorkerRunner.__qualname__}",
+        "ON_OWNER_LOST": "continue",
+    }
+    reset_broker()
+    LATE.gate = asyncio.Event()
+    LATE.enqueue("Here is the answer.")
+    LATE.requests.clear()
+    message = {"id": "u-began", "role": "user", "parts": [{"type": "text", "text": "hello"}]}
+    owner = Owner.of_session("s" * 32)
+    handed = await LateHooks().start_turn(
+        chat_turn(ChatRequest(chat_id="began-1", messages=[message])), TurnContext(owner, "began-1", "http"), version=7
+    )
+    run_id = str(handed.prepared.run.pk)
+    # The worker that took the task (and was then lost).
+    assert await get_broker().adopt_run(str(handed.prepared.conversation_id), run_id) is not None
+    await Run.objects.filter(pk=run_id).aupdate(heartbeat_at=timezone.now() - dt.timedelta(hours=1))
+
+    (settled,) = await sweep(may_continue=True)
+    assert not settled.continued
+    stored = await Run.objects.aget(pk=run_id)
+    assert stored.status == "interrupted"
+    assert LATE.requests == []
+    LATE.gate.set()
+    reset_broker()

@@ -257,9 +257,10 @@ def _store_continued(run: Run, published: list[Chunk] | None) -> tuple[list[Chun
         recovered = published[len(log) :] if published is not None and len(published) > len(log) else []
         complete = log + recovered
         if not complete:
-            # Lost before its first chunk was written (a worker's run whose
-            # task no worker started, or whose worker died first): it starts
-            # over here, from the stored message.
+            # Lost before its first chunk was written: a worker's run whose
+            # task no worker started starts over here, from the stored
+            # message (the broker refuses one a worker adopted: it may have
+            # run a tool the log never got).
             Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
             return [], 0, Continued(0)
         if complete[-1].get("type") in _TERMINAL_TYPES:
