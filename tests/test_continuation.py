@@ -15,7 +15,7 @@ import json
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import pytest_asyncio
@@ -23,15 +23,20 @@ from asgiref.sync import sync_to_async
 from django.db import connection, connections
 from django.utils import timezone
 
+from uistream_app.hooks import TurnContext
 from uistream_app.lifecycle.continuation import INTERRUPTED_TOOL_TEXT
+from uistream_app.lifecycle.executors import WorkerRunner
 from uistream_app.lifecycle.leases import sweep
 from uistream_app.lifecycle.registry import live_runs
+from uistream_app.live import get_broker, reset_broker
 from uistream_app.models import Conversation, Message, Run
+from uistream_app.owners import Owner
 from uistream_app.protocol.ui.reader import UIMessageReader
 from uistream_app.recording import read_log, write_log
 from uistream_app.runs import tool
 from uistream_app.runs.messages import ToolMessage
 from uistream_app.testing import ScriptedModel
+from uistream_app.transport.chat_request import ChatRequest, chat_turn
 from uistream_app.views import ChatView
 
 from .conftest import JS_DIR
@@ -263,3 +268,120 @@ async def test_the_half_done_step_is_dropped_and_its_calls_are_not_run_twice(set
     (request,) = FINAL.requests
     answered = {m.tool_call_id: (m.content, m.is_error) for m in request.messages if isinstance(m, ToolMessage)}
     assert answered == {"c1": ("42", False), "c2": (INTERRUPTED_TOOL_TEXT, True), "c3": ("sunny in Paris", False)}
+
+
+# -- a worker's run lost before its first log write -----------------------------------------
+
+
+class NoWorkerRunner(WorkerRunner):
+    """A worker executor whose task no worker ever starts: the worker that
+    would have taken it was lost first."""
+
+    engine = "test"
+    enqueued: ClassVar[list[dict[str, Any]]] = []
+
+    async def enqueue(self, payload: dict[str, Any]) -> None:
+        NoWorkerRunner.enqueued.append(payload)
+
+
+class GatedModel(ScriptedModel):
+    """Answers once ``gate`` is set (an answer that is still going on)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        await self.gate.wait()
+        async for event in super().stream(*args, **kwargs):
+            yield event
+
+
+LATE = GatedModel()
+
+
+class LateHooks(ChatView):
+    model = LATE
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_a_worker_run_lost_before_its_first_chunk_is_continued_from_the_start(
+    settings: Any, redis_config: dict[str, Any]
+) -> None:
+    settings.UISTREAM = {
+        **getattr(settings, "UISTREAM", {}),
+        "BROKER": redis_config,
+        "EXECUTOR": f"{NoWorkerRunner.__module__}.{NoWorkerRunner.__qualname__}",
+        "ON_OWNER_LOST": "continue",
+    }
+    reset_broker()
+    NoWorkerRunner.enqueued.clear()
+    LATE.gate = asyncio.Event()
+    LATE.enqueue("Here is the answer.")
+    message = {"id": "u-late", "role": "user", "parts": [{"type": "text", "text": "hello"}]}
+    owner = Owner.of_session("s" * 32)
+    handed = await LateHooks().start_turn(
+        chat_turn(ChatRequest(chat_id="late-1", messages=[message])), TurnContext(owner, "late-1", "http"), version=7
+    )
+    run_id = handed.prepared.run.pk
+    assert len(NoWorkerRunner.enqueued) == 1
+    # Nothing was written for it: no worker started it, and its lease ran out.
+    assert await sync_to_async(read_log)(handed.prepared.run) == []
+    await Run.objects.filter(pk=run_id).aupdate(heartbeat_at=timezone.now() - dt.timedelta(hours=1))
+
+    (settled,) = await sweep(may_continue=True)
+    assert settled.continued
+    (handle,) = [h for h in live_runs() if h.run_id == str(run_id)]
+    # The task, delivered late to a worker while the run goes on here,
+    # finds the run taken: it does not run it a second time.
+    conversation_id = str(handed.prepared.conversation_id)
+    assert await get_broker().adopt_run(conversation_id, str(run_id)) is None
+    LATE.gate.set()
+    await asyncio.wait([handle.task], timeout=30)
+
+    stored = await Run.objects.select_related("message").aget(pk=run_id)
+    assert stored.status == "completed"
+    log = [e.chunk for e in await sync_to_async(read_log)(stored)]
+    assert log[0]["type"] == "start"
+    assert log[-1]["type"] == "finish"
+    assert "".join(c["delta"] for c in log if c["type"] == "text-delta") == "Here is the answer."
+    assert [p["text"] for p in stored.message.parts if p["type"] == "text"] == ["Here is the answer."]
+    reset_broker()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_a_worker_run_whose_worker_began_it_is_not_started_over(
+    settings: Any, redis_config: dict[str, Any]
+) -> None:
+    # Its worker adopted it and was lost before the first log write: it may
+    # have run a tool the log never got, so it is not run again from the
+    # start (a call that is not idempotent would run twice): it is settled.
+    settings.UISTREAM = {
+        **getattr(settings, "UISTREAM", {}),
+        "BROKER": redis_config,
+        "EXECUTOR": f"{NoWorkerRunner.__module__}.{NoWorkerRunner.__qualname__}",
+        "ON_OWNER_LOST": "continue",
+    }
+    reset_broker()
+    LATE.gate = asyncio.Event()
+    LATE.enqueue("Here is the answer.")
+    LATE.requests.clear()
+    message = {"id": "u-began", "role": "user", "parts": [{"type": "text", "text": "hello"}]}
+    owner = Owner.of_session("s" * 32)
+    handed = await LateHooks().start_turn(
+        chat_turn(ChatRequest(chat_id="began-1", messages=[message])), TurnContext(owner, "began-1", "http"), version=7
+    )
+    run_id = str(handed.prepared.run.pk)
+    # The worker that took the task (and was then lost).
+    assert await get_broker().adopt_run(str(handed.prepared.conversation_id), run_id) is not None
+    await Run.objects.filter(pk=run_id).aupdate(heartbeat_at=timezone.now() - dt.timedelta(hours=1))
+
+    (settled,) = await sweep(may_continue=True)
+    assert not settled.continued
+    stored = await Run.objects.aget(pk=run_id)
+    assert stored.status == "interrupted"
+    assert LATE.requests == []
+    LATE.gate.set()
+    reset_broker()

@@ -10,6 +10,7 @@ first request of every process works.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
@@ -384,3 +385,56 @@ def test_a_redis_that_hangs_ends_open_streams_within_the_socket_timeout(redis: R
     run = Run.objects.get(conversation__client_id="hang-1")
     assert (run.status, run.error_code) == ("failed", "BrokerUnavailable")
     assert not Conversation.objects.filter(client_id="hang-2").exists()
+
+
+class RestartsRedisAtTheEnd:
+    """A model whose answer is said, and then, before the run's last
+    chunks are published, Redis is restarted empty (its stream is gone)."""
+
+    name = "restarts-redis"
+
+    def __init__(self, redis: RedisProcess) -> None:
+        self.redis = redis
+
+    async def stream(self, messages: Any, tools: Any = (), options: Any = None) -> Any:
+        from uistream_app.protocol.events import TextDelta
+
+        yield TextDelta("All of the answer.")
+        await asyncio.to_thread(self.redis.kill)
+        await asyncio.to_thread(self.redis.start)
+
+
+@pytest.mark.asyncio
+async def test_a_run_whose_redis_went_away_after_its_answer_is_stored_as_its_log_ends(
+    redis: RedisProcess, settings: Any
+) -> None:
+    # The log ends with ``finish`` and holds the whole answer: the run is
+    # ``completed``, not ``failed`` (its status and its terminal chunk agree).
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    from uistream_app.hooks import TurnContext
+    from uistream_app.live import reset_broker
+    from uistream_app.owners import Owner
+    from uistream_app.transport.chat_request import ChatRequest, chat_turn
+    from uistream_app.views import ChatView
+
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "BROKER": {"BACKEND": "redis", "URL": redis.url}}
+    reset_broker()
+    try:
+        message = {"id": "u-1", "role": "user", "parts": [{"type": "text", "text": "hello"}]}
+        view = ChatView(model=RestartsRedisAtTheEnd(redis))
+        owner = Owner.of_session("s" * 32)
+        turn = chat_turn(ChatRequest(chat_id="gone-1", messages=[message]))
+        handle = await view.start_turn(turn, TurnContext(owner, "gone-1", "http"), version=7)
+        await asyncio.wait([handle.task], timeout=30)
+        run = await Run.objects.select_related("message").aget(pk=handle.prepared.run.pk)
+        log = [entry.chunk for entry in await sync_to_async(read_log)(run)]
+        assert log[-1]["type"] == "finish"
+        assert [c["type"] for c in log].count("error") == 0
+        assert run.status == "completed"
+        assert run.error_code == ""
+        assert [p["text"] for p in run.message.parts if p["type"] == "text"] == ["All of the answer."]
+    finally:
+        reset_broker()
+        await sync_to_async(connections.close_all)()

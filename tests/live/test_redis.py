@@ -255,17 +255,18 @@ async def test_heartbeats_keep_a_live_run_alive(
 
 @pytest.mark.asyncio
 async def test_publishing_is_group_commit(broker: RedisBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each round trip is one call of the append script; its entries are
+    # its (entry id, chunks) pairs after the owner token.
     pipelines: list[int] = []
-    execute = aioredis.client.Pipeline.execute
-
-    async def recording(self: Any, raise_on_error: bool = True) -> Any:
-        xadds = sum(1 for args, _ in self.command_stack if args[0] == "XADD")
-        if xadds:  # not the subscriber's reads
-            pipelines.append(xadds)
-        return await execute(self, raise_on_error)
-
     channel = await broker.open_run("conv", "run-1")
-    monkeypatch.setattr(aioredis.client.Pipeline, "execute", recording)
+    assert isinstance(channel, RedisRunChannel)
+    append = channel._client.append
+
+    async def recording(keys: Any = None, args: Any = None, client: Any = None) -> Any:
+        pipelines.append((len(args) - 1) // 2)
+        return await append(keys=keys, args=args, client=client)
+
+    monkeypatch.setattr(channel._client, "append", recording)
     reader = asyncio.create_task(collect_redis(broker, "run-1"))
     # Published in one loop turn: one round trip, one entry.
     for i in range(100):
@@ -473,3 +474,34 @@ async def test_an_unreachable_redis_raises_broker_unavailable() -> None:
 def test_bad_settings_name_the_key(config: dict[str, Any], message: str) -> None:
     with pytest.raises(BrokerConfigError, match=message):
         broker_from_config({"BACKEND": "redis", **config})
+
+
+@pytest.mark.asyncio
+async def test_a_late_batch_of_a_run_taken_over_never_reaches_its_clients(broker: RedisBroker) -> None:
+    # The run's process froze past its lease with a batch queued; another
+    # process claimed the run (fence_orphan), read what the stream holds
+    # and continued it. The frozen process's batch, landing after that,
+    # is refused: the clients get the continuer's chunk of that number.
+    old = await broker.open_run("conv", "run-1")
+    await old.publish(make_chunks(2))
+    await old.flush()
+    await broker.fence_orphan("run-1")
+    published = await broker.published("run-1")
+    assert published == make_chunks(2)
+    await old.publish([{"type": "text-delta", "id": "t", "delta": " must"}])  # the late batch
+    with pytest.raises(RunLost, match="taken over"):
+        await old.flush()
+    continued = await broker.continue_orphan("conv", "run-1", [*published, {"type": "reset-step"}], len(published))
+    assert continued is not None
+    await continued.publish([{"type": "finish"}])
+    await continued.close()
+    received = [chunk async for _, chunk in broker.subscribe("run-1")]
+    assert received == [*make_chunks(2), {"type": "reset-step"}, {"type": "finish"}]
+
+
+@pytest.mark.asyncio
+async def test_a_run_never_taken_over_appends_as_before(broker: RedisBroker) -> None:
+    adopted = await broker.open_run("conv", "run-1")
+    await adopted.publish(make_chunks(3))
+    await adopted.close()
+    assert [chunk async for _, chunk in broker.subscribe("run-1")] == make_chunks(3)

@@ -256,7 +256,14 @@ def _store_continued(run: Run, published: list[Chunk] | None) -> tuple[list[Chun
         first_seq = len(published) if published is not None else 0
         recovered = published[len(log) :] if published is not None and len(published) > len(log) else []
         complete = log + recovered
-        if not complete or complete[-1].get("type") in _TERMINAL_TYPES:
+        if not complete:
+            # Lost before its first chunk was written: a worker's run whose
+            # task no worker started starts over here, from the stored
+            # message (the broker refuses one a worker adopted: it may have
+            # run a tool the log never got).
+            Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
+            return [], 0, Continued(0)
+        if complete[-1].get("type") in _TERMINAL_TYPES:
             return None
         dropped: tuple[dict[str, Any], ...] = ()
         added = list(recovered)

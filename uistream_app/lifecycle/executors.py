@@ -48,6 +48,7 @@ from django.utils.module_loading import import_string
 from ..conf import EXECUTORS, import_from_string
 from ..conf import settings as uistream_settings
 from ..live import get_broker
+from ..models import Run
 from ..owners import Owner
 from ..protocol.events import Event
 from ..runs import ClientToolResult, ToolApproval, telemetry
@@ -211,6 +212,11 @@ class WorkerRunner(Runner):
             logger.exception("run %s cannot be handed to a worker", prepared.run.pk)
             return await Runner().start(prepared, failing_source(exc))
         payload = run_payload(self.hooks_class, prepared, metadata)
+        if prepared.turn_record is not None:
+            # Stored before any worker has the run: a worker lost before the
+            # run's first log write (or a task no worker started) leaves a
+            # run the sweep can continue (``ON_OWNER_LOST = "continue"``).
+            await Run.objects.filter(pk=prepared.run.pk).aupdate(turn=prepared.turn_record)
         await channel.hand_off()  # type: ignore[attr-defined]
         name = f"uistream-enqueue-{payload['run_id']}"
         task = asyncio.get_running_loop().create_task(self.enqueue(payload), name=name)

@@ -290,6 +290,11 @@ async def settle(
     if run is None:
         return None
     broker = get_broker()
+    fence = getattr(broker, "fence_orphan", None)
+    if fence is not None:
+        # Chunks its lost process still publishes are refused from here on:
+        # what is read next is all the clients can ever get of it.
+        await fence(run_id)
     published = await broker.published(run_id)
     if may_continue and _continuer is not None and uistream_settings.ON_OWNER_LOST == "continue":
         try:

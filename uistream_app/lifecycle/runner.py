@@ -160,8 +160,8 @@ async def execute_run(
             if clock is not None and clock.first_chunk is None:
                 clock.first_chunk = time.monotonic()
             await _record_and_publish(recorder, channel, batch)
-        # A broker that failed after the last publish (Redis gone) fails
-        # the run here, before its outcome is stored.
+        # A broker that failed after the last publish (Redis gone) is
+        # raised here, before the run's outcome is stored.
         await channel.flush()
         if failure:
             status = "failed"
@@ -181,12 +181,20 @@ async def execute_run(
             await _to_the_end(_record_and_publish(recorder, channel, tail, closing=True))
         raise
     except Exception as exc:  # a failure of ours (recording, broker): still close cleanly
-        logger.exception("run %s failed outside its source", recorder.run.pk)
-        failure.append(exc)
-        status = "failed"
-        tail = encoder.error(error_text)
-        if tail:
-            await _to_the_end(_record_and_publish(recorder, channel, tail, closing=True))
+        if encoder.done and isinstance(exc, BrokerError):
+            # The broker failed after the answer's terminal chunk was
+            # logged (Redis lost after the last publish): the log and the
+            # message are whole, so the run's status is its terminal
+            # chunk's; only its live clients saw their stream break.
+            logger.warning("run %s ended, then its broker failed: %s", recorder.run.pk, exc)
+            status = "failed" if failure else "completed"
+        else:
+            logger.exception("run %s failed outside its source", recorder.run.pk)
+            failure.append(exc)
+            status = "failed"
+            tail = encoder.error(error_text)
+            if tail:
+                await _to_the_end(_record_and_publish(recorder, channel, tail, closing=True))
     finally:
         if recorder.lease_lost is not None:
             status = "lost"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, NoReturn, cast
@@ -73,7 +74,6 @@ READ_COUNT: Final = 64
 
 HEADER_ID: Final = b"0-1"
 END_ID: Final = b"2-0"
-_REUSED_ID = "equal or smaller"  # XADD's refusal of an id not above the top
 
 _UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
@@ -125,6 +125,25 @@ _STEER = """
 if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('rpush', KEYS[2], ARGV[3])
 redis.call('pexpire', KEYS[2], ARGV[2])
+return 1
+"""
+
+
+# KEYS: stream, owner. ARGV: the writer's owner token ('' for a run never
+# taken over), then each batch's entry id and chunks. Appends a run's
+# chunks (rule 2: a refused repeat was written before). 1: appended; 0:
+# the stream is gone (Redis lost it); -1: the run was taken over by a
+# process that claimed it after this writer's lease ran out (rule 16).
+_APPEND = """
+local owner = redis.call('get', KEYS[2])
+if owner and owner ~= ARGV[1] then return -1 end
+if redis.call('exists', KEYS[1]) == 0 then return 0 end
+for i = 2, #ARGV, 2 do
+  local reply = redis.pcall('xadd', KEYS[1], ARGV[i], 'c', ARGV[i + 1])
+  if type(reply) == 'table' and reply.err and not string.find(reply.err, 'equal or smaller', 1, true) then
+    return redis.error_reply(reply.err)
+  end
+end
 return 1
 """
 
@@ -188,17 +207,28 @@ def _decode(data: bytes) -> list[Chunk]:
     return chunks
 
 
-# KEYS: active, stream. ARGV: run id, ttl ms, conversation id, entry id of
-# the chunks, the chunks ('' for none). Takes over a run whose process died
-# to go on with it here (rule 15): {1} when the run is (again) this
-# stream's live run, its missing chunks appended; {0} when the stream has
-# ended, or the conversation's slot is another run's.
+# KEYS: active, stream, adopted, owner. ARGV: run id, ttl ms, conversation
+# id, entry id of the chunks, the chunks ('' for none), adopted ttl ms,
+# the claimant's owner token, '1' when the log is empty. Takes over a run
+# whose process died to go on with it here (rule 15): {1} when the run is
+# (again) this stream's live run, its missing chunks appended, and adopted
+# (a worker's task delivered late does not run it again); {0} when the
+# stream has ended, the conversation's slot is another run's, another
+# claimant fenced the run since, or (an empty log) a worker adopted the
+# run already: it may have begun what the log never got (a tool's call).
 _CONTINUE = """
 local holder = redis.call('get', KEYS[1])
 if holder and holder ~= ARGV[1] then return {0} end
-if redis.call('exists', KEYS[2]) == 1 then
-  if #redis.call('xrange', KEYS[2], '2-0', '2-0') > 0 then return {0} end
+local owner = redis.call('get', KEYS[4])
+if owner and owner ~= ARGV[7] then return {0} end
+local exists = redis.call('exists', KEYS[2]) == 1
+if exists and #redis.call('xrange', KEYS[2], '2-0', '2-0') > 0 then return {0} end
+if ARGV[8] == '1' then
+  if not redis.call('set', KEYS[3], '1', 'NX', 'PX', ARGV[6]) then return {0} end
 else
+  redis.call('set', KEYS[3], '1', 'PX', ARGV[6])
+end
+if not exists then
   redis.call('xadd', KEYS[2], '0-1', 'conversation', ARGV[3])
 end
 if ARGV[5] ~= '' then redis.pcall('xadd', KEYS[2], ARGV[4], 'c', ARGV[5]) end
@@ -211,7 +241,7 @@ return {1}
 class _Client:
     """The redis client and scripts of one event loop (rule 8)."""
 
-    __slots__ = ("adopt_run", "close_run", "continue_run", "heartbeat", "open_run", "redis", "steer")
+    __slots__ = ("adopt_run", "append", "close_run", "continue_run", "heartbeat", "open_run", "redis", "steer")
 
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
@@ -221,6 +251,7 @@ class _Client:
         self.close_run: AsyncScript = redis.register_script(_CLOSE)
         self.steer: AsyncScript = redis.register_script(_STEER)
         self.continue_run: AsyncScript = redis.register_script(_CONTINUE)
+        self.append: AsyncScript = redis.register_script(_APPEND)
 
 
 class RedisRunChannel(RunChannel):
@@ -240,6 +271,9 @@ class RedisRunChannel(RunChannel):
         self._closed = False
         self._active_key = broker._active_key(conversation_id)
         self._stream_key = broker._stream_key(run_id)
+        self._owner_key = broker._owner_key(run_id)
+        #: Set on a channel that took the run over (``continue_orphan``).
+        self._owner_token = ""
         self._stop_key = broker._stop_key(run_id)
         self._steer_key = broker._steer_key(run_id)
         self._watcher: asyncio.Task[None] | None = None
@@ -323,23 +357,21 @@ class RedisRunChannel(RunChannel):
 
     async def _flush(self) -> None:
         """Write what is queued, one pipeline at a time, until nothing is."""
-        redis = self._client.redis
+        append = self._client.append
         while self._pending and self._failure is None:
             chunks, self._pending = self._pending, []
             first = self._flushed_seq
             try:
-                pipe = redis.pipeline(transaction=False)
+                args: list[Any] = [self._owner_token]
                 for start in range(0, len(chunks), MAX_BATCH):
                     batch = chunks[start : start + MAX_BATCH]
-                    last = first + start + len(batch) - 1
-                    pipe.xadd(self._stream_key, {b"c": _encode(batch)}, id=f"1-{last}", nomkstream=True)
+                    args += [f"1-{first + start + len(batch) - 1}", _encode(batch)]
                 with self._broker._unavailable():
-                    results = await pipe.execute(raise_on_error=False)
-                for result in results:
-                    if result is None:
-                        raise RunLost(f"The stream of run {self.run_id!r} is gone from Redis.")
-                    if isinstance(result, ResponseError) and _REUSED_ID not in str(result):
-                        raise result  # rule 2: a refused repeat was written before
+                    reply = await append(keys=[self._stream_key, self._owner_key], args=args)
+                if reply == 0:
+                    raise RunLost(f"The stream of run {self.run_id!r} is gone from Redis.")
+                if reply == -1:
+                    raise RunLost(f"Run {self.run_id!r} was taken over by another process.")
             except Exception as exc:  # noqa: BLE001 - any failure is the run task's to raise, not this task's
                 self._failure = exc
                 self._pending = []
@@ -458,6 +490,8 @@ class RedisBroker:
                 f"({block_seconds} s): blocking reads would time out."
             )
         self._clients: dict[asyncio.AbstractEventLoop, _Client] = {}
+        #: The owner tokens of the orphans this process fenced (rule 16).
+        self._fences: dict[str, str] = {}
         self._channels: set[RedisRunChannel] = set()
 
     @classmethod
@@ -508,6 +542,9 @@ class RedisBroker:
 
     def _adopted_key(self, run_id: str) -> str:
         return f"{self.prefix}:run:{run_id}:adopted"
+
+    def _owner_key(self, run_id: str) -> str:
+        return f"{self.prefix}:run:{run_id}:owner"
 
     # -- the port -------------------------------------------------------
 
@@ -686,7 +723,20 @@ class RedisBroker:
             chunks += batch[len(chunks) - start :]
         return chunks
 
+    async def fence_orphan(self, run_id: str) -> None:
+        """Take the stream of ``run_id``, an orphan the caller claimed, from
+        the process that ran it (rule 16): chunks that process still
+        appends (a batch queued before it froze, landing late) are refused
+        from now on, so what ``published`` reads next stays the stream's
+        prefix. Only ``continue_orphan`` of this broker appends as the new
+        owner."""
+        token = uuid.uuid4().hex
+        with self._unavailable():
+            await self._client().redis.set(self._owner_key(run_id), token, px=int(ADOPTED_TTL * 1000))
+        self._fences[run_id] = token
+
     async def end_orphan(self, conversation_id: str, run_id: str, chunks: Sequence[Chunk], first_seq: int) -> None:
+        self._fences.pop(run_id, None)
         client = self._client()
         last = first_seq + len(chunks) - 1
         with self._unavailable():
@@ -701,20 +751,30 @@ class RedisBroker:
         client = self._client()
         chunks = list(log[first_seq:])
         last = len(log) - 1
+        token = self._fences.pop(run_id, "")
         with self._unavailable():
             reply = await client.continue_run(
-                keys=[self._active_key(conversation_id), self._stream_key(run_id)],
+                keys=[
+                    self._active_key(conversation_id),
+                    self._stream_key(run_id),
+                    self._adopted_key(run_id),
+                    self._owner_key(run_id),
+                ],
                 args=[
                     run_id,
                     int(self.active_ttl * 1000),
                     conversation_id,
                     f"1-{max(last, 0)}",
                     _encode(chunks) if chunks else b"",
+                    int(ADOPTED_TTL * 1000),
+                    token,
+                    "1" if not log else "0",
                 ],
             )
         if reply[0] != 1:
             return None
         channel = RedisRunChannel(self, client, conversation_id, run_id)
+        channel._owner_token = token
         channel._next_seq = channel._flushed_seq = len(log)
         self._channels.add(channel)
         channel._start_watcher()
