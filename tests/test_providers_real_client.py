@@ -50,7 +50,7 @@ SENT = {
     "characters": 18,
     "note": "The demo only pretends to send email.",
 }
-TOOL_NAMES = ["get_weather", "calculate", "send_email", "research"]
+TOOL_NAMES = ["get_weather", "calculate", "send_email", "research", "pause"]
 
 
 class FakeProvider:
