@@ -23,38 +23,18 @@
 // Messages are normalised with JSON.parse(JSON.stringify(...)) as stored.
 // Exit status: 0 when the scenario ran, 1 when it failed.
 
-import { AbstractChat, DefaultChatTransport, experimental_createSteering, readUIMessageStream, streamText, tool } from 'ai7';
+import { DefaultChatTransport, experimental_createSteering, readUIMessageStream, streamText, tool } from 'ai7';
 import { MockLanguageModelV4, convertArrayToReadableStream } from 'ai7/test';
 import WebSocket from 'ws';
 import { z } from 'zod';
-import { openChat, plain, textOf, waitFor } from './lib/ws_chat.mjs';
-
-class State {
-  constructor() {
-    this.status = 'ready';
-    this.error = undefined;
-    this.messages = [];
-  }
-  pushMessage(message) {
-    this.messages = this.messages.concat(message);
-  }
-  popMessage() {
-    this.messages = this.messages.slice(0, -1);
-  }
-  replaceMessage(index, message) {
-    this.messages = [...this.messages.slice(0, index), structuredClone(message), ...this.messages.slice(index + 1)];
-  }
-  snapshot(thing) {
-    return structuredClone(thing);
-  }
-}
+import { Chat, openChat, plain, textOf, waitFor } from './lib/ws_chat.mjs';
 
 const words = chat => textOf(chat.messages.findLast(m => m.role === 'assistant')).split(/\s+/).filter(Boolean).length;
 
 function httpChat({ base, cookie, csrf, chatId }) {
   const headers = { 'x-csrftoken': csrf, cookie };
   const transport = new DefaultChatTransport({ api: `${base}/api/chat`, headers });
-  const chat = new (class extends AbstractChat {})({ id: chatId, transport, state: new State() });
+  const chat = new Chat({ id: chatId, transport });
   return { chat, close: () => {} };
 }
 
