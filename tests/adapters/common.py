@@ -3,8 +3,14 @@ and the drop-then-resume round trip every adapter run must survive."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from demo_project.agents import pydantic_ai_agent
 from uistream_app.models import Conversation
 
 from ..test_chat_http import Browser, read_chunks, text_of
@@ -13,6 +19,23 @@ from ..test_chat_http import Browser, read_chunks, text_of
 def stored(chat_id: str) -> list[dict[str, Any]]:
     """The chat's stored messages as UIMessages, oldest first."""
     return [m.as_ui_message() for m in Conversation.objects.get(client_id=chat_id).messages.order_by("position")]
+
+
+def record_pydantic_ai_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[ModelMessage]]:
+    """What the pydantic-ai demo agent's FunctionModel is sent from now on,
+    call by call (the test's ``monkeypatch`` undoes it)."""
+    calls: list[list[ModelMessage]] = []
+    model = pydantic_ai_agent.agent.model
+    assert isinstance(model, FunctionModel)
+    original = model.stream_function
+    assert original is not None
+
+    def recording(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        calls.append(list(messages))
+        return original(messages, info)
+
+    monkeypatch.setattr(model, "stream_function", recording)
+    return calls
 
 
 def text(message: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import BinaryContent, DocumentUrl, ImageUrl, ModelMessage, ModelRequest, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from demo_project.agents import langgraph_agent, openai_agents_agent, pydantic_ai_agent
+from demo_project.agents import langgraph_agent, openai_agents_agent
 from uistream_app.adapters import AgentTurn
 from uistream_app.adapters.langgraph import to_langchain_messages
 from uistream_app.adapters.openai_agents import input_items
@@ -37,7 +37,7 @@ from uistream_app.testing import user_message
 from ..server import serve_demo
 from ..test_chat_http import Browser, read_chunks, run_finished, wait_for
 from ..test_chat_real_client import run_client
-from .common import stored
+from .common import record_pydantic_ai_calls, stored
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,18 +54,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 @pytest.fixture
 def pydantic_ai_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[ModelMessage]]:
     """What the pydantic-ai demo agent's FunctionModel was sent, call by call."""
-    calls: list[list[ModelMessage]] = []
-    model = pydantic_ai_agent.agent.model
-    assert isinstance(model, FunctionModel)
-    original = model.stream_function
-    assert original is not None
-
-    def recording(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
-        calls.append(list(messages))
-        return original(messages, info)
-
-    monkeypatch.setattr(model, "stream_function", recording)
-    return calls
+    return record_pydantic_ai_calls(monkeypatch)
 
 
 def _pydantic_ai_files(messages: list[ModelMessage]) -> list[tuple[str, bytes]]:

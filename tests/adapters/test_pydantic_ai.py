@@ -23,7 +23,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets.external import ExternalToolset
 
 from demo_project.agents import pydantic_ai_agent, script
-from tests.adapters.common import drop_then_resume, stored, text, tool_parts
+from tests.adapters.common import drop_then_resume, record_pydantic_ai_calls, stored, text, tool_parts
 from tests.protocol.agui_oracles import assert_accepted
 from tests.server import serve_demo
 from tests.test_agui_http import run_client as run_agui_client
@@ -86,18 +86,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 @pytest.fixture
 def model_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[ModelMessage]]:
     """What the agent's FunctionModel was sent, call by call."""
-    calls: list[list[ModelMessage]] = []
-    model = pydantic_ai_agent.agent.model
-    assert isinstance(model, FunctionModel)
-    original = model.stream_function
-    assert original is not None
-
-    def recording(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
-        calls.append(list(messages))
-        return original(messages, info)
-
-    monkeypatch.setattr(model, "stream_function", recording)
-    return calls
+    return record_pydantic_ai_calls(monkeypatch)
 
 
 @pytest.fixture
