@@ -1,7 +1,8 @@
 """A steered answer on the PostgreSQL broker alone, as the real ai@7 chat
 sees it (``tests/js/steer_client.mjs``): the steer goes to a process that
 does not run the answer (a second web server; a web server whose run a
-Celery worker adopted), and must change the answer's course where ai@7's
+Celery worker adopted: ``test_steering_real_client``'s Celery test, its
+``postgres`` case), and must change the answer's course where ai@7's
 own ``streamText`` would (the checks and the oracle of
 ``test_steering_real_client``). Skipped unless the suite runs on
 PostgreSQL (``DATABASE_URL``)."""
@@ -14,11 +15,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from uistream_app.models import Run
-
-from .live.conftest import redis_config  # noqa: F401  (fixture)
 from .server import demo_server
-from .test_celery_executor import Stack, require_celery
 from .test_chat_http import Browser
 from .test_chat_postgres import postgres_env
 from .test_steering_real_client import DEMO_TOOLS, PACE, check_steered, oracle, page, steer_client  # noqa: F401
@@ -54,41 +51,3 @@ def test_a_steer_sent_to_the_process_that_does_not_run_the_answer_changes_its_co
             **page(Browser(first.url)),
         )
     check_steered(out, oracle, "steer-pg")
-
-
-def test_a_steer_reaches_a_run_that_a_celery_worker_adopted(
-    node: str, oracle: dict[str, Any], redis_config: dict[str, Any]
-) -> None:
-    """The web process hands the run off and the worker adopts and runs
-    it; the steer goes to the web process. Redis is Celery's transport
-    only: the broker is PostgreSQL."""
-    require_celery()
-    uistream = {
-        "ALLOW_ANONYMOUS": True,
-        "MODEL": "demo_project.demo_model.make_model",
-        "TOOLS": DEMO_TOOLS,
-        "BROKER": {"BACKEND": "postgres"},
-        "EXECUTOR": "celery",
-        "ON_DISCONNECT": "finish",
-    }
-    stack = Stack(uistream, redis_config, redis_config["PREFIX"].rsplit(":", 1)[-1])
-    try:
-        web, _ = stack.web(env_overrides=PACE)
-        stack.env.update(PACE)
-        stack.worker()
-        out = steer_client(
-            node,
-            scenario="chat",
-            transport="http",
-            base=web,
-            steerBase=web,
-            chatId="steer-pg-celery",
-            text="count to 1000 slowly",
-            after=10,
-            steer=STEER,
-            **page(Browser(web)),
-        )
-        check_steered(out, oracle, "steer-pg-celery")
-        assert Run.objects.get().status == "completed"
-    finally:
-        stack.close()

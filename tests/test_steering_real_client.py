@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from uistream_app.models import Run, SteeringMessage
 
@@ -142,21 +143,29 @@ def test_a_steer_reaches_a_run_in_another_process(
     check_steered(out, oracle, chat_id)
 
 
+@pytest.mark.parametrize("broker", ["redis", "postgres"])
 def test_a_steer_reaches_a_run_on_a_celery_worker(
     node: str,
     oracle: dict[str, Any],
     redis_config: dict[str, Any],
+    broker: str,
 ) -> None:
+    """The web process hands the run off and the worker adopts and runs it;
+    the steer goes to the web process. On the PostgreSQL broker (run in the
+    suite's PostgreSQL leg), Redis is Celery's transport only."""
     require_celery()
+    if broker == "postgres" and connection.vendor != "postgresql":
+        pytest.skip("the PostgreSQL broker needs the suite on PostgreSQL (DATABASE_URL=postgres://…)")
     uistream = {
         "ALLOW_ANONYMOUS": True,
         "MODEL": "demo_project.demo_model.make_model",
         "TOOLS": DEMO_TOOLS,
-        "BROKER": redis_config,
+        "BROKER": redis_config if broker == "redis" else {"BACKEND": "postgres"},
         "EXECUTOR": "celery",
         "ON_DISCONNECT": "finish",
         "LOG_WRITER": "thread",
     }
+    chat_id = f"steer-celery-{broker}"
     stack = Stack(uistream, redis_config, redis_config["PREFIX"].rsplit(":", 1)[-1])
     try:
         web, _ = stack.web(env_overrides=PACE)
@@ -168,13 +177,13 @@ def test_a_steer_reaches_a_run_on_a_celery_worker(
             transport="http",
             base=web,
             steerBase=web,
-            chatId="steer-celery",
+            chatId=chat_id,
             text=COUNT,
             after=10,
             steer={"kind": "steer", "id": "s1", "text": "now count backwards", "over": "http"},
             **page(Browser(web)),
         )
-        check_steered(out, oracle, "steer-celery")
+        check_steered(out, oracle, chat_id)
         assert Run.objects.get().status == "completed"
     finally:
         stack.close()
