@@ -6,17 +6,24 @@ WebSocket and AG-UI alike."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from django.db.models import Sum
 from django.test import AsyncClient, override_settings
+from django.urls import reverse
+from django.utils import timezone
 
 from uistream_app.conf import settings as uistream_settings
+from uistream_app.lifecycle import caps
 from uistream_app.lifecycle.caps import stored_bytes_of
-from uistream_app.models import Conversation, Message, Run, StoredFile
+from uistream_app.models import Conversation, Message, OwnerDay, Run, StoredFile
+from uistream_app.testing import user_message
 
 from .server import serve_demo
 from .test_bad_input_everywhere import Page, agui_body, assert_error, chat_body, page_of
@@ -145,6 +152,94 @@ async def test_a_turn_past_the_days_storage_is_refused_with_when_it_resets() -> 
             pass
     await runs_finished()
     assert (await Conversation.objects.acount(), await Run.objects.acount()) == (before[0] + 1, before[2] + 1)
+
+
+async def drain(response: Any) -> None:
+    async for _ in response.streaming_content:
+        pass
+    await runs_finished()
+
+
+async def delete_chat(page: Page, chat_id: str) -> None:
+    path = reverse("uistream:conversation-detail", args=[chat_id])
+    assert (await page.client.delete(path, headers={"X-CSRFToken": page.token})).status_code == 204
+
+
+async def stored_today(username: str) -> int:
+    """What the cap counted before ``OwnerDay``: the sum over the user's runs started today."""
+    start = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    runs = Run.objects.filter(conversation__owner__username=username, started_at__gte=start)
+    return (await runs.aaggregate(total=Sum("stored_bytes")))["total"] or 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("upsert", ["one statement", "the ORM's"])
+async def test_the_days_storage_refuses_as_the_sum_of_the_days_runs_would(
+    upsert: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many turns of varied sizes, some chats deleted: each turn is refused
+    exactly when what the day's runs stored, and the turn, pass the cap."""
+    if upsert == "the ORM's":  # the way of backends without INSERT … RETURNING
+        monkeypatch.setattr(caps, "_UPSERT_RETURNING", frozenset())
+    alice = await page_of("alice")
+    limit = 12_000
+    accepted: list[str] = []
+    refused = 0
+    with override_settings(UISTREAM={**DEMO, "MAX_STORED_BYTES_PER_USER_PER_DAY": limit}):
+        for n in range(24):
+            text = "x" * (300 + 97 * n)
+            adding = stored_bytes_of(user_message(text, id=f"q{n}"))
+            fits = await stored_today("alice") + adding <= limit
+            response = await alice.post("/api/chat", chat_body(f"c{n}", f"q{n}", text=text))
+            if fits:
+                assert response.status_code == 200, (n, response.status_code)
+                await drain(response)
+                accepted.append(f"c{n}")
+            else:
+                assert_error(response, 429, "budget_exceeded")
+                refused += 1
+                if refused % 2:  # deleting a chat of today's frees what it stored
+                    await delete_chat(alice, accepted.pop(0))
+    assert len(accepted) >= 8
+    assert refused >= 5
+    (day,) = [row async for row in OwnerDay.objects.all()]
+    assert day.stored_bytes == await stored_today("alice")
+
+
+@pytest.mark.asyncio
+async def test_the_days_storage_starts_again_at_midnight_utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    alice = await page_of("alice")
+    now = [datetime.datetime(2026, 12, 6, 23, 59, 50, tzinfo=datetime.UTC)]
+    monkeypatch.setattr(timezone, "now", lambda: now[0])
+    # The field keeps the callable it was given (``timezone.now`` as it was at import).
+    monkeypatch.setattr(Run._meta.get_field("started_at"), "_get_default", lambda: now[0])
+    owner_key = (await OwnerDay.objects.acreate(owner_key="unrelated", day=datetime.date(2026, 12, 5))).owner_key
+    alice_id = (await get_user_model().objects.aget(username="alice")).pk
+    await OwnerDay.objects.acreate(owner_key=f"user:{alice_id}", day=datetime.date(2026, 12, 4), stored_bytes=9_999)
+    text = "x" * 4000
+    with override_settings(UISTREAM={**DEMO, "MAX_STORED_BYTES_PER_USER_PER_DAY": 10_000}):
+        for chat_id in ("d1", "d2"):
+            await drain(await alice.post("/api/chat", chat_body(chat_id, text=text)))
+        refused = await alice.post("/api/chat", chat_body("d3", text=text))
+        assert assert_error(refused, 429, "budget_exceeded")["resets_at"] == "2026-12-07T00:00:00+00:00"
+        assert refused["Retry-After"] == "10"
+
+        now[0] = datetime.datetime(2026, 12, 7, 0, 0, 5, tzinfo=datetime.UTC)
+        # A new day: yesterday's turns don't count, and the day before's row goes.
+        for chat_id in ("e1", "e2"):
+            await drain(await alice.post("/api/chat", chat_body(chat_id, text=text)))
+        assert_error(await alice.post("/api/chat", chat_body("e3", text=text)), 429, "budget_exceeded")
+        # Deleting yesterday's chat frees nothing today; today's, it does.
+        await delete_chat(alice, "d1")
+        assert_error(await alice.post("/api/chat", chat_body("e3", text=text)), 429, "budget_exceeded")
+        await delete_chat(alice, "e1")
+        await drain(await alice.post("/api/chat", chat_body("e3", text=text)))
+    days = {(row.owner_key, row.day) async for row in OwnerDay.objects.all()}
+    assert days == {
+        (owner_key, datetime.date(2026, 12, 5)),
+        (f"user:{alice_id}", datetime.date(2026, 12, 6)),
+        (f"user:{alice_id}", datetime.date(2026, 12, 7)),
+    }
 
 
 @pytest.fixture

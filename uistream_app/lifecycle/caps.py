@@ -123,19 +123,23 @@ class OwnerCaps:
         run too many at once (429 ``throttled``) or a day's storage past its
         cap (429 ``budget_exceeded``). Adds the run's bytes to its owner's
         day (whether a cap is set or not, so that one set later counts the
-        day from its start), one statement, and counts the owner's running
-        runs if that cap is set, another; call it in the transaction that
-        created the row, so a refusal rolls both back."""
+        day from its start) and counts the owner's running runs (if that cap
+        is set), on SQLite and PostgreSQL in one statement
+        (``add_stored_bytes``); call it in the transaction that created the
+        row, so a refusal rolls both back."""
         if not self.owner.is_known:
             return
-        if self.active_runs is not None:
-            running = Run.objects.owned_by(self.owner).filter(status=Run.Status.RUNNING).count()
-            if running > self.active_runs:
-                self._refuse_running()
         adding = run.stored_bytes
+        limit = self.active_runs
+        running: int | None = None
         if adding > 0:
             day, end = _day_of(run.started_at)
-            stored = add_stored_bytes(self.owner.row_key, day, adding)
+            stored, running = add_stored_bytes(self.owner, day, adding, count_running=limit is not None)
+        elif limit is not None:
+            running = _running_of(self.owner)
+        if limit is not None and running is not None and running > limit:
+            self._refuse_running()
+        if adding > 0:
             if stored == adding:
                 # The owner's first turn of the day (or of a day emptied by
                 # deletions): the rows of their days before yesterday go.
@@ -178,25 +182,35 @@ def _day_of(at: datetime) -> tuple[date, datetime]:
 _UPSERT_RETURNING: Final = frozenset({"sqlite", "postgresql"})
 
 
-def add_stored_bytes(owner_key: str, day: date, adding: int) -> int:
-    """Add ``adding`` to the ``OwnerDay`` row ``(owner_key, day)``, made if
-    there is none, and return its total, ``adding`` included. On SQLite and
-    PostgreSQL one statement (an ``INSERT … ON CONFLICT DO UPDATE …
-    RETURNING``, which the ORM does not write: its upsert sets a value, it
-    does not add to one), whose row stays locked until the transaction ends;
-    elsewhere the ORM's update, insert and read."""
-    if connection.vendor in _UPSERT_RETURNING:
-        table = connection.ops.quote_name(OwnerDay._meta.db_table)
-        day_value = OwnerDay._meta.get_field("day").get_db_prep_value(day, connection)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {table} (owner_key, day, stored_bytes) VALUES (%s, %s, %s) "
-                f"ON CONFLICT (owner_key, day) DO UPDATE SET stored_bytes = {table}.stored_bytes + %s "
-                "RETURNING stored_bytes",
-                [owner_key, day_value, adding, adding],
-            )
-            return int(cursor.fetchone()[0])
-    return _add_stored_bytes_orm(owner_key, day, adding)
+def add_stored_bytes(owner: Owner, day: date, adding: int, *, count_running: bool = False) -> tuple[int, int | None]:
+    """Add ``adding`` to ``owner``'s ``OwnerDay`` row of ``day``, made if
+    there is none, and return its total (``adding`` included) and, with
+    ``count_running``, how many of the owner's runs are ``running`` (else
+    None). On SQLite and PostgreSQL one statement: an ``INSERT … ON
+    CONFLICT DO UPDATE … RETURNING``, which the ORM does not write (its
+    upsert sets a value, it does not add to one), whose row stays locked
+    until the transaction ends, returning the count beside the total.
+    Elsewhere the ORM's update, insert, read and count."""
+    key = owner.row_key
+    if connection.vendor not in _UPSERT_RETURNING:
+        return _add_stored_bytes_orm(key, day, adding), (_running_of(owner) if count_running else None)
+    quote = connection.ops.quote_name
+    table = quote(OwnerDay._meta.db_table)
+    params = [key, OwnerDay._meta.get_field("day").get_db_prep_value(day, connection), adding, adding]
+    running = ""
+    if count_running:
+        count, count_params = _running_sql(owner)
+        running = f", ({count})"
+        params += count_params
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (owner_key, day, stored_bytes) VALUES (%s, %s, %s) "
+            f"ON CONFLICT (owner_key, day) DO UPDATE SET stored_bytes = {table}.stored_bytes + %s "
+            f"RETURNING stored_bytes{running}",
+            params,
+        )
+        row = cursor.fetchone()
+    return int(row[0]), (int(row[1]) if count_running else None)
 
 
 def _add_stored_bytes_orm(owner_key: str, day: date, adding: int) -> int:
@@ -209,6 +223,34 @@ def _add_stored_bytes_orm(owner_key: str, day: date, adding: int) -> int:
         except IntegrityError:  # another turn of the owner's made it meanwhile
             rows.update(stored_bytes=F("stored_bytes") + adding)
     return int(rows.values_list("stored_bytes", flat=True).get())
+
+
+def _running_of(owner: Owner) -> int:
+    return Run.objects.owned_by(owner).filter(status=Run.Status.RUNNING).count()
+
+
+def _running_sql(owner: Owner) -> tuple[str, list[Any]]:
+    """``_running_of`` as SQL to nest in the upsert: the rows
+    ``Run.objects.owned_by(owner)`` selects (``Owner.filter_kwargs``) that
+    are ``running``. Written out because the ORM's own building of that
+    query cost more than the statement (bench/request_floor.py)."""
+    quote = connection.ops.quote_name
+
+    def column(model: Any, name: str) -> str:
+        return quote(str(model._meta.get_field(name).column))
+
+    owner_column = column(Conversation, "owner")
+    if owner.user is not None:
+        whose, params = f"c.{owner_column} = %s", [owner.user.pk]
+    else:
+        whose = f"c.{owner_column} IS NULL AND c.{column(Conversation, 'session_key')} = %s"
+        params = [owner.session_key or ""]
+    sql = (
+        f"SELECT COUNT(*) FROM {quote(Run._meta.db_table)} r INNER JOIN {quote(Conversation._meta.db_table)} c "
+        f"ON r.{column(Run, 'conversation')} = c.{column(Conversation, 'id')} "
+        f"WHERE {whose} AND r.{column(Run, 'status')} = %s"
+    )
+    return sql, [*params, Run.Status.RUNNING.value]
 
 
 @receiver(pre_delete, sender=Run, dispatch_uid="uistream_run_stored_bytes")
