@@ -204,6 +204,10 @@ async def test_the_days_storage_refuses_as_the_sum_of_the_days_runs_would(
     assert refused >= 5
     (day,) = [row async for row in OwnerDay.objects.all()]
     assert day.stored_bytes == await stored_today("alice")
+    # Runs deleted on their own (retention's way, the admin's) give theirs back too.
+    await Run.objects.filter(conversation__client_id=accepted[-1]).adelete()
+    await day.arefresh_from_db()
+    assert day.stored_bytes == await stored_today("alice") > 0
 
 
 @pytest.mark.asyncio

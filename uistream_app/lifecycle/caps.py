@@ -264,7 +264,11 @@ def _give_back(sender: Any, instance: Run, **kwargs: Any) -> None:
     day, _ = _day_of(instance.started_at)
     if day < _day_of(timezone.now())[0]:
         return
-    owner = Conversation.objects.filter(pk=instance.conversation_id).values_list("owner_id", "session_key").first()
+    origin = kwargs.get("origin")
+    if isinstance(origin, Conversation) and origin.pk == instance.conversation_id:
+        owner: tuple[Any, str] | None = (origin.owner_id, origin.session_key)  # its conversation's deletion
+    else:
+        owner = Conversation.objects.filter(pk=instance.conversation_id).values_list("owner_id", "session_key").first()
     if owner is None:
         return
     OwnerDay.objects.filter(owner_key=Owner.row_key_of(*owner), day=day).update(
