@@ -192,7 +192,8 @@ def add_stored_bytes(owner: Owner, day: date, adding: int, *, count_running: boo
     until the transaction ends, returning the count beside the total.
     Elsewhere the ORM's update, insert, read and count."""
     key = owner.row_key
-    if connection.vendor not in _UPSERT_RETURNING:
+    # SQLite returns rows from 3.35 on (Django supports older ones).
+    if connection.vendor not in _UPSERT_RETURNING or not connection.features.can_return_columns_from_insert:
         return _add_stored_bytes_orm(key, day, adding), (_running_of(owner) if count_running else None)
     quote = connection.ops.quote_name
     table = quote(OwnerDay._meta.db_table)
