@@ -7,6 +7,7 @@ WebSocket and AG-UI alike."""
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,12 @@ from django.utils import timezone
 from uistream_app.conf import settings as uistream_settings
 from uistream_app.lifecycle import caps
 from uistream_app.lifecycle.caps import stored_bytes_of
+from uistream_app.lifecycle.store import ConversationStore, Turn
 from uistream_app.models import Conversation, Message, OwnerDay, Run, StoredFile
+from uistream_app.owners import Owner
 from uistream_app.testing import user_message
 
+from .db import worker_queries
 from .server import serve_demo
 from .test_bad_input_everywhere import Page, agui_body, assert_error, chat_body, page_of
 from .test_chat_http import Browser
@@ -268,3 +272,38 @@ def test_by_default_an_anonymous_visitor_cannot_store_three_large_files_in_one_r
     assert status == 200
     run = Run.objects.get()
     assert 2 * len(image) < run.stored_bytes < 2 * len(image) + 1000
+
+
+@pytest.mark.asyncio
+async def test_a_new_chats_statements_do_not_grow_with_the_owners_day() -> None:
+    """A new chat's turn is seven statements, and the same seven after
+    forty turns of the owner's day as after one: the caps read one row,
+    not the day's runs (the day's first turn also deletes the owner's old
+    days)."""
+    owner = Owner.of_session("s" * 32)
+    store = ConversationStore()
+
+    async def new_chat(n: int) -> list[str]:
+        turn = Turn(f"chat-{n}", "submit", message=user_message("count to 2", id=f"q{n}"))
+        async with worker_queries() as log:
+            prepared = await store.prepare(turn, owner, version=7, model_name="demo")
+        await prepared.channel.close()
+        await Run.objects.filter(pk=prepared.run.pk).aupdate(status="completed")
+        return [re.sub(r'"s\d+_x\d+"', "<savepoint>", sql) for sql in log.sql]
+
+    first = await new_chat(0)
+    second = await new_chat(1)
+    for n in range(2, 40):
+        await new_chat(n)
+    assert await new_chat(40) == second
+    assert len(first) == len(second) + 1  # the old days' DELETE
+    # Seven (and SQLite's BEGIN): the two messages in one insert, both caps in the day's upsert.
+    assert [" ".join(sql.split()[:3]) for sql in second if not sql.startswith("BEGIN")] == [
+        'SELECT "uistream_app_conversation"."id" AS',
+        'INSERT INTO "uistream_app_conversation"',
+        "SAVEPOINT <savepoint>",
+        'INSERT INTO "uistream_app_message"',
+        "RELEASE SAVEPOINT <savepoint>",
+        'INSERT INTO "uistream_app_run"',
+        'INSERT INTO "uistream_app_ownerday"',
+    ]
