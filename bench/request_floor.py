@@ -16,7 +16,8 @@ process by one visitor, one request at a time, alternately per round:
 
 Printed: CPU milliseconds per request (``time.process_time``: every
 thread of this process, the lanes and the log writer included) per round,
-the hops to a thread per request of each, and the ratio chat ÷ floor.
+the hops to a thread and the SQL statements (every connection's, counted
+by ``bench_urls``) per request of each, and the ratio chat ÷ floor.
 
 ``--against REV``: the commit ``REV`` (``git archive``, into a temporary
 folder) and this checkout, each measured in a fresh process per round, in
@@ -81,6 +82,7 @@ def _count_hops() -> Counter[str]:
 
 
 async def main(args: argparse.Namespace, app: Any) -> dict[str, Any]:
+    import bench_urls
     from asgi_client import Browser
 
     try:
@@ -105,22 +107,29 @@ async def main(args: argparse.Namespace, app: Any) -> dict[str, Any]:
         await floor()
     cpu: dict[str, list[float]] = {"floor": [], "chat": []}
     per_request: dict[str, float] = {}
+    statements: dict[str, float] = {}
     for _ in range(args.rounds):
         for name, request in (("floor", floor), ("chat", chat)):
+            await asyncio.sleep(0.05)  # the writer's last round of the previous requests
             hops.clear()
+            counted = sum(bench_urls._counts.values())
             start = time.process_time()
             for _ in range(args.requests):
                 await request()
             cpu[name].append(1000 * (time.process_time() - start) / args.requests)
             per_request[name] = hops["all"] / args.requests
+            statements[name] = (sum(bench_urls._counts.values()) - counted) / args.requests
     if not args.measure:
         print(f"{args.requests} requests a round, {args.rounds} rounds (Python {sys.version.split()[0]})")
         for name, figures in cpu.items():
             rounds = " ".join(f"{x:.2f}" for x in figures)
-            print(f"{name:6s} CPU ms per request: {rounds}; hops to a thread per request: {per_request[name]:.0f}")
+            print(
+                f"{name:6s} CPU ms per request: {rounds}; hops to a thread per request: {per_request[name]:.0f}; "
+                f"SQL statements per request: {statements[name]:.1f}"
+            )
         ratios = [c / f for c, f in zip(cpu["chat"], cpu["floor"], strict=True)]
         print("chat ÷ floor, per round: " + " ".join(f"{r:.2f}x" for r in ratios))
-    return {"cpu": cpu, "hops": per_request}
+    return {"cpu": cpu, "hops": per_request, "statements": statements}
 
 
 def _measure_in(tree: Path, requests: int) -> dict[str, Any]:
@@ -162,11 +171,17 @@ def against(rev: str, requests: int, rounds: int) -> None:
             chat = [r["cpu"]["chat"][0] for r in figures[name]]
             floor = [r["cpu"]["floor"][0] for r in figures[name]]
             hops = figures[name][-1]["hops"]["chat"]
+            statements = figures[name][-1]["statements"]["chat"]
             label = rev if name == "old" else "this tree"
             print(
                 f"{label:>10s}: chat CPU ms per request {' '.join(f'{x:.2f}' for x in chat)}; "
-                f"floor {' '.join(f'{x:.2f}' for x in floor)}; hops per chat {hops:.0f}"
+                f"floor {' '.join(f'{x:.2f}' for x in floor)}; hops per chat {hops:.0f}; "
+                f"SQL statements per chat {statements:.1f}"
             )
+        for name in ("old", "new"):
+            ratios = [r["cpu"]["chat"][0] / r["cpu"]["floor"][0] for r in figures[name]]
+            label = rev if name == "old" else "this tree"
+            print(f"{label:>10s}: chat ÷ floor per round {' '.join(f'{x:.2f}x' for x in ratios)}")
         chat_ratio = [
             n["cpu"]["chat"][0] / o["cpu"]["chat"][0] for n, o in zip(figures["new"], figures["old"], strict=True)
         ]

@@ -1,16 +1,26 @@
 """Migrations that move stored data: 0003 moves the chunk log from a row per
 chunk to a row per batch (a log stored before it reads back the same after
 it, and back); 0005 makes message ids per chat; 0013 makes chat ids per
-owner."""
+owner; 0020 counts the day's stored bytes of the runs stored before it."""
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.test import override_settings
+from django.utils import timezone
+
+from uistream_app.errors import Throttled
+from uistream_app.lifecycle.caps import OwnerCaps
+from uistream_app.models import OwnerDay
+from uistream_app.owners import Owner
 
 BEFORE = [("uistream_app", "0002_run_decisions")]
 AFTER = [("uistream_app", "0003_chunk_batches")]
@@ -163,5 +173,42 @@ def test_messages_stored_before_versions_are_one_current_branch() -> None:
         assert [m.pk for m in last.versions()] == ["c2-m3"]
         apps = migrate([("uistream_app", "0013_conversation_client_id")])
         assert apps.get_model("uistream_app", "Message").objects.count() == 8
+    finally:
+        migrate(executor_leaf())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_days_storage_stored_before_owner_days_still_counts() -> None:
+    """0020: what today's runs stored before the cap read ``OwnerDay`` rows
+    is in today's row (and yesterday's in yesterday's), per owner, so the
+    day of the upgrade refuses as before it."""
+    alice = get_user_model().objects.create(username="alice")
+    apps = migrate([("uistream_app", "0019_owner_day")])
+    try:
+        Conversation = apps.get_model("uistream_app", "Conversation")
+        Run = apps.get_model("uistream_app", "Run")
+        now = timezone.now()
+        today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        hers = Conversation.objects.create(id="a", client_id="a", owner_id=alice.pk)
+        visitors = Conversation.objects.create(id="v", client_id="v", session_key="k" * 32)
+        for chat, at, stored in (
+            (hers, now, 100),
+            (hers, today, 20),
+            (hers, today - datetime.timedelta(seconds=1), 7),
+            (hers, today - datetime.timedelta(days=3), 5_000),
+            (visitors, now, 3),
+        ):
+            Run.objects.create(conversation=chat, started_at=at, stored_bytes=stored)
+        migrate(executor_leaf())
+        yesterday = (today - datetime.timedelta(days=1)).date()
+        assert {(r.owner_key, r.day, r.stored_bytes) for r in OwnerDay.objects.all()} == {
+            (f"user:{alice.pk}", today.date(), 120),
+            (f"user:{alice.pk}", yesterday, 7),
+            ("session:" + hashlib.sha256(b"k" * 32).hexdigest(), today.date(), 3),
+        }
+        with override_settings(UISTREAM={"MAX_STORED_BYTES_PER_USER_PER_DAY": 200}):
+            OwnerCaps.of(Owner.of_user(alice)).check_stored_bytes(80)
+            with pytest.raises(Throttled, match="storage cap reached: this turn would store 81 bytes, and 120"):
+                OwnerCaps.of(Owner.of_user(alice)).check_stored_bytes(81)
     finally:
         migrate(executor_leaf())

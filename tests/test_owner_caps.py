@@ -6,18 +6,29 @@ WebSocket and AG-UI alike."""
 
 from __future__ import annotations
 
+import datetime
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from django.db.models import Sum
 from django.test import AsyncClient, override_settings
+from django.urls import reverse
+from django.utils import timezone
 
 from uistream_app.conf import settings as uistream_settings
+from uistream_app.lifecycle import caps
 from uistream_app.lifecycle.caps import stored_bytes_of
-from uistream_app.models import Conversation, Message, Run, StoredFile
+from uistream_app.lifecycle.store import ConversationStore, Turn
+from uistream_app.models import Conversation, Message, OwnerDay, Run, StoredFile
+from uistream_app.owners import Owner
+from uistream_app.testing import user_message
 
+from .db import worker_queries
 from .server import serve_demo
 from .test_bad_input_everywhere import Page, agui_body, assert_error, chat_body, page_of
 from .test_chat_http import Browser
@@ -147,6 +158,98 @@ async def test_a_turn_past_the_days_storage_is_refused_with_when_it_resets() -> 
     assert (await Conversation.objects.acount(), await Run.objects.acount()) == (before[0] + 1, before[2] + 1)
 
 
+async def drain(response: Any) -> None:
+    async for _ in response.streaming_content:
+        pass
+    await runs_finished()
+
+
+async def delete_chat(page: Page, chat_id: str) -> None:
+    path = reverse("uistream:conversation-detail", args=[chat_id])
+    assert (await page.client.delete(path, headers={"X-CSRFToken": page.token})).status_code == 204
+
+
+async def stored_today(username: str) -> int:
+    """What the cap counted before ``OwnerDay``: the sum over the user's runs started today."""
+    start = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    runs = Run.objects.filter(conversation__owner__username=username, started_at__gte=start)
+    return (await runs.aaggregate(total=Sum("stored_bytes")))["total"] or 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("upsert", ["one statement", "the ORM's"])
+async def test_the_days_storage_refuses_as_the_sum_of_the_days_runs_would(
+    upsert: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many turns of varied sizes, some chats deleted: each turn is refused
+    exactly when what the day's runs stored, and the turn, pass the cap."""
+    if upsert == "the ORM's":  # the way of backends without INSERT … RETURNING
+        monkeypatch.setattr(caps, "_UPSERT_RETURNING", frozenset())
+    alice = await page_of("alice")
+    limit = 12_000
+    accepted: list[str] = []
+    refused = 0
+    with override_settings(UISTREAM={**DEMO, "MAX_STORED_BYTES_PER_USER_PER_DAY": limit}):
+        for n in range(24):
+            text = "x" * (300 + 97 * n)
+            adding = stored_bytes_of(user_message(text, id=f"q{n}"))
+            fits = await stored_today("alice") + adding <= limit
+            response = await alice.post("/api/chat", chat_body(f"c{n}", f"q{n}", text=text))
+            if fits:
+                assert response.status_code == 200, (n, response.status_code)
+                await drain(response)
+                accepted.append(f"c{n}")
+            else:
+                assert_error(response, 429, "budget_exceeded")
+                refused += 1
+                if refused % 2:  # deleting a chat of today's frees what it stored
+                    await delete_chat(alice, accepted.pop(0))
+    assert len(accepted) >= 8
+    assert refused >= 5
+    (day,) = [row async for row in OwnerDay.objects.all()]
+    assert day.stored_bytes == await stored_today("alice")
+    # Runs deleted on their own (retention's way, the admin's) give theirs back too.
+    await Run.objects.filter(conversation__client_id=accepted[-1]).adelete()
+    await day.arefresh_from_db()
+    assert day.stored_bytes == await stored_today("alice") > 0
+
+
+@pytest.mark.asyncio
+async def test_the_days_storage_starts_again_at_midnight_utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    alice = await page_of("alice")
+    now = [datetime.datetime(2026, 12, 6, 23, 59, 50, tzinfo=datetime.UTC)]
+    monkeypatch.setattr(timezone, "now", lambda: now[0])
+    # The field keeps the callable it was given (``timezone.now`` as it was at import).
+    monkeypatch.setattr(Run._meta.get_field("started_at"), "_get_default", lambda: now[0])
+    owner_key = (await OwnerDay.objects.acreate(owner_key="unrelated", day=datetime.date(2026, 12, 5))).owner_key
+    alice_id = (await get_user_model().objects.aget(username="alice")).pk
+    await OwnerDay.objects.acreate(owner_key=f"user:{alice_id}", day=datetime.date(2026, 12, 4), stored_bytes=9_999)
+    text = "x" * 4000
+    with override_settings(UISTREAM={**DEMO, "MAX_STORED_BYTES_PER_USER_PER_DAY": 10_000}):
+        for chat_id in ("d1", "d2"):
+            await drain(await alice.post("/api/chat", chat_body(chat_id, text=text)))
+        refused = await alice.post("/api/chat", chat_body("d3", text=text))
+        assert assert_error(refused, 429, "budget_exceeded")["resets_at"] == "2026-12-07T00:00:00+00:00"
+        assert refused["Retry-After"] == "10"
+
+        now[0] = datetime.datetime(2026, 12, 7, 0, 0, 5, tzinfo=datetime.UTC)
+        # A new day: yesterday's turns don't count, and the day before's row goes.
+        for chat_id in ("e1", "e2"):
+            await drain(await alice.post("/api/chat", chat_body(chat_id, text=text)))
+        assert_error(await alice.post("/api/chat", chat_body("e3", text=text)), 429, "budget_exceeded")
+        # Deleting yesterday's chat frees nothing today; today's, it does.
+        await delete_chat(alice, "d1")
+        assert_error(await alice.post("/api/chat", chat_body("e3", text=text)), 429, "budget_exceeded")
+        await delete_chat(alice, "e1")
+        await drain(await alice.post("/api/chat", chat_body("e3", text=text)))
+    days = {(row.owner_key, row.day) async for row in OwnerDay.objects.all()}
+    assert days == {
+        (owner_key, datetime.date(2026, 12, 5)),
+        (f"user:{alice_id}", datetime.date(2026, 12, 6)),
+        (f"user:{alice_id}", datetime.date(2026, 12, 7)),
+    }
+
+
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     yield from serve_demo(monkeypatch, 0)
@@ -169,3 +272,38 @@ def test_by_default_an_anonymous_visitor_cannot_store_three_large_files_in_one_r
     assert status == 200
     run = Run.objects.get()
     assert 2 * len(image) < run.stored_bytes < 2 * len(image) + 1000
+
+
+@pytest.mark.asyncio
+async def test_a_new_chats_statements_do_not_grow_with_the_owners_day() -> None:
+    """A new chat's turn is seven statements, and the same seven after
+    forty turns of the owner's day as after one: the caps read one row,
+    not the day's runs (the day's first turn also deletes the owner's old
+    days)."""
+    owner = Owner.of_session("s" * 32)
+    store = ConversationStore()
+
+    async def new_chat(n: int) -> list[str]:
+        turn = Turn(f"chat-{n}", "submit", message=user_message("count to 2", id=f"q{n}"))
+        async with worker_queries() as log:
+            prepared = await store.prepare(turn, owner, version=7, model_name="demo")
+        await prepared.channel.close()
+        await Run.objects.filter(pk=prepared.run.pk).aupdate(status="completed")
+        return [re.sub(r'"s\d+_x\d+"', "<savepoint>", sql) for sql in log.sql]
+
+    first = await new_chat(0)
+    second = await new_chat(1)
+    for n in range(2, 40):
+        await new_chat(n)
+    assert await new_chat(40) == second
+    assert len(first) == len(second) + 1  # the old days' DELETE
+    # Seven (and SQLite's BEGIN): the two messages in one insert, both caps in the day's upsert.
+    assert [" ".join(sql.split()[:3]) for sql in second if not sql.startswith("BEGIN")] == [
+        'SELECT "uistream_app_conversation"."id" AS',
+        'INSERT INTO "uistream_app_conversation"',
+        "SAVEPOINT <savepoint>",
+        'INSERT INTO "uistream_app_message"',
+        "RELEASE SAVEPOINT <savepoint>",
+        'INSERT INTO "uistream_app_run"',
+        'INSERT INTO "uistream_app_ownerday"',
+    ]

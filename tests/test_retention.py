@@ -23,7 +23,7 @@ from django.utils import timezone
 from uistream_app.checks import check_retention, check_settings
 from uistream_app.conf import Retention, settings
 from uistream_app.lifecycle.retention import BranchRow, Pruner, old_branch_rows
-from uistream_app.models import ChunkBatch, Conversation, Feedback, Message, Run, StoredFile
+from uistream_app.models import ChunkBatch, Conversation, Feedback, Message, OwnerDay, Run, StoredFile
 from uistream_app.recording import write_log
 
 from .test_admin import admin_client, staff  # noqa: F401  (fixtures)
@@ -354,6 +354,21 @@ def test_without_retention_nothing_is_pruned(settings: Any) -> None:
 
     assert prune().startswith("Nothing to prune")
     assert everything() == before
+
+
+def test_the_owners_days_before_yesterday_go_whatever_the_limits(settings: Any) -> None:
+    settings.UISTREAM = {k: v for k, v in settings.UISTREAM.items() if k != "RETENTION"}
+    today = timezone.localtime().date()
+    for ago in (0, 1, 2, 30):
+        OwnerDay.objects.create(owner_key=f"user:{ago}", day=today - dt.timedelta(days=ago), stored_bytes=ago + 1)
+
+    assert prune("--dry-run").splitlines() == [
+        "Nothing to prune: UISTREAM['RETENTION'] sets no limit (CHUNK_LOGS_DAYS, OLD_BRANCHES_DAYS).",
+        "owners' days before yesterday (the storage cap's count): would delete 2 rows",
+    ]
+    assert OwnerDay.objects.count() == 4
+    prune()
+    assert set(OwnerDay.objects.values_list("owner_key", "stored_bytes")) == {("user:0", 1), ("user:1", 2)}
 
 
 def test_a_bad_retention_stops_the_command(settings: Any) -> None:

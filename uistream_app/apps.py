@@ -19,6 +19,7 @@ class UIStreamConfig(AppConfig):
             checks,  # noqa: F401  (registers the system checks)
         )
         from .lifecycle import (
+            caps,  # noqa: F401  (a deleted run gives its stored bytes back to its owner's day)
             continuation,  # noqa: F401  (it tells the sweeper how to continue a run)
             shutdown,  # noqa: F401  (counts the requests a graceful stop waits for)
         )

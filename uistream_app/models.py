@@ -38,6 +38,7 @@ __all__ = [
     "ConversationQuerySet",
     "Feedback",
     "Message",
+    "OwnerDay",
     "Run",
     "RunQuerySet",
     "SteeringMessage",
@@ -506,6 +507,31 @@ class Run(models.Model):
         if self.finished_at is None:
             return None
         return self.finished_at - self.started_at
+
+
+class OwnerDay(models.Model):
+    """What one owner's turns stored on one calendar day (in ``TIME_ZONE``):
+    the ``Run.stored_bytes`` of the owner's runs started that day, summed
+    as they are created and less those deleted that day, so that the day's
+    storage cap (``lifecycle.caps``) reads one row per turn instead of
+    every run of the day. ``owner_key`` is ``Owner.row_key``: a user's pk,
+    or a digest of an anonymous session's key (never the key itself). Rows
+    of days before yesterday are deleted (``lifecycle.caps``)."""
+
+    owner_key = models.CharField(_("owner"), max_length=80)
+    day = models.DateField(_("day"))
+    stored_bytes = models.PositiveBigIntegerField(_("stored bytes"), default=0)
+
+    class Meta:
+        verbose_name = _("owner's day")
+        verbose_name_plural = _("owners' days")
+        ordering = ("-day", "owner_key")
+        constraints = (models.UniqueConstraint(fields=["owner_key", "day"], name="uistream_ownerday_unique"),)
+        # Old days are deleted by date, across owners.
+        indexes = (models.Index(fields=["day"], name="uistream_ownerday_day"),)
+
+    def __str__(self) -> str:
+        return f"{self.owner_key} {self.day}: {self.stored_bytes} bytes"
 
 
 class Feedback(models.Model):

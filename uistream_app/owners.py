@@ -77,6 +77,21 @@ class Owner:
         return f"session:{self.session_digest}"
 
     @property
+    def row_key(self) -> str:
+        """The key of rows that count what this owner did (``OwnerDay``):
+        the user's pk, or the whole SHA-256 of the session key (never the
+        key itself; unlike ``ident``'s, no two sessions share it)."""
+        return self.row_key_of(self.user.pk if self.user is not None else None, self.session_key)
+
+    @staticmethod
+    def row_key_of(user_pk: Any, session_key: str | None) -> str:
+        """``row_key`` of the owner of a conversation whose ``owner_id`` is
+        ``user_pk`` and ``session_key`` its session key."""
+        if user_pk is not None:
+            return f"user:{user_pk}"
+        return "session:" + hashlib.sha256((session_key or "").encode()).hexdigest()
+
+    @property
     def session_digest(self) -> str:
         """A fingerprint of the session key: 12 hex digits of its SHA-256.
         Staff tell visitors apart by it; the key (a credential: whoever has

@@ -4,20 +4,27 @@ caps"). On by default, for every transport: ``ConversationStore.prepare``
 applies them, which every turn passes (the useChat POST, WebSocket sends,
 AG-UI runs), whatever the endpoint's throttle classes are.
 
-Both are counted from the database, in one query (``check_turn``) in the
-transaction that creates the new run's row, after it, so the counts hold
-the new run and a refusal rolls the row back and writes nothing. Running
-runs: the ``Run`` rows still ``running`` of the owner's conversations (an
-indexed status, and few rows). Stored bytes: the ``Run.stored_bytes`` of
-the owner's runs started today (the calendar day in ``TIME_ZONE``), the
-new run's included. A turn with files is also checked before its files
-are written (``check_stored_bytes``), so a refused one writes no file.
+Both are counted in the transaction that creates the new run's row, after
+it, so the counts hold the new run and a refusal rolls the row back and
+writes nothing (``check_turn``). Running runs: the ``Run`` rows still
+``running`` of the owner's conversations (an indexed status, and few
+rows). Stored bytes: the owner's ``OwnerDay`` row of the day the new run
+started (the calendar day in ``TIME_ZONE``), which the same statement adds
+the run's ``stored_bytes`` to and reads back. It holds what the sum of the
+``stored_bytes`` of the owner's runs started that day would (as it was
+counted before, run by run), at one row's cost however many runs the day
+had: every run's bytes are added to it as the run's row is created, and a
+run's row deleted on its own day takes them back out (``_give_back``).
+A turn with files is also checked before its files are written
+(``check_stored_bytes``), so a refused one writes no file.
 
 Two turns of one owner whose transactions overlap (two processes, or two
 lanes of one) can each miss the other's row, not yet committed: the
-running cap is then passed by at most the turns that commit together. A session is shed by dropping its
-cookie, so the session caps bound a visitor who keeps it; a throttle by
-address (``policies.ChatRateThrottle``) bounds one who doesn't (check W041).
+running cap is then passed by at most the turns that commit together (the
+day's row is locked by the first to add to it, so the storage cap is not).
+A session is shed by dropping its cookie, so the session caps bound a
+visitor who keeps it; a throttle by address (``policies.ChatRateThrottle``)
+bounds one who doesn't (check W041).
 """
 
 from __future__ import annotations
@@ -25,20 +32,24 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import date, datetime, timedelta
+from typing import Any, Final
 
 import orjson
-from django.db.models import Count, Q, Sum
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
+from django.db.models.signals import pre_delete
+from django.dispatch import receiver
 from django.utils import timezone
 
 from ..conf import settings as uistream_settings
 from ..errors import Codes, Throttled
-from ..models import Run
+from ..models import Conversation, OwnerDay, Run
 from ..owners import Owner
 from .spend import period_bounds
 
-__all__ = ["OwnerCaps", "stored_bytes_of"]
+__all__ = ["OwnerCaps", "add_stored_bytes", "stored_bytes_of"]
 
 
 def stored_bytes_of(message: Mapping[str, Any], file_bytes: int = 0) -> int:
@@ -92,44 +103,49 @@ class OwnerCaps:
     def check_stored_bytes(self, adding: int) -> None:
         """Refuse a turn that would store ``adding`` bytes past the day's
         cap: 429 ``budget_exceeded``, ``Retry-After`` the seconds until the
-        day resets. Sync (one aggregate query); call before writing what
-        ``check_turn`` would only find afterwards (a turn's files)."""
+        day resets. Sync (one query: the owner's row of the day); call
+        before writing what ``check_turn`` would only find afterwards (a
+        turn's files)."""
         limit = self.stored_bytes_per_day
         if limit is None or adding <= 0 or not self.owner.is_known:
             return
-        start, end = period_bounds("day", timezone.now())
-        today = Run.objects.owned_by(self.owner).filter(started_at__gte=start, started_at__lt=end)
-        self._refuse_stored(today.aggregate(total=Sum("stored_bytes"))["total"] or 0, adding, end)
+        day, end = _day_of(timezone.now())
+        stored = (
+            OwnerDay.objects.filter(owner_key=self.owner.row_key, day=day)
+            .values_list("stored_bytes", flat=True)
+            .first()
+        )
+        self._refuse_stored(stored or 0, adding, end)
 
-    def check_turn(self, adding: int) -> None:
-        """Both caps for a turn whose ``Run`` row was just created (in this
-        transaction) storing ``adding`` bytes: refuse one run too many at
-        once (429 ``throttled``) or a day's storage past its cap (429
-        ``budget_exceeded``). One query, whose counts hold the new row; call
-        it in the transaction that created the row, so a refusal rolls it
-        back."""
+    def check_turn(self, run: Run) -> None:
+        """Both caps for ``run``, whose row was just created (in this
+        transaction) for a turn that stores ``run.stored_bytes``: refuse one
+        run too many at once (429 ``throttled``) or a day's storage past its
+        cap (429 ``budget_exceeded``). Adds the run's bytes to its owner's
+        day (whether a cap is set or not, so that one set later counts the
+        day from its start) and counts the owner's running runs (if that cap
+        is set), on SQLite and PostgreSQL in one statement
+        (``add_stored_bytes``); call it in the transaction that created the
+        row, so a refusal rolls both back."""
         if not self.owner.is_known:
             return
-        counts: dict[str, Any] = {}
-        rows = Q()
-        if self.active_runs is not None:
-            running = Q(status=Run.Status.RUNNING)
-            counts["running"] = Count("pk", filter=running)
-            rows |= running
-        end = None
-        if self.stored_bytes_per_day is not None and adding > 0:
-            start, end = period_bounds("day", timezone.now())
-            today = Q(started_at__gte=start, started_at__lt=end)
-            counts["stored"] = Sum("stored_bytes", filter=today)
-            rows |= today
-        if not counts:
-            return
-        found = Run.objects.owned_by(self.owner).filter(rows).aggregate(**counts)
-        if self.active_runs is not None and (found["running"] or 0) > self.active_runs:
+        adding = run.stored_bytes
+        limit = self.active_runs
+        running: int | None = None
+        if adding > 0:
+            day, end = _day_of(run.started_at)
+            stored, running = add_stored_bytes(self.owner, day, adding, count_running=limit is not None)
+        elif limit is not None:
+            running = _running_of(self.owner)
+        if limit is not None and running is not None and running > limit:
             self._refuse_running()
-        if end is not None:
-            # The total holds the new row's ``adding``.
-            self._refuse_stored((found["stored"] or 0) - adding, adding, end)
+        if adding > 0:
+            if stored == adding:
+                # The owner's first turn of the day (or of a day emptied by
+                # deletions): the rows of their days before yesterday go.
+                OwnerDay.objects.filter(owner_key=self.owner.row_key, day__lt=day - timedelta(days=1)).delete()
+            # The total holds the new run's ``adding``.
+            self._refuse_stored(stored - adding, adding, end)
 
     def _refuse_running(self) -> None:
         limit = self.active_runs
@@ -154,3 +170,108 @@ class OwnerCaps:
             headers={"Retry-After": str(seconds)},
             details={"budget": "day:stored_bytes", "resets_at": end.isoformat()},
         )
+
+
+def _day_of(at: datetime) -> tuple[date, datetime]:
+    """The calendar day (in the current time zone) holding ``at``, and when it ends."""
+    start, end = period_bounds("day", at)
+    return start.date(), end
+
+
+#: Backends whose upsert adds to a row and returns it in one statement.
+_UPSERT_RETURNING: Final = frozenset({"sqlite", "postgresql"})
+
+
+def add_stored_bytes(owner: Owner, day: date, adding: int, *, count_running: bool = False) -> tuple[int, int | None]:
+    """Add ``adding`` to ``owner``'s ``OwnerDay`` row of ``day``, made if
+    there is none, and return its total (``adding`` included) and, with
+    ``count_running``, how many of the owner's runs are ``running`` (else
+    None). On SQLite and PostgreSQL one statement: an ``INSERT … ON
+    CONFLICT DO UPDATE … RETURNING``, which the ORM does not write (its
+    upsert sets a value, it does not add to one), whose row stays locked
+    until the transaction ends, returning the count beside the total.
+    Elsewhere the ORM's update, insert, read and count."""
+    key = owner.row_key
+    # SQLite returns rows from 3.35 on (Django supports older ones).
+    if connection.vendor not in _UPSERT_RETURNING or not connection.features.can_return_columns_from_insert:
+        return _add_stored_bytes_orm(key, day, adding), (_running_of(owner) if count_running else None)
+    quote = connection.ops.quote_name
+    table = quote(OwnerDay._meta.db_table)
+    params = [key, OwnerDay._meta.get_field("day").get_db_prep_value(day, connection), adding, adding]
+    running = ""
+    if count_running:
+        count, count_params = _running_sql(owner)
+        running = f", ({count})"
+        params += count_params
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (owner_key, day, stored_bytes) VALUES (%s, %s, %s) "
+            f"ON CONFLICT (owner_key, day) DO UPDATE SET stored_bytes = {table}.stored_bytes + %s "
+            f"RETURNING stored_bytes{running}",
+            params,
+        )
+        row = cursor.fetchone()
+    return int(row[0]), (int(row[1]) if count_running else None)
+
+
+def _add_stored_bytes_orm(owner_key: str, day: date, adding: int) -> int:
+    rows = OwnerDay.objects.filter(owner_key=owner_key, day=day)
+    if not rows.update(stored_bytes=F("stored_bytes") + adding):
+        try:
+            with transaction.atomic():
+                OwnerDay.objects.create(owner_key=owner_key, day=day, stored_bytes=adding)
+            return adding
+        except IntegrityError:  # another turn of the owner's made it meanwhile
+            rows.update(stored_bytes=F("stored_bytes") + adding)
+    return int(rows.values_list("stored_bytes", flat=True).get())
+
+
+def _running_of(owner: Owner) -> int:
+    return Run.objects.owned_by(owner).filter(status=Run.Status.RUNNING).count()
+
+
+def _running_sql(owner: Owner) -> tuple[str, list[Any]]:
+    """``_running_of`` as SQL to nest in the upsert: the rows
+    ``Run.objects.owned_by(owner)`` selects (``Owner.filter_kwargs``) that
+    are ``running``. Written out because the ORM's own building of that
+    query cost more than the statement (bench/request_floor.py)."""
+    quote = connection.ops.quote_name
+
+    def column(model: Any, name: str) -> str:
+        return quote(str(model._meta.get_field(name).column))
+
+    owner_column = column(Conversation, "owner")
+    if owner.user is not None:
+        whose, params = f"c.{owner_column} = %s", [owner.user.pk]
+    else:
+        whose = f"c.{owner_column} IS NULL AND c.{column(Conversation, 'session_key')} = %s"
+        params = [owner.session_key or ""]
+    sql = (
+        f"SELECT COUNT(*) FROM {quote(Run._meta.db_table)} r INNER JOIN {quote(Conversation._meta.db_table)} c "
+        f"ON r.{column(Run, 'conversation')} = c.{column(Conversation, 'id')} "
+        f"WHERE {whose} AND r.{column(Run, 'status')} = %s"
+    )
+    return sql, [*params, Run.Status.RUNNING.value]
+
+
+@receiver(pre_delete, sender=Run, dispatch_uid="uistream_run_stored_bytes")
+def _give_back(sender: Any, instance: Run, **kwargs: Any) -> None:
+    """A run deleted on the day it started (its conversation deleted, the
+    admin, retention) gives its stored bytes back to its owner's day, as
+    the sum of the day's runs lost them when the cap summed runs. A run of
+    an earlier day changes nothing: the cap only reads today's row."""
+    if not instance.stored_bytes:
+        return
+    day, _ = _day_of(instance.started_at)
+    if day < _day_of(timezone.now())[0]:
+        return
+    origin = kwargs.get("origin")
+    if isinstance(origin, Conversation) and origin.pk == instance.conversation_id:
+        owner: tuple[Any, str] | None = (origin.owner_id, origin.session_key)  # its conversation's deletion
+    else:
+        owner = Conversation.objects.filter(pk=instance.conversation_id).values_list("owner_id", "session_key").first()
+    if owner is None:
+        return
+    OwnerDay.objects.filter(owner_key=Owner.row_key_of(*owner), day=day).update(
+        stored_bytes=Greatest(F("stored_bytes") - instance.stored_bytes, Value(0))
+    )

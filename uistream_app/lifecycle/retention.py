@@ -12,6 +12,10 @@ sets two, in days (None: forever):
 * ``OLD_BRANCHES_DAYS``: the messages off the current branch that left it
   longer ago, with their runs (and those runs' logs) and files.
 
+Whatever the limits, the owners' days before yesterday (``OwnerDay``: the
+storage cap's count, which only reads today's) go too; an owner's own go
+at their first turn of a day, these are the owners who did not come back.
+
 The rules ``Pruner`` keeps:
 
 1. A ``running`` run is never touched: not its log, not its message, and
@@ -57,7 +61,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from ..conf import Retention
-from ..models import ChunkBatch, Conversation, Feedback, Message, Run, StoredFile
+from ..models import ChunkBatch, Conversation, Feedback, Message, OwnerDay, Run, StoredFile
 
 # Its post_delete receiver deletes a pruned file's bytes from storage.
 from . import attachments  # noqa: F401
@@ -84,6 +88,8 @@ class PruneReport:
     #: Files deleted with their message, and files moved to a kept message first (rule 4).
     files: int = 0
     files_moved: int = 0
+    #: The owners' days before yesterday (whatever the limits).
+    owner_days: int = 0
 
     def lines(self, retention: Retention) -> list[str]:
         """The report as the command prints it, one line per limit set."""
@@ -106,6 +112,8 @@ class PruneReport:
                 f"chunk logs (of runs ended over {_days(retention.chunk_logs_days)} ago): {verb} "
                 f"{_n(self.chunk_log_rows, 'row')} of {_n(self.chunk_log_runs, 'run')}"
             )
+        if self.owner_days:
+            out.append(f"owners' days before yesterday (the storage cap's count): {verb} {_n(self.owner_days, 'row')}")
         return out
 
 
@@ -220,7 +228,14 @@ class Pruner:
             cutoff = self.now - dt.timedelta(days=self.retention.chunk_logs_days)
             # In a dry run the doomed branches' runs are still there: not counted twice.
             self.prune_chunk_logs(cutoff, report, skip=doomed_runs)
+        self.prune_owner_days(report)
         return report
+
+    def prune_owner_days(self, report: PruneReport) -> None:
+        """The ``OwnerDay`` rows of days before yesterday (in the current time zone)."""
+        today = timezone.localtime(self.now).date()
+        old = OwnerDay.objects.filter(day__lt=today - dt.timedelta(days=1))
+        report.owner_days = old.count() if self.dry_run else old.delete()[0]
 
     # -- chunk logs --------------------------------------------------------------
 

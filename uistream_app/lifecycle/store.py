@@ -444,7 +444,7 @@ class ConversationStore:
                 stored_bytes=stored,
             )
             # After the row: the counts hold it, and a refusal rolls it back.
-            OwnerCaps.of(owner).check_turn(stored)
+            OwnerCaps.of(owner).check_turn(run)
             release_after_large_write(stored)
             thread = None
             if self.with_thread:
@@ -497,15 +497,20 @@ class ConversationStore:
         """A submit or regenerate: apply it, then make the (empty) assistant
         message that answers the last user message. Returns it and the
         history the model sees."""
-        if turn.kind == "regenerate":
-            self._regenerate(conversation, turn)
-            submitted = None
-        else:
-            submitted = self._submit(conversation, turn, new=new)
+        if new:
+            # A new chat holds just the submitted message: nothing to read
+            # back, and its title was saved with the conversation just now.
+            submitted, message = self._submit_new(conversation, turn)
             if files is not None:
                 files.record(conversation, submitted)
-        # A new chat holds just the submitted message: nothing to read back.
-        history = [submitted] if new and submitted is not None else self.choose_history(messages)
+            return message, [submitted]
+        if turn.kind == "regenerate":
+            self._regenerate(conversation, turn)
+        else:
+            submitted = self._submit(conversation, turn)
+            if files is not None:
+                files.record(conversation, submitted)
+        history = self.choose_history(messages)
         if not history or history[-1].role != "user":
             raise BadRequest("there is no user message to answer", code=Codes.NOTHING_TO_ANSWER)
         answered = history[-1]
@@ -517,21 +522,48 @@ class ConversationStore:
             position=answered.position + 1,
             parent_key=answered.pk,
         )
-        if not new:  # a new chat was saved with its title just now
-            if not conversation.title:
-                conversation.title = _title_from(history[-1].parts)
-            conversation.updated_at = timezone.now()
-            conversation.save(update_fields=["title", "updated_at"])
+        if not conversation.title:
+            conversation.title = _title_from(history[-1].parts)
+        conversation.updated_at = timezone.now()
+        conversation.save(update_fields=["title", "updated_at"])
         return message, history
 
-    def _submit(self, conversation: Conversation, turn: Turn, *, new: bool) -> Message:
-        """Store the submitted user message. An edit is a new version of
-        the edited message: the edited one and what follows it leave the
-        current branch, kept (``branches``)."""
+    def _submit_new(self, conversation: Conversation, turn: Turn) -> tuple[Message, Message]:
+        """A new chat's first message and the (empty) assistant message that
+        answers it, inserted in one statement."""
+        message = turn.message
+        assert message is not None
+        asked = Message(
+            pk=message["id"],
+            conversation=conversation,
+            role="user",
+            parts=message["parts"],
+            metadata=message.get("metadata"),
+            position=0,
+            parent_key="",
+        )
+        answer = Message(
+            pk=new_message_id(), conversation=conversation, role="assistant", parts=[], position=1, parent_key=asked.pk
+        )
+        try:
+            with transaction.atomic():
+                Message.objects.bulk_create([asked, answer])
+        except IntegrityError:
+            # As ``_submit``: another conversation's message holds the id.
+            asked.pk, asked.client_id = new_message_id(), message["id"]
+            answer.parent_key = asked.pk
+            Message.objects.bulk_create([asked, answer])
+        return asked, answer
+
+    def _submit(self, conversation: Conversation, turn: Turn) -> Message:
+        """Store the submitted user message in a chat that has messages
+        already (a new chat's: ``_submit_new``). An edit is a new version
+        of the edited message: the edited one and what follows it leave
+        the current branch, kept (``branches``)."""
         message = turn.message
         assert message is not None
         messages = conversation.messages.current()
-        if turn.refuse_while_pending and not new:
+        if turn.refuse_while_pending:
             _refuse_while_pending(messages.order_by("-position").first())
         kept: list[Any] = []
         if turn.edit_of is not None:
@@ -550,8 +582,6 @@ class ConversationStore:
             StoredFile.objects.filter(pk__in=kept).update(message=None)
             retire_from(conversation, edited.position)
             position, parent_key = edited.position, edited.parent_key
-        elif new:
-            position, parent_key = 0, ""
         else:
             if messages.with_client_id(message["id"]).exists():
                 raise Conflict("that message was already sent; regenerate or edit instead", code=Codes.DUPLICATE)

@@ -6,7 +6,8 @@ the current branch that left it longer ago, with their runs and files.
 Feedback keeps what it marks, and a ``running`` run is never touched
 (``lifecycle.retention`` has the rules; docs/operations.md, "Feedback,
 attempts and retention"). ``--dry-run`` prints what it would delete, by
-count, and changes nothing. Prints one line per limit set.
+count, and changes nothing. Prints one line per limit set. Whatever the
+limits, the owners' days before yesterday (the storage cap's count) go.
 """
 
 from __future__ import annotations
@@ -35,11 +36,10 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if options["batch_size"] < 1:
             raise CommandError("--batch-size must be at least 1")
+        report = Pruner(retention, dry_run=options["dry_run"], batch=options["batch_size"]).prune()
         if not retention.prunes:
             self.stdout.write(
                 "Nothing to prune: UISTREAM['RETENTION'] sets no limit (CHUNK_LOGS_DAYS, OLD_BRANCHES_DAYS)."
             )
-            return
-        report = Pruner(retention, dry_run=options["dry_run"], batch=options["batch_size"]).prune()
         for line in report.lines(retention):
             self.stdout.write(line)

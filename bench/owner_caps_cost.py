@@ -1,0 +1,104 @@
+"""What the owner caps cost a turn, against how many runs the owner
+started today (issue 29).
+
+    PYTHONPATH=.:bench .venv/bin/python bench/owner_caps_cost.py [--runs 10 100 1000 5000] [--calls 200]
+
+``bench_settings`` (a fresh SQLite file, WAL; ``UISTREAM_BENCH_DATABASE_URL``
+for PostgreSQL). One anonymous visitor's completed runs, one conversation
+each, added up to each ``--runs`` figure; at each, ``--calls`` times:
+
+* **reference**: the statement the caps ran before ``OwnerDay`` (the sum
+  of ``Run.stored_bytes`` over the owner's runs started today, with the
+  count of their running runs, through the ORM), which reads every run of
+  the day;
+* **OwnerDay**: ``caps.add_stored_bytes`` as ``check_turn`` calls it (the
+  day's row added to and read back, the running runs counted, in one
+  statement).
+
+Both in one transaction per figure, rolled back (a turn's transaction
+commits its rows whichever way the caps are counted).
+
+On PostgreSQL the tables are analysed after each load, as autovacuum
+keeps them (freshly loaded, the running runs were counted through every
+conversation of the owner); SQLite is left as Django leaves it, never
+analysed (after an ``ANALYZE`` its statistics say nothing of how few runs
+are ``running``, and the count scans: the reference's as well). Printed: microseconds per call
+of each (wall time, this process alone), and OwnerDay ÷ reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def per_call(fn: Callable[[], Any], calls: int) -> float:
+    fn()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def main(args: argparse.Namespace) -> None:
+    from stream_memory import _setup
+
+    _setup(0)
+    from django.db import connection, transaction
+    from django.db.models import Count, Q, Sum
+    from django.utils import timezone
+
+    from uistream_app.lifecycle.caps import _day_of, add_stored_bytes
+    from uistream_app.lifecycle.spend import period_bounds
+    from uistream_app.models import Conversation, Run
+    from uistream_app.owners import Owner
+
+    owner = Owner.of_session("bench-" + uuid.uuid4().hex)
+
+    def reference() -> Any:
+        start, end = period_bounds("day", timezone.now())
+        today, running = Q(started_at__gte=start, started_at__lt=end), Q(status=Run.Status.RUNNING)
+        return (
+            Run.objects.owned_by(owner)
+            .filter(running | today)
+            .aggregate(running=Count("pk", filter=running), stored=Sum("stored_bytes", filter=today))
+        )
+
+    def owner_day() -> Any:
+        return add_stored_bytes(owner, _day_of(timezone.now())[0], 100, count_running=True)
+
+    print(f"{args.calls} calls each, {connection.vendor}; µs per call")
+    have = 0
+    for runs in args.runs:
+        chats = [
+            Conversation(pk=uuid.uuid4().hex, client_id=uuid.uuid4().hex, session_key=owner.session_key)
+            for _ in range(runs - have)
+        ]
+        Conversation.objects.bulk_create(chats, batch_size=500)
+        Run.objects.bulk_create(
+            [Run(conversation=chat, status="completed", stored_bytes=100) for chat in chats], batch_size=500
+        )
+        have = runs
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE")  # the planner's statistics, as autovacuum keeps them
+        # Both in one transaction, rolled back: the turn's commits its rows anyway.
+        with transaction.atomic():
+            old, new = per_call(reference, args.calls), per_call(owner_day, args.calls)
+            transaction.set_rollback(True)
+        ratio = new / old
+        print(f"{runs:6,d} runs today: reference {old:8,.0f}  OwnerDay {new:6,.0f}  OwnerDay ÷ reference {ratio:.3f}x")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, nargs="+", default=[10, 100, 1000, 5000])
+    parser.add_argument("--calls", type=int, default=200)
+    main(parser.parse_args())
