@@ -50,9 +50,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 #: The backends the executor is tested on: the database backend
 #: (django-tasks-db, its ``db_worker``), and RQ (django-tasks-rq, django-rq's
 #: ``rqworker``), a queue on Redis that forks a process per job.
-#: ``UISTREAM_TEST_TASKS_BACKENDS`` narrows them (scripts/test's PostgreSQL
-#: leg runs the database backend's alone: RQ's queue is not in the database).
-BACKENDS = os.environ.get("UISTREAM_TEST_TASKS_BACKENDS", "database,rq").split(",")
+BACKENDS = ["database", "rq"]
 
 
 def require(module: str, package: str) -> None:
