@@ -177,6 +177,31 @@ def test_bad_broker_setting() -> None:
         assert check_broker() == []
 
 
+@pytest.mark.parametrize(
+    ("uistream", "warned"),
+    [
+        ({}, False),  # 60 s keys, a run found within 20 + 5 s
+        ({"ACTIVE_TTL": 30}, True),  # the keys of a run that died just before a refresh: 20 s
+        ({"ACTIVE_TTL": 38}, False),
+        ({"ACTIVE_TTL": 30, "LEASE_SECONDS": 16, "HEARTBEAT_SECONDS": 5}, True),  # found within 21 s; kept 20
+        ({"ACTIVE_TTL": 30, "LEASE_SECONDS": 9, "HEARTBEAT_SECONDS": 4}, False),
+    ],
+)
+def test_a_redis_broker_whose_keys_expire_before_the_sweep_warns(uistream: dict[str, Any], warned: bool) -> None:
+    """A dead process's run must still be in Redis when the sweeper finds it:
+    its stream holds the chunks its clients had that the log does not yet."""
+    from uistream_app.checks import check_broker
+
+    ttl = {"ACTIVE_TTL": uistream.pop("ACTIVE_TTL")} if "ACTIVE_TTL" in uistream else {}
+    broker = {"BACKEND": "redis", "URL": "redis://127.0.0.1:6379/0", **ttl}
+    with override_settings(UISTREAM={"BROKER": broker, **uistream}):
+        messages = check_broker()
+    assert ids(messages) == (["uistream_app.W006"] if warned else [])
+    if warned:
+        assert "sweeper" in messages[0].msg
+        assert "ACTIVE_TTL more than" in (messages[0].hint or "")
+
+
 def test_unreachable_redis_warns() -> None:
     from uistream_app.checks import check_broker_reachable
 

@@ -28,6 +28,7 @@
 | W001   | ``GZipMiddleware`` is installed: it buffers streaming responses |
 | W002   | the project has no ``ASGI_APPLICATION``: the chat views are async |
 | W005   | ``runserver`` serves WSGI (no ``"daphne"`` first in ``INSTALLED_APPS``) |
+| W006   | the Redis broker's ``ACTIVE_TTL`` lets a dead process's run expire before the sweeper finds it |
 | W004   | ``MAX_REQUEST_BYTES`` can't carry one file of ``MAX_FILE_BYTES`` as base64 |
 | W003   | the Redis or PostgreSQL broker cannot be reached (``check --deploy``) |
 | W030   | a cost budget is set but ``PRICES`` is empty: every run costs 0 |
@@ -373,7 +374,7 @@ def check_broker(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     user = getattr(django_settings, "UISTREAM", {})
     config = user.get("BROKER", DEFAULTS["BROKER"]) if isinstance(user, dict) else DEFAULTS["BROKER"]
     try:
-        broker_from_config(config)
+        broker = broker_from_config(config)
     except (BrokerConfigError, TypeError, ValueError, ImportError) as exc:
         return [
             Error(
@@ -385,7 +386,36 @@ def check_broker(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         ]
     if isinstance(config, dict) and config.get("BACKEND") == "postgres" and "URL" not in config:
         return _check_postgres_database(config.get("DATABASE", "default"))
+    ttl = getattr(broker, "active_ttl", None)  # the Redis broker's
+    if isinstance(config, dict) and config.get("BACKEND") == "redis" and isinstance(ttl, float):
+        return _check_redis_keys_outlive_the_sweep(user, ttl)
     return []
+
+
+def _check_redis_keys_outlive_the_sweep(user: dict[str, Any], ttl: float) -> list[CheckMessage]:
+    """W006: a dead process's run must still be in Redis when the sweeper
+    comes for it. Its keys stop being refreshed (every third of
+    ``ACTIVE_TTL``) when it dies, so they last at least two thirds of
+    ``ACTIVE_TTL`` after; the sweeper finds the run within ``LEASE_SECONDS``
+    plus one ``HEARTBEAT_SECONDS`` (its sweeps' period) after. Keys gone
+    before that take with them the chunks its clients were sent and the log
+    does not hold yet, and continuation (``ON_OWNER_LOST``) has nothing to
+    go on from."""
+    heartbeat, lease = (user.get(key, DEFAULTS[key]) for key in _LEASE_KEYS)
+    if not all(_number(v) and v > 0 for v in (heartbeat, lease)):  # E005 reports these
+        return []
+    found_within = lease + heartbeat
+    if ttl * 2 / 3 > found_within:
+        return []
+    return [
+        Warning(
+            f"UISTREAM['BROKER']['ACTIVE_TTL'] = {ttl!r} lets a dead process's run expire in Redis before the "
+            f"sweeper finds it (within LEASE_SECONDS + HEARTBEAT_SECONDS = {found_within!r} s).",
+            hint=f"Make ACTIVE_TTL more than {found_within * 1.5:g} (1.5 × that: its keys are refreshed every "
+            "third of it), or shorten the lease; the defaults are 60, 20 and 5.",
+            id="uistream_app.W006",
+        )
+    ]
 
 
 def _check_postgres_database(alias: str) -> list[CheckMessage]:
