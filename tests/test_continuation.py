@@ -21,21 +21,23 @@ import pytest
 import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.db import connection, connections
+from django.db.models import F
 from django.utils import timezone
 
 from uistream_app.hooks import TurnContext
 from uistream_app.lifecycle.continuation import INTERRUPTED_TOOL_TEXT
 from uistream_app.lifecycle.executors import WorkerRunner
 from uistream_app.lifecycle.leases import sweep
-from uistream_app.lifecycle.registry import live_runs
+from uistream_app.lifecycle.registry import RunHandle, live_runs
+from uistream_app.lifecycle.runner import Runner
 from uistream_app.live import get_broker, reset_broker
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.owners import Owner
 from uistream_app.protocol.ui.reader import UIMessageReader
 from uistream_app.recording import read_log, write_log
-from uistream_app.runs import tool
+from uistream_app.runs import ToolContext, tool
 from uistream_app.runs.messages import ToolMessage
-from uistream_app.testing import ScriptedModel
+from uistream_app.testing import ScriptedModel, call
 from uistream_app.transport.chat_request import ChatRequest, chat_turn
 from uistream_app.views import ChatView
 
@@ -352,12 +354,12 @@ async def test_a_worker_run_lost_before_its_first_chunk_is_continued_from_the_st
 
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("_close_worker_connections")
-async def test_a_worker_run_whose_worker_began_it_is_not_started_over(
+async def test_a_worker_run_whose_worker_began_it_and_was_lost_before_its_first_write_starts_over(
     settings: Any, redis_config: dict[str, Any]
 ) -> None:
-    # Its worker adopted it and was lost before the first log write: it may
-    # have run a tool the log never got, so it is not run again from the
-    # start (a call that is not idempotent would run twice): it is settled.
+    # Its worker adopted it and was lost before the run's first log write:
+    # no tool that is not idempotent ran (one runs only once its call is
+    # logged), so the run starts over here and its answer completes.
     settings.UISTREAM = {
         **getattr(settings, "UISTREAM", {}),
         "BROKER": redis_config,
@@ -367,7 +369,6 @@ async def test_a_worker_run_whose_worker_began_it_is_not_started_over(
     reset_broker()
     LATE.gate = asyncio.Event()
     LATE.enqueue("Here is the answer.")
-    LATE.requests.clear()
     message = {"id": "u-began", "role": "user", "parts": [{"type": "text", "text": "hello"}]}
     owner = Owner.of_session("s" * 32)
     handed = await LateHooks().start_turn(
@@ -379,9 +380,228 @@ async def test_a_worker_run_whose_worker_began_it_is_not_started_over(
     await Run.objects.filter(pk=run_id).aupdate(heartbeat_at=timezone.now() - dt.timedelta(hours=1))
 
     (settled,) = await sweep(may_continue=True)
-    assert not settled.continued
-    stored = await Run.objects.aget(pk=run_id)
-    assert stored.status == "interrupted"
-    assert LATE.requests == []
+    assert settled.continued
+    (handle,) = [h for h in live_runs() if h.run_id == run_id]
     LATE.gate.set()
+    await asyncio.wait([handle.task], timeout=30)
+    stored = await Run.objects.select_related("message").aget(pk=run_id)
+    assert stored.status == "completed"
+    assert [p["text"] for p in stored.message.parts if p["type"] == "text"] == ["Here is the answer."]
     reset_broker()
+
+
+# -- a call of a tool that is not idempotent is logged before it runs ------------------------
+
+#: What the run's stored record held when each call's tool ran: its log's
+#: tool calls, and the calls ``Run.turn`` says were started.
+AT_CALL: dict[str, tuple[list[str], list[str]]] = {}
+
+
+def _note_stored(context: ToolContext) -> None:
+    run = Run.objects.get(pk=context.runtime_context.run.pk)
+    logged = [c["toolCallId"] for c in (e.chunk for e in read_log(run)) if c["type"] == "tool-input-available"]
+    AT_CALL[context.tool_call_id] = (logged, list((run.turn or {}).get("started", [])))
+
+
+@tool
+def pay(amount: int, context: ToolContext) -> str:
+    """Pay (not idempotent)."""
+    _note_stored(context)
+    RAN.append(f"pay {amount}")
+    return "paid"
+
+
+PAYING = ScriptedModel()
+
+
+class PayHooks(ChatView):
+    model = PAYING
+    tools = (pay, lookup)
+
+
+async def _turn(hooks: ChatView, chat_id: str) -> Any:
+    message = {"id": f"u-{chat_id}", "role": "user", "parts": [{"type": "text", "text": "pay"}]}
+    owner = Owner.of_session("p" * 32)
+    return await hooks.start_turn(
+        chat_turn(ChatRequest(chat_id=chat_id, messages=[message])), TurnContext(owner, chat_id, "http"), version=7
+    )
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_a_tool_that_is_not_idempotent_runs_only_once_its_call_is_stored(settings: Any) -> None:
+    # A flush interval far longer than the run: only the call's own write
+    # can have stored its chunks by the time its tool runs.
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "FLUSH_EVERY_MS": 60_000}
+    RAN.clear()
+    AT_CALL.clear()
+    PAYING.enqueue(["Paying.", call("pay", {"amount": 5}, id="p1")], "Paid.")
+    handle = await _turn(PayHooks(), "pay-1")
+    await asyncio.wait([handle.task], timeout=30)
+    assert RAN == ["pay 5"]
+    # The call was in the log, and among the run's started calls, before the tool ran.
+    assert AT_CALL["p1"] == (["p1"], ["p1"])
+    assert (await Run.objects.aget(pk=handle.run.pk)).status == "completed"
+
+
+class TakenModel(ScriptedModel):
+    """Streams its step, then another process takes the run over (a sweep
+    that found its lease run out while this one was paused)."""
+
+    async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        async for event in super().stream(*args, **kwargs):
+            yield event
+        await Run.objects.filter(status="running", conversation__client_id="taken-1").aupdate(
+            lease_epoch=F("lease_epoch") + 1
+        )
+
+
+TAKEN = TakenModel()
+
+
+class TakenHooks(ChatView):
+    model = TAKEN
+    tools = (pay,)
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_a_process_that_lost_the_run_does_not_run_its_tool(settings: Any) -> None:
+    RAN.clear()
+    TAKEN.enqueue(["Paying.", call("pay", {"amount": 7}, id="t1")], "Paid.")
+    handle = await _turn(TakenHooks(), "taken-1")
+    await asyncio.wait([handle.task], timeout=30)
+    assert RAN == []  # the call's write found the epoch gone: the tool never ran
+    stored = await Run.objects.aget(pk=handle.run.pk)
+    # Nothing of this process's landed after the takeover: the run is its new owner's.
+    assert stored.status == "running"
+    assert await sync_to_async(read_log)(stored) == []
+
+
+# -- a web process's run lost before its first log write -------------------------------------
+
+
+class LostRunner(Runner):
+    """The web process died as soon as the turn was prepared: the run's
+    rows are written, its task never ran."""
+
+    async def start(self, prepared: Any, source: Any, *, metadata: Any = None) -> RunHandle:
+        await source.aclose()
+        return RunHandle(prepared.run, asyncio.create_task(asyncio.sleep(0)), prepared)
+
+
+class LostHooks(ChatView):
+    model = LATE
+
+    def get_runner(self) -> Runner:
+        return LostRunner()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_a_web_run_lost_before_its_first_write_is_continued(settings: Any, redis_config: dict[str, Any]) -> None:
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "BROKER": redis_config, "ON_OWNER_LOST": "continue"}
+    reset_broker()
+    LATE.gate = asyncio.Event()
+    LATE.gate.set()
+    LATE.enqueue("The whole answer.")
+    handed = await _turn(LostHooks(), "lost-web-1")
+    run_id = str(handed.run.pk)
+    assert await sync_to_async(read_log)(handed.run) == []
+    await Run.objects.filter(pk=run_id).aupdate(heartbeat_at=timezone.now() - dt.timedelta(hours=1))
+
+    (settled,) = await sweep(may_continue=True)
+    assert settled.continued
+    (handle,) = [h for h in live_runs() if h.run_id == run_id]
+    await asyncio.wait([handle.task], timeout=30)
+    stored = await Run.objects.select_related("message").aget(pk=run_id)
+    assert stored.status == "completed"
+    assert [p["text"] for p in stored.message.parts if p["type"] == "text"] == ["The whole answer."]
+    reset_broker()
+
+
+# -- an approved call its run began, then lost -----------------------------------------------
+
+
+def approved_orphan(started: list[str]) -> Run:
+    """A chat whose answer asked to charge the card, a person approved it,
+    and the run that went on with it lost its process: its log has its
+    ``start``; ``started``: whether the call's tool was about to run."""
+    conversation = Conversation.objects.create(pk="k2", client_id="chat-ap", session_key="s2")
+    Message.objects.create(
+        pk="u2", conversation=conversation, role="user", parts=[{"type": "text", "text": "charge"}], position=0
+    )
+    message = Message.objects.create(
+        pk="a2",
+        conversation=conversation,
+        role="assistant",
+        parts=[{"type": "step-start"}, approved_part()],
+        position=1,
+    )
+    run = Run.objects.create(
+        conversation=conversation,
+        message=message,
+        status="running",
+        trigger="continue",
+        heartbeat_at=timezone.now() - dt.timedelta(hours=1),
+        turn={
+            "hooks": f"{ToolHooks.__module__}.{ToolHooks.__qualname__}",
+            "kind": "continue",
+            "extra": {},
+            "with_thread": False,
+            "approvals": {"c9": ["apv_9", True, None]},
+            "client_results": {},
+            "transport": "http",
+            "context_extra": {},
+            "metadata": None,
+            "started": started,
+        },
+    )
+    write_log(run, [{"type": "start", "messageId": "a2"}])
+    return run
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+@pytest.mark.parametrize(("started", "ran"), [(["c9"], []), ([], ["charge 9"])])
+async def test_an_approved_call_that_may_have_run_is_not_run_again(
+    settings: Any, started: list[str], ran: list[str]
+) -> None:
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "ON_OWNER_LOST": "continue"}
+    RAN.clear()
+    FINAL.requests.clear()
+    FINAL.enqueue("All done.")
+    run = await sync_to_async(approved_orphan)(started)
+
+    (settled,) = await sweep(may_continue=True)
+    assert settled.continued
+    (handle,) = [h for h in live_runs() if h.run_id == str(run.pk)]
+    await asyncio.wait([handle.task], timeout=30)
+    stored = await Run.objects.select_related("message").aget(pk=run.pk)
+    assert stored.status == "completed"
+    # Started (its call was stored before its tool ran): not run again, the
+    # model reads that it was interrupted. Never started: it runs, once.
+    assert ran == RAN
+    (charged,) = [p for p in stored.message.parts if p.get("toolCallId") == "c9"]
+    if started:
+        assert (charged["state"], charged["errorText"]) == ("output-error", INTERRUPTED_TOOL_TEXT)
+    else:
+        assert (charged["state"], charged["output"]) == ("output-available", "charged")
+    log = [e.chunk for e in await sync_to_async(read_log)(stored)]
+    reader = UIMessageReader(
+        message={"id": "a2", "role": "assistant", "parts": [{"type": "step-start"}, approved_part()]},
+        message_id="a2",
+    )
+    for chunk in log:
+        reader.feed(chunk)
+    assert stored.message.parts == reader.message["parts"]
+
+
+def approved_part() -> dict[str, Any]:
+    return {
+        "type": "tool-charge",
+        "toolCallId": "c9",
+        "state": "approval-responded",
+        "input": {"amount": 9},
+        "approval": {"id": "apv_9", "approved": True},
+    }

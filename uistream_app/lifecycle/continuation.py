@@ -53,7 +53,8 @@ from .turns import AdoptedRun, TurnContext
 
 if TYPE_CHECKING:
     from ..runs import Tool
-    from .store import PreparedRun
+    from .store import PreparedRun, Turn
+    from .turns import TurnSetup
 
 __all__ = [
     "INTERRUPTED_TOOL_TEXT",
@@ -81,22 +82,32 @@ _COMPLETE: Final = frozenset(
 )
 
 
-def turn_record(hooks_class: type[Any], prepared: PreparedRun, metadata: Any) -> dict[str, Any] | None:
-    """What a process that continues ``prepared``'s run needs besides its
+def turn_record(
+    hooks_class: type[Any],
+    setup: TurnSetup | None,
+    turn: Turn,
+    with_thread: bool,
+    approvals: Mapping[str, ToolApproval],
+    client_results: Mapping[str, ClientToolResult],
+    metadata: Any = None,
+) -> dict[str, Any] | None:
+    """What a process that continues a run of ``turn`` needs besides its
     rows (``Run.turn``, JSON): the hooks class, the turn's kind and extra
     keys, the context's transport, the checked answers and the start
     chunk's metadata. None for an agent adapter's run (it can't continue).
-    The owner is the conversation's; nothing here is a credential."""
-    setup = prepared.setup
+    The owner is the conversation's; nothing here is a credential. Made
+    with the run's row (``ConversationStore.prepare``), so a run lost
+    before its first log write can be continued too; stored again, with
+    the metadata, with its first chunks."""
     if setup is None or setup.adapter is not None or setup.agent is not None:
         return None
     return {
         "hooks": f"{hooks_class.__module__}.{hooks_class.__qualname__}",
-        "kind": prepared.turn.kind,
-        "extra": _json_only(prepared.extra),
-        "with_thread": prepared.thread is not None,
-        "approvals": {call: [a.approval_id, a.approved, a.reason] for call, a in prepared.approvals.items()},
-        "client_results": {call: [r.output, r.is_error] for call, r in prepared.client_results.items()},
+        "kind": turn.kind,
+        "extra": _json_only(turn.extra),
+        "with_thread": with_thread,
+        "approvals": {call: [a.approval_id, a.approved, a.reason] for call, a in approvals.items()},
+        "client_results": {call: [r.output, r.is_error] for call, r in client_results.items()},
         "transport": setup.context.transport,
         "context_extra": _json_only(setup.context.extra),
         "metadata": metadata if _is_json(metadata) else None,
@@ -150,6 +161,11 @@ class Continued:
 
     log_length: int
     dropped: tuple[dict[str, Any], ...] = ()
+    #: The calls its earlier owners began to run (``Run.turn["started"]``,
+    #: ``RunRecorder.record_call``): one that has no result and was
+    #: answered first thing in the run (an approved call) is not run again
+    #: unless its tool is idempotent.
+    started: frozenset[str] = frozenset()
 
     def replay(self, tools: Iterable[Tool]) -> tuple[list[Event], list[dict[str, Any]]]:
         """What is sent again of the dropped step (events, after the
@@ -180,13 +196,41 @@ class Continued:
         """``prepared`` with the replayed step added to its history's last
         (the continued assistant) message, and numbering on from the log;
         and the events to send first."""
+        tools = list(tools)
         events, parts = self.replay(tools)
         history = list(prepared.history)
-        if parts and history and history[-1].get("role") == "assistant":
+        if history and history[-1].get("role") == "assistant":
             last = dict(history[-1])
-            last["parts"] = [*last.get("parts", []), *parts]
-            history[-1] = last
+            answered, kept = self._started_calls(last.get("parts", []), tools)
+            if parts or answered:
+                last["parts"] = [*kept, *parts]
+                history[-1] = last
+                events = [*answered, *events]
         return replace(prepared, history=history, log_from=self.log_length), events
+
+    def _started_calls(
+        self, parts: Sequence[dict[str, Any]], tools: Iterable[Tool]
+    ) -> tuple[list[Event], list[dict[str, Any]]]:
+        """The continued message's calls that an earlier owner started and
+        that have no result (an approved call, run first thing in its run):
+        a call of a tool that is not idempotent gets ``INTERRUPTED_TOOL_TEXT``
+        as its error (its events, and the parts with it); any other is left
+        to the loop, which runs it again."""
+        if not self.started:
+            return [], list(parts)
+        by_name = {tool.name: tool for tool in tools}
+        events: list[Event] = []
+        kept: list[dict[str, Any]] = []
+        for part in parts:
+            call_id = str(part.get("toolCallId")) if _is_call(part) else None
+            if call_id in self.started and part.get("state") in ("input-available", "approval-responded"):
+                name = str(part.get("toolName") if part.get("type") == "dynamic-tool" else part["type"][len("tool-") :])
+                tool = by_name.get(name)
+                if tool is None or not (tool.idempotent or tool.client_side):
+                    events.append(ToolResult(call_id, INTERRUPTED_TOOL_TEXT, is_error=True, tool_name=name))
+                    part = {**part, "state": "output-error", "errorText": INTERRUPTED_TOOL_TEXT}
+            kept.append(part)
+        return events, kept
 
 
 def _is_call(part: Mapping[str, Any]) -> bool:
@@ -256,13 +300,15 @@ def _store_continued(run: Run, published: list[Chunk] | None) -> tuple[list[Chun
         first_seq = len(published) if published is not None else 0
         recovered = published[len(log) :] if published is not None and len(published) > len(log) else []
         complete = log + recovered
+        turn = run.turn if isinstance(run.turn, dict) else {}
+        started = frozenset(str(call) for call in turn.get("started") or ())
         if not complete:
-            # Lost before its first chunk was written: a worker's run whose
-            # task no worker started starts over here, from the stored
-            # message (the broker refuses one a worker adopted: it may have
-            # run a tool the log never got).
+            # Lost before its first chunk was written (a worker's run whose
+            # task no worker started, or one its worker or web process began):
+            # it starts over here, from the stored message. No tool that is
+            # not idempotent ran: it runs only once its call is logged.
             Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
-            return [], 0, Continued(0)
+            return [], 0, Continued(0, started=started)
         if complete[-1].get("type") in _TERMINAL_TYPES:
             return None
         dropped: tuple[dict[str, Any], ...] = ()
@@ -280,7 +326,7 @@ def _store_continued(run: Run, published: list[Chunk] | None) -> tuple[list[Chun
         built = _read(run.message, complete, run.pk)
         Message.objects.filter(pk=run.message.pk).update(parts=built["parts"], metadata=built.get("metadata"))
         Run.objects.filter(pk=run.pk).update(chunk_count=len(complete), heartbeat_at=timezone.now())
-    return complete, min(first_seq, len(complete)), Continued(len(complete), dropped)
+    return complete, min(first_seq, len(complete)), Continued(len(complete), dropped, started)
 
 
 async def continue_orphan(run: Run, published: list[Chunk] | None) -> bool:

@@ -80,7 +80,12 @@ class Runner:
             # first write, so it costs the run no write of its own.
             recorder.store_with_run(setup=prepared.setup.record())
         if prepared.turn_record is not None:
-            recorder.store_with_run(turn=prepared.turn_record)
+            record = prepared.turn_record
+            stored = prepared.run.turn
+            if isinstance(stored, dict) and stored.get("started"):
+                # A continued run's: the calls its earlier owners started stay known.
+                record = {**record, "started": stored["started"]}
+            recorder.store_with_run(turn=record)
         stopped = asyncio.Event()
         # The run's span (a child of the request's), current in its task.
         context, prepared.run.trace_id = telemetry.start_run(

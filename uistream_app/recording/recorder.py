@@ -197,6 +197,23 @@ class RunRecorder:
             setattr(self.run, name, value)
         self._run_fields.update(fields)
 
+    async def record_call(self, call_id: str) -> None:
+        """Before a call of a tool that is not idempotent runs: store
+        everything added so far (the call's chunks among it) and the call's
+        id among the run's started calls (``Run.turn["started"]``: a call
+        answered first thing in a run, after an approval, has no chunk of
+        its own in this run's log), and wait for the write. Raises
+        ``LeaseLost`` when the run is another process's, and what made
+        the write fail: the tool does not run then."""
+        if self.lease_lost is not None:
+            raise self.lease_lost
+        turn = self.run.turn
+        if isinstance(turn, dict):
+            started = list(turn.get("started") or ())
+            if call_id not in started:
+                self.store_with_run(turn={**turn, "started": [*started, call_id]})
+        await self.flush()
+
     async def flush(self) -> None:
         """Wait until every chunk added so far is stored; raise what made
         the write fail (the chunks stay pending for the next one)."""
@@ -324,7 +341,7 @@ class RunRecorder:
 
     @property
     def _has_pending(self) -> bool:
-        return bool(self._chunks)
+        return bool(self._chunks or self._run_fields)
 
     def _take(self, final: _Final | None) -> _Job:
         chunks, self._chunks = self._chunks, []

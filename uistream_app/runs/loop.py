@@ -212,6 +212,16 @@ class ToolLoop:
             return status
         return await tool.approval(dict(context.arguments), context)
 
+    async def record_call(self, tool: Tool, context: ToolContext) -> None:
+        """Called just before a call of a tool that is not ``idempotent``
+        runs (its arguments valid, its approval given), after everything the
+        run said so far (the call itself among it) was yielded. The chat
+        endpoints' loop waits here until the run's stored record holds the
+        call, so a process that continues the run after this one died knows
+        it may have run, and does not run it again (docs/operations.md,
+        "Continuing a run whose process is gone"); an exception here
+        fails the call's run before the tool runs. The default does nothing."""
+
     def approval_id(self, call: ToolCallRequest) -> str:
         """The id of the approval request for ``call`` (deterministic, so a
         run encodes to the same bytes every time)."""
@@ -392,6 +402,8 @@ class ToolLoop:
                     if before:
                         yield _said(*before)
                     streaming = streaming or tool.streams
+                    if not tool.idempotent:
+                        await self.record_call(tool, context)
                     execution = self._execute(tool, context, said.put_nowait)
                     traced = trace_tool_call(execution, call.name, call.id, context.arguments, tool.description)
                     slots.append(asyncio.create_task(traced))
