@@ -239,19 +239,24 @@ def _store_settled(run: Run, published: list[Chunk] | None, error_text: str) -> 
             write_log(run, added, offsets)
         complete += terminal
         now = timezone.now()
-        ended: dict[str, Any] = {}
+        ended: dict[str, Any] = {
+            "status": Run.Status.INTERRUPTED,
+            "error_code": INTERRUPTED_CODE,
+            "error_detail": "The process that ran it stopped renewing its lease before the run ended.",
+        }
         if terminal:
             # The answer did not finish: say so in ai@7's words (a log that
             # ends with a ``finish`` keeps that finish's reason).
             ended["finish_reason"] = INTERRUPTED_FINISH_REASON
-        Run.objects.filter(pk=run.pk).update(
-            **ended,
-            status=Run.Status.INTERRUPTED,
-            finished_at=now,
-            chunk_count=len(complete),
-            error_code=INTERRUPTED_CODE,
-            error_detail="The process that ran it stopped renewing its lease before the run ended.",
-        )
+        elif complete[-1].get("type") == "finish":
+            # Its process stored the answer's end, then died before its
+            # outcome: the answer is whole (what its clients and ai@7 read),
+            # so the run completed; only what the outcome held (usage) is lost.
+            reason = complete[-1].get("finishReason")
+            ended = {"status": Run.Status.COMPLETED, "error_code": "", "error_detail": ""}
+            if isinstance(reason, str):
+                ended["finish_reason"] = reason[: Run._meta.get_field("finish_reason").max_length or None]
+        Run.objects.filter(pk=run.pk).update(**ended, finished_at=now, chunk_count=len(complete))
         message = run.message
         if message is not None:
             built = _rebuild(message, complete, run.pk)
