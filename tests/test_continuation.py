@@ -605,3 +605,71 @@ def approved_part() -> dict[str, Any]:
         "input": {"amount": 9},
         "approval": {"id": "apv_9", "approved": True},
     }
+
+
+# -- the step budget goes on -----------------------------------------------------------------
+
+
+class TwoStepHooks(ChatView):
+    model = ScriptedModel()
+    tools = (convert,)
+    max_steps = 2
+
+
+class ThreeStepHooks(TwoStepHooks):
+    model = ScriptedModel()
+    max_steps = 3
+
+
+def _tool_step(call_id: str) -> list[dict[str, Any]]:
+    return [
+        {"type": "start-step"},
+        {"type": "tool-input-available", "toolCallId": call_id, "toolName": "convert", "input": {"value": 1}},
+        {"type": "tool-output-available", "toolCallId": call_id, "output": 2},
+        {"type": "finish-step"},
+    ]
+
+
+def two_steps_orphan(hooks: type[ChatView]) -> Run:
+    """A run whose model called a tool twice (two steps done), then lost
+    its process before its next model call."""
+    conversation = Conversation.objects.create(pk="k3", client_id="chat-steps", session_key="s3")
+    Message.objects.create(
+        pk="u3", conversation=conversation, role="user", parts=[{"type": "text", "text": "go"}], position=0
+    )
+    message = Message.objects.create(pk="a3", conversation=conversation, role="assistant", parts=[], position=1)
+    run = Run.objects.create(
+        conversation=conversation,
+        message=message,
+        status="running",
+        heartbeat_at=timezone.now() - dt.timedelta(hours=1),
+        turn={"hooks": f"{hooks.__module__}.{hooks.__qualname__}", "kind": "submit", "transport": "http"},
+    )
+    write_log(run, [{"type": "start", "messageId": "a3"}, *_tool_step("s1"), *_tool_step("s2")])
+    return run
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+@pytest.mark.parametrize(("hooks", "calls_made", "reason"), [(TwoStepHooks, 0, "length"), (ThreeStepHooks, 1, "stop")])
+async def test_a_continued_run_has_only_the_steps_its_budget_left(
+    settings: Any, hooks: type[ChatView], calls_made: int, reason: str
+) -> None:
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "ON_OWNER_LOST": "continue"}
+    model = hooks.model
+    model.requests.clear()
+    if not model.remaining:
+        model.enqueue("Done.")
+    run = await sync_to_async(two_steps_orphan)(hooks)
+
+    (settled,) = await sweep(may_continue=True)
+    assert settled.continued
+    (handle,) = [h for h in live_runs() if h.run_id == str(run.pk)]
+    await asyncio.wait([handle.task], timeout=30)
+    stored = await Run.objects.aget(pk=run.pk)
+    # Two of its steps were spent before its process died: with max_steps 2
+    # it ends as the loop ends a run at its limit, without calling the model.
+    assert len(model.requests) == calls_made
+    log = [e.chunk for e in await sync_to_async(read_log)(stored)]
+    assert log[-1] == {"type": "finish", "finishReason": reason}
+    assert stored.status == "completed"

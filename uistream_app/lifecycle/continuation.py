@@ -166,6 +166,9 @@ class Continued:
     #: answered first thing in the run (an approved call) is not run again
     #: unless its tool is idempotent.
     started: frozenset[str] = frozenset()
+    #: The steps its log completed (its ``finish-step`` chunks): with the
+    #: replayed one, they count against ``max_steps``.
+    steps: int = 0
 
     def replay(self, tools: Iterable[Tool]) -> tuple[list[Event], list[dict[str, Any]]]:
         """What is sent again of the dropped step (events, after the
@@ -206,7 +209,9 @@ class Continued:
                 last["parts"] = [*kept, *parts]
                 history[-1] = last
                 events = [*answered, *events]
-        return replace(prepared, history=history, log_from=self.log_length), events
+        # The replayed step's model call was made: it is one of the run's steps.
+        steps = self.steps + (1 if parts else 0)
+        return replace(prepared, history=history, log_from=self.log_length, steps_taken=steps), events
 
     def _started_calls(
         self, parts: Sequence[dict[str, Any]], tools: Iterable[Tool]
@@ -326,7 +331,8 @@ def _store_continued(run: Run, published: list[Chunk] | None) -> tuple[list[Chun
         built = _read(run.message, complete, run.pk)
         Message.objects.filter(pk=run.message.pk).update(parts=built["parts"], metadata=built.get("metadata"))
         Run.objects.filter(pk=run.pk).update(chunk_count=len(complete), heartbeat_at=timezone.now())
-    return complete, min(first_seq, len(complete)), Continued(len(complete), dropped, started)
+    steps = sum(chunk.get("type") == "finish-step" for chunk in complete)
+    return complete, min(first_seq, len(complete)), Continued(len(complete), dropped, started, steps)
 
 
 async def continue_orphan(run: Run, published: list[Chunk] | None) -> bool:

@@ -159,6 +159,9 @@ class PreparedRun:
     #: How long the run's log is already: 0, or a continued run's log (its
     #: process died; this one numbers on from there, ``continuation``).
     log_from: int = 0
+    #: A continued run's: the model calls its earlier owners made (they
+    #: count against ``max_steps``: the run gets no fresh budget).
+    steps_taken: int = 0
     #: What a process that continues the run needs (``Run.turn``,
     #: ``continuation.turn_record``), stored with its first chunks.
     turn_record: dict[str, Any] | None = None

@@ -237,6 +237,7 @@ class ToolLoop:
         client_results: Mapping[str, ClientToolResult] | None = None,
         context: Any = None,
         steering: SteeringInbox | None = None,
+        steps_taken: int = 0,
     ) -> AsyncGenerator[Event, None]:
         """The run's events. ``approvals`` maps tool call ids to a person's
         decisions, for calls that awaited approval in an earlier run;
@@ -245,8 +246,10 @@ class ToolLoop:
         ``ToolContext.runtime_context``; ``steering`` the run's inbox of
         messages sent while it runs (``runs.steering``: taken at each step
         boundary; the loop ends it where it ends, its owner where the run
-        fails or is cancelled)."""
-        state = _Run(list(messages), approvals or {}, client_results or {}, context, steering)
+        fails or is cancelled); ``steps_taken`` the model calls the run made
+        before this loop took it over (a run continued after its process
+        died): they count against ``max_steps``."""
+        state = _Run(list(messages), approvals or {}, client_results or {}, context, steering, step=steps_taken)
         if steering is not None:
             steering.listening = True
         conversation = state.conversation
@@ -265,6 +268,11 @@ class ToolLoop:
 
         model_stream = self.model.stream
         while True:
+            if state.step >= self.max_steps:
+                # Only a continued run gets here: its earlier owners used the steps.
+                _end_steering(state, "stop-condition")
+                yield Done(self.max_steps_reason)
+                return
             if steering is not None:
                 for steered in steering.take(state.step):
                     conversation.append(steered.message)
