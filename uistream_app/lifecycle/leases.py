@@ -320,7 +320,8 @@ async def settle(
         return None
     first_seq = len(published) if published is not None else len(complete)
     await broker.end_orphan(str(run.conversation_id), run_id, complete[first_seq:], first_seq)
-    logger.warning("run %s was orphaned; settled as interrupted (%d chunks recovered)", run_id, recovered)
+    ended = "completed: its log ends with its finish" if complete[-1].get("type") == "finish" else "interrupted"
+    logger.warning("run %s was orphaned; settled as %s (%d chunks recovered)", run_id, ended, recovered)
     return Settled(run_id, str(run.conversation_id), recovered, len(complete))
 
 
