@@ -25,6 +25,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from uistream_app.hooks import TurnContext
+from uistream_app.lifecycle import continuation, leases
 from uistream_app.lifecycle.continuation import INTERRUPTED_TOOL_TEXT
 from uistream_app.lifecycle.executors import WorkerRunner
 from uistream_app.lifecycle.leases import sweep
@@ -673,3 +674,55 @@ async def test_a_continued_run_has_only_the_steps_its_budget_left(
     log = [e.chunk for e in await sync_to_async(read_log)(stored)]
     assert log[-1] == {"type": "finish", "finishReason": reason}
     assert stored.status == "completed"
+
+
+# -- a run taken over twice ------------------------------------------------------------------
+
+
+def test_a_run_taken_over_twice_stores_the_message_its_whole_log_builds() -> None:
+    conversation = Conversation.objects.create(pk="k4", client_id="chat-twice", session_key="s4")
+    Message.objects.create(
+        pk="u4", conversation=conversation, role="user", parts=[{"type": "text", "text": "go"}], position=0
+    )
+    message = Message.objects.create(pk="a4", conversation=conversation, role="assistant", parts=[], position=1)
+    stale = timezone.now() - dt.timedelta(hours=1)
+    run = Run.objects.create(
+        conversation=conversation, message=message, status="running", heartbeat_at=stale, turn={"kind": "submit"}
+    )
+
+    def half(text_id: str, text: str) -> list[dict[str, Any]]:
+        return [
+            {"type": "start-step"},
+            {"type": "text-start", "id": text_id},
+            {"type": "text-delta", "id": text_id, "delta": text},
+        ]
+
+    def built_by_a_reader() -> list[dict[str, Any]]:
+        reader = UIMessageReader(message_id="a4")
+        for entry in read_log(run):
+            reader.feed(entry.chunk)
+        return reader.message["parts"]
+
+    def take_over() -> Run:
+        Run.objects.filter(pk=run.pk).update(heartbeat_at=stale)
+        claimed = leases._claim(str(run.pk), None)
+        assert claimed is not None
+        return claimed
+
+    write_log(run, [{"type": "start", "messageId": "a4"}, *half("text-0", "Hal")])
+    # The first process died mid-step; a sweep took the run over.
+    assert continuation._store_continued(take_over(), None) is not None
+    # The process that took it died before it said anything: the next
+    # takeover finds the half-done step dropped already.
+    assert continuation._store_continued(take_over(), None) is not None
+    assert [e.chunk["type"] for e in read_log(run)].count("reset-step") == 1
+    # The one that went on with it finished a step, began another, and died too.
+    done = [*half("text-0", "Whole."), {"type": "text-end", "id": "text-0"}, {"type": "finish-step"}]
+    write_log(run, [*done, *half("text-1", "Aga")])
+    assert continuation._store_continued(take_over(), None) is not None
+    assert Message.objects.get(pk="a4").parts == built_by_a_reader()
+    # And a third sweep settles it: the message is still what the whole log builds.
+    leases._store_settled(take_over(), None, "An error occurred.")
+    stored = Message.objects.get(pk="a4").parts
+    assert stored == built_by_a_reader()
+    assert [p.get("text") for p in stored if p["type"] == "text"] == ["Whole."]

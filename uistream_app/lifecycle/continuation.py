@@ -46,9 +46,10 @@ from ..owners import Owner
 from ..protocol.events import Event, ReasoningDelta, StepFinished, TextDelta, ToolCall, ToolDenied, ToolResult
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
-from ..recording import iter_log, last_offset_ms, write_log
+from ..recording import STARTED_CALLS, iter_log, last_offset_ms, write_log
 from ..runs import ClientToolResult, ToolApproval
 from . import leases
+from .leases import MESSAGE_FROM, stored_message
 from .turns import AdoptedRun, TurnContext
 
 if TYPE_CHECKING:
@@ -131,10 +132,12 @@ def _json_only(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def half_step(log: Sequence[Chunk]) -> int | None:
     """Where the step the log leaves half-done starts (its last
-    ``start-step``, when no ``finish-step`` follows it), or None."""
+    ``start-step``, when no ``finish-step`` follows it, nor a ``reset-step``
+    that dropped it already: a takeover whose own process died before it
+    began the step again), or None."""
     for index in range(len(log) - 1, -1, -1):
         kind = log[index].get("type")
-        if kind == "finish-step":
+        if kind == "finish-step" or kind == "reset-step":
             return None
         if kind == "start-step":
             return index
@@ -297,16 +300,21 @@ def _store_continued(run: Run, published: list[Chunk] | None) -> tuple[list[Chun
     before). Synchronous."""
     with transaction.atomic():
         held = Run.objects.select_for_update().filter(pk=run.pk, status=Run.Status.RUNNING, lease_epoch=run.lease_epoch)
-        if not held.exists() or run.message is None:
+        stored = stored_message(run) if held.exists() else None
+        if stored is None:
             return None
+        # The message as stored: as it was before the run, or (an earlier
+        # takeover's) with the log's first ``held_from`` chunks read already.
+        message, held_from = stored
         log = [entry.chunk for entry in iter_log(run)]
         # What the broker holds (a stream that expired, or a broker that never
         # held the run, holds nothing: it is given the whole log).
         first_seq = len(published) if published is not None else 0
         recovered = published[len(log) :] if published is not None and len(published) > len(log) else []
         complete = log + recovered
-        turn = run.turn if isinstance(run.turn, dict) else {}
-        started = frozenset(str(call) for call in turn.get("started") or ())
+        turn = Run.objects.filter(pk=run.pk).values_list("turn", flat=True).first()
+        turn = turn if isinstance(turn, dict) else {}
+        started = frozenset(str(call) for call in turn.get(STARTED_CALLS) or ())
         if not complete:
             # Lost before its first chunk was written (a worker's run whose
             # task no worker started, or one its worker or web process began):
@@ -319,8 +327,8 @@ def _store_continued(run: Run, published: list[Chunk] | None) -> tuple[list[Chun
         dropped: tuple[dict[str, Any], ...] = ()
         added = list(recovered)
         if half_step(complete) is not None:
-            before = _read(run.message, complete, run.pk)["parts"]
-            after = _read(run.message, [*complete, RESET_STEP], run.pk)["parts"]
+            before = _read(message, complete[held_from:], run.pk)["parts"]
+            after = _read(message, [*complete[held_from:], RESET_STEP], run.pk)["parts"]
             dropped = tuple(before[len(after) :])
             added.append(RESET_STEP)
         if added:
@@ -328,9 +336,12 @@ def _store_continued(run: Run, published: list[Chunk] | None) -> tuple[list[Chun
             offsets = [last_offset_ms(run)] * len(recovered) + [max(now_ms, 0)] * (len(added) - len(recovered))
             write_log(run, added, offsets)
         complete = log + added
-        built = _read(run.message, complete, run.pk)
-        Message.objects.filter(pk=run.message.pk).update(parts=built["parts"], metadata=built.get("metadata"))
-        Run.objects.filter(pk=run.pk).update(chunk_count=len(complete), heartbeat_at=timezone.now())
+        built = _read(message, complete[held_from:], run.pk)
+        Message.objects.filter(pk=message.pk).update(parts=built["parts"], metadata=built.get("metadata"))
+        # The message holds the whole log now: a later rebuild (another
+        # takeover, a settle) reads only what comes after it.
+        turn = {**turn, MESSAGE_FROM: len(complete)}
+        Run.objects.filter(pk=run.pk).update(chunk_count=len(complete), heartbeat_at=timezone.now(), turn=turn)
     steps = sum(chunk.get("type") == "finish-step" for chunk in complete)
     return complete, min(first_seq, len(complete)), Continued(len(complete), dropped, started, steps)
 

@@ -66,6 +66,7 @@ from .registry import RunHandle, live_runs, lose_lease
 __all__ = [
     "INTERRUPTED_CODE",
     "INTERRUPTED_FINISH_REASON",
+    "MESSAGE_FROM",
     "Settled",
     "ensure_renewer",
     "orphan_ids",
@@ -75,6 +76,7 @@ __all__ = [
     "settle",
     "settle_chat_orphans",
     "stop_dead_run",
+    "stored_message",
     "sweep",
 ]
 
@@ -257,12 +259,32 @@ def _store_settled(run: Run, published: list[Chunk] | None, error_text: str) -> 
             if isinstance(reason, str):
                 ended["finish_reason"] = reason[: Run._meta.get_field("finish_reason").max_length or None]
         Run.objects.filter(pk=run.pk).update(**ended, finished_at=now, chunk_count=len(complete))
-        message = run.message
-        if message is not None:
-            built = _rebuild(message, complete, run.pk)
+        stored = stored_message(run)
+        if stored is not None:
+            message, held_from = stored
+            built = _rebuild(message, complete[held_from:], run.pk)
             Message.objects.filter(pk=message.pk).update(parts=built["parts"], metadata=built.get("metadata"))
         Conversation.objects.filter(pk=run.conversation_id).update(updated_at=now)
     return complete, len(recovered)
+
+
+#: ``Run.turn``'s key for how many of the run's log chunks its stored
+#: message holds already: a continuation stores the message built from the
+#: log so far, mid-run (``continuation``); a rebuild reads only the rest.
+MESSAGE_FROM = "message_from"
+
+
+def stored_message(run: Run) -> tuple[Message, int] | None:
+    """``run``'s message as stored now, and how many of its log's chunks it
+    holds already (``MESSAGE_FROM``; 0: none, it is the message as it was
+    before the run). Read afresh: a continuation may have stored both
+    since ``run`` was read. Synchronous, in the caller's transaction."""
+    message = Message.objects.filter(pk=run.message_id).first() if run.message_id is not None else None
+    if message is None:
+        return None
+    turn = Run.objects.filter(pk=run.pk).values_list("turn", flat=True).first()
+    held = turn.get(MESSAGE_FROM, 0) if isinstance(turn, dict) else 0
+    return message, held if isinstance(held, int) else 0
 
 
 def _rebuild(message: Message, chunks: list[Chunk], run_id: Any) -> dict[str, Any]:

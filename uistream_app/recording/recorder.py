@@ -27,12 +27,16 @@ from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
 from .log_writer import LeaseLost, LogWriter, _Final, _Job, _outcome
 
-__all__ = ["CURRENT_RECORDER", "FINAL_STATUSES", "FLUSH_AT", "RunRecorder"]
+__all__ = ["CURRENT_RECORDER", "FINAL_STATUSES", "FLUSH_AT", "STARTED_CALLS", "RunRecorder"]
 
 logger = logging.getLogger(__name__)
 
 #: Chunk types after which the log is written at once.
 FLUSH_AT: Final = frozenset(("finish-step", "finish", "error", "abort"))
+
+#: ``Run.turn``'s key for the calls of tools that are not idempotent the
+#: run began to run (``RunRecorder.record_call``).
+STARTED_CALLS: Final = "started"
 
 #: The statuses ``finish`` accepts (every one but ``running``).
 FINAL_STATUSES: Final = frozenset(s.value for s in Run.Status if s != Run.Status.RUNNING)
@@ -209,9 +213,9 @@ class RunRecorder:
             raise self.lease_lost
         turn = self.run.turn
         if isinstance(turn, dict):
-            started = list(turn.get("started") or ())
+            started = list(turn.get(STARTED_CALLS) or ())
             if call_id not in started:
-                self.store_with_run(turn={**turn, "started": [*started, call_id]})
+                self.store_with_run(turn={**turn, STARTED_CALLS: [*started, call_id]})
         await self.flush()
 
     async def flush(self) -> None:
