@@ -27,7 +27,7 @@ from django.utils import timezone
 from uistream_app.hooks import TurnContext
 from uistream_app.lifecycle import continuation, leases
 from uistream_app.lifecycle.continuation import INTERRUPTED_TOOL_TEXT
-from uistream_app.lifecycle.executors import WorkerRunner
+from uistream_app.lifecycle.executors import WorkerRunner, execute_in_worker
 from uistream_app.lifecycle.leases import sweep
 from uistream_app.lifecycle.registry import RunHandle, live_runs
 from uistream_app.lifecycle.runner import Runner
@@ -726,3 +726,45 @@ def test_a_run_taken_over_twice_stores_the_message_its_whole_log_builds() -> Non
     stored = Message.objects.get(pk="a4").parts
     assert stored == built_by_a_reader()
     assert [p.get("text") for p in stored if p["type"] == "text"] == ["Whole."]
+
+
+class StoppingHooks(LateHooks):
+    """A worker told to stop while it starts the run (its task cancelled)."""
+
+    async def start_turn(self, *args: Any, **kwargs: Any) -> Any:
+        raise asyncio.CancelledError
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_a_worker_stopped_while_it_starts_a_run_leaves_it_to_be_continued(
+    settings: Any, redis_config: dict[str, Any]
+) -> None:
+    settings.UISTREAM = {
+        **getattr(settings, "UISTREAM", {}),
+        "BROKER": redis_config,
+        "EXECUTOR": f"{NoWorkerRunner.__module__}.{NoWorkerRunner.__qualname__}",
+        "ON_OWNER_LOST": "continue",
+    }
+    reset_broker()
+    NoWorkerRunner.enqueued.clear()
+    LATE.gate = asyncio.Event()
+    LATE.gate.set()
+    LATE.enqueue("Here is the answer.")
+    handed = await _turn(LateHooks(), "stopping-1")
+    (payload,) = NoWorkerRunner.enqueued
+    payload = {**payload, "hooks": f"{StoppingHooks.__module__}.{StoppingHooks.__qualname__}"}
+    with pytest.raises(asyncio.CancelledError):
+        await execute_in_worker(payload)
+    run_id = str(handed.run.pk)
+    await Run.objects.filter(pk=run_id).aupdate(heartbeat_at=timezone.now() - dt.timedelta(hours=1))
+
+    # The stream was not ended: the sweep goes on with the run.
+    (settled,) = await sweep(may_continue=True)
+    assert settled.continued
+    (handle,) = [h for h in live_runs() if h.run_id == run_id]
+    await asyncio.wait([handle.task], timeout=30)
+    stored = await Run.objects.select_related("message").aget(pk=run_id)
+    assert stored.status == "completed"
+    assert [p["text"] for p in stored.message.parts if p["type"] == "text"] == ["Here is the answer."]
+    reset_broker()

@@ -311,7 +311,11 @@ async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None
         await channel.close()
         return "not-active"
     except BaseException:
-        await asyncio.shield(channel.close())
+        # The worker stops (its task cancelled, its process told to end)
+        # before the run began here: neither started nor ended, it is let go
+        # of without its stream's end, so the sweep that finds its lease run
+        # out continues it (``ON_OWNER_LOST = "continue"``) or settles it.
+        await asyncio.shield(channel.abandon())
         raise
     try:
         async with asyncio.timeout(time_limit):
