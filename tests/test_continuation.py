@@ -440,9 +440,48 @@ async def test_a_tool_that_is_not_idempotent_runs_only_once_its_call_is_stored(s
     handle = await _turn(PayHooks(), "pay-1")
     await asyncio.wait([handle.task], timeout=30)
     assert RAN == ["pay 5"]
-    # The call was in the log, and among the run's started calls, before the tool ran.
-    assert AT_CALL["p1"] == (["p1"], ["p1"])
+    # The call was in the run's log before the tool ran.
+    assert AT_CALL["p1"] == (["p1"], [])
     assert (await Run.objects.aget(pk=handle.run.pk)).status == "completed"
+
+
+@tool(requires_approval=True)
+def approved_pay(amount: int, context: ToolContext) -> str:
+    """Pay, once a person approved it (not idempotent)."""
+    _note_stored(context)
+    RAN.append(f"approved_pay {amount}")
+    return "paid"
+
+
+APPROVING = ScriptedModel()
+
+
+class ApprovingHooks(ChatView):
+    model = APPROVING
+    tools = (approved_pay,)
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_an_approved_call_is_among_the_started_calls_before_it_runs(settings: Any) -> None:
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "FLUSH_EVERY_MS": 60_000}
+    RAN.clear()
+    AT_CALL.clear()
+    APPROVING.enqueue(call("approved_pay", {"amount": 3}, id="ap1"), "Paid.")
+    first = await _turn(ApprovingHooks(), "approve-1")
+    await asyncio.wait([first.task], timeout=30)
+    assert RAN == []  # it waits for a person
+    messages = [m.as_ui_message() async for m in Message.objects.filter(conversation_id=first.run.conversation_id)]
+    (part,) = [p for p in messages[-1]["parts"] if p.get("toolCallId") == "ap1"]
+    part.update(state="approval-responded", approval={**part["approval"], "approved": True})
+    request = ChatRequest(chat_id="approve-1", messages=messages, message_id=messages[-1]["id"])
+    owner = Owner.of_session("p" * 32)
+    then = await ApprovingHooks().start_turn(chat_turn(request), TurnContext(owner, "approve-1", "http"), version=7)
+    await asyncio.wait([then.task], timeout=30)
+    assert RAN == ["approved_pay 3"]
+    # Its call is an earlier run's, not in this run's log: this run stored
+    # it among its started calls before the tool ran.
+    assert AT_CALL["ap1"] == ([], ["ap1"])
 
 
 class TakenModel(ScriptedModel):

@@ -129,6 +129,8 @@ class RunRecorder:
         self._state_set = False
         # Fields of the run row that go with the log's next write.
         self._run_fields: dict[str, Any] = {}
+        # The tool calls this recorder logged (``record_call``).
+        self._said_calls: set[Any] = set()
 
     # -- reading ------------------------------------------------------------------
 
@@ -175,6 +177,8 @@ class RunRecorder:
             kind = chunk.get("type")
             if kind in FLUSH_AT:
                 urgent = True
+            elif kind == "tool-input-available":
+                self._said_calls.add(chunk.get("toolCallId"))
             elif kind == "tool-approval-request" or kind == "tool-approval-response":
                 self._note_approval(chunk)
             elif kind == CARRIER_TYPE:
@@ -203,16 +207,18 @@ class RunRecorder:
 
     async def record_call(self, call_id: str) -> None:
         """Before a call of a tool that is not idempotent runs: store
-        everything added so far (the call's chunks among it) and the call's
-        id among the run's started calls (``Run.turn["started"]``: a call
-        answered first thing in a run, after an approval, has no chunk of
-        its own in this run's log), and wait for the write. Raises
-        ``LeaseLost`` when the run is another process's, and what made
-        the write fail: the tool does not run then."""
+        everything added so far (the call's chunks among it; nothing to
+        write when they are stored already, as the second call of a step's
+        finds them) and wait for the write. A call this recorder did not log
+        (one answered first thing in a run, after an approval: its chunks
+        are an earlier run's) is stored among the run's started calls
+        instead (``Run.turn["started"]``). Raises ``LeaseLost`` when the run
+        is another process's, and what made the write fail: the tool does
+        not run then."""
         if self.lease_lost is not None:
             raise self.lease_lost
         turn = self.run.turn
-        if isinstance(turn, dict):
+        if call_id not in self._said_calls and isinstance(turn, dict):
             started = list(turn.get(STARTED_CALLS) or ())
             if call_id not in started:
                 self.store_with_run(turn={**turn, STARTED_CALLS: [*started, call_id]})
