@@ -186,7 +186,7 @@ def against(rev: str, requests: int, rounds: int, chat: str = "count", this: str
             chat = [r["cpu"]["chat"][0] for r in figures[name]]
             floor = [r["cpu"]["floor"][0] for r in figures[name]]
             hops = figures[name][-1]["hops"]["chat"]
-            label = rev if name == "old" else "this tree"
+            label = rev if name == "old" else (this or "this tree")
             print(
                 f"{label:>10s}: chat CPU ms per request {' '.join(f'{x:.2f}' for x in chat)}; "
                 f"floor {' '.join(f'{x:.2f}' for x in floor)}; hops per chat {hops:.0f}"
@@ -198,9 +198,10 @@ def against(rev: str, requests: int, rounds: int, chat: str = "count", this: str
             (n["cpu"]["chat"][0] / n["cpu"]["floor"][0]) / (o["cpu"]["chat"][0] / o["cpu"]["floor"][0])
             for n, o in zip(figures["new"], figures["old"], strict=True)
         ]
-        print("this tree ÷ " + rev + ", chat CPU, per round: " + " ".join(f"{r:.3f}x" for r in chat_ratio))
+        new = this or "this tree"
+        print(f"{new} ÷ {rev}, chat CPU, per round: " + " ".join(f"{r:.3f}x" for r in chat_ratio))
         print(f"  median {statistics.median(chat_ratio):.3f}x")
-        print("this tree ÷ " + rev + ", (chat ÷ floor), per round: " + " ".join(f"{r:.3f}x" for r in rel))
+        print(f"{new} ÷ {rev}, (chat ÷ floor), per round: " + " ".join(f"{r:.3f}x" for r in rel))
         print(f"  median {statistics.median(rel):.3f}x")
 
 
