@@ -50,6 +50,15 @@ from .test_leases import LEASE, kill, numbers, same_visitor, server_process, set
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+async def run_to_end(run_id: Any) -> None:
+    """Wait for the run this process goes on with to end (it may have ended
+    already: a continuation with nothing left to do ends at once)."""
+    handles = [h for h in live_runs() if h.run_id == str(run_id)]
+    if handles:
+        await asyncio.wait([handles[0].task], timeout=30)
+    assert not [h for h in live_runs() if h.run_id == str(run_id)]
+
+
 def continuing_env(broker: dict[str, Any]) -> dict[str, str]:
     env = settings_env(broker)
     uistream = json.loads(env["UISTREAM_TEST_SETTINGS"])
@@ -242,8 +251,7 @@ async def test_the_half_done_step_is_dropped_and_its_calls_are_not_run_twice(set
 
     (settled,) = await sweep(may_continue=True)
     assert settled.continued
-    (handle,) = [h for h in live_runs() if h.run_id == str(run.pk)]
-    await asyncio.wait([handle.task], timeout=30)
+    await run_to_end(str(run.pk))
 
     stored = await Run.objects.aget(pk=run.pk)
     assert stored.status == "completed"
@@ -433,7 +441,7 @@ async def _turn(hooks: ChatView, chat_id: str) -> Any:
 async def test_a_tool_that_is_not_idempotent_runs_only_once_its_call_is_stored(settings: Any) -> None:
     # A flush interval far longer than the run: only the call's own write
     # can have stored its chunks by the time its tool runs.
-    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "FLUSH_EVERY_MS": 60_000}
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "FLUSH_EVERY_MS": 60_000, "ON_OWNER_LOST": "continue"}
     RAN.clear()
     AT_CALL.clear()
     PAYING.enqueue(["Paying.", call("pay", {"amount": 5}, id="p1")], "Paid.")
@@ -443,6 +451,20 @@ async def test_a_tool_that_is_not_idempotent_runs_only_once_its_call_is_stored(s
     # The call was in the run's log before the tool ran.
     assert AT_CALL["p1"] == (["p1"], [])
     assert (await Run.objects.aget(pk=handle.run.pk)).status == "completed"
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_with_interrupt_a_tool_call_costs_no_write_of_its_own(settings: Any) -> None:
+    # No run is continued: no call can run twice, so none waits for the log.
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "FLUSH_EVERY_MS": 60_000, "ON_OWNER_LOST": "interrupt"}
+    RAN.clear()
+    AT_CALL.clear()
+    PAYING.enqueue(["Paying.", call("pay", {"amount": 6}, id="p2")], "Paid.")
+    handle = await _turn(PayHooks(), "pay-2")
+    await asyncio.wait([handle.task], timeout=30)
+    assert RAN == ["pay 6"]
+    assert AT_CALL["p2"] == ([], [])
 
 
 @tool(requires_approval=True)
@@ -464,7 +486,7 @@ class ApprovingHooks(ChatView):
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("_close_worker_connections")
 async def test_an_approved_call_is_among_the_started_calls_before_it_runs(settings: Any) -> None:
-    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "FLUSH_EVERY_MS": 60_000}
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "FLUSH_EVERY_MS": 60_000, "ON_OWNER_LOST": "continue"}
     RAN.clear()
     AT_CALL.clear()
     APPROVING.enqueue(call("approved_pay", {"amount": 3}, id="ap1"), "Paid.")
@@ -507,6 +529,7 @@ class TakenHooks(ChatView):
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("_close_worker_connections")
 async def test_a_process_that_lost_the_run_does_not_run_its_tool(settings: Any) -> None:
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "ON_OWNER_LOST": "continue"}
     RAN.clear()
     TAKEN.enqueue(["Paying.", call("pay", {"amount": 7}, id="t1")], "Paid.")
     handle = await _turn(TakenHooks(), "taken-1")
@@ -552,8 +575,7 @@ async def test_a_web_run_lost_before_its_first_write_is_continued(settings: Any,
 
     (settled,) = await sweep(may_continue=True)
     assert settled.continued
-    (handle,) = [h for h in live_runs() if h.run_id == run_id]
-    await asyncio.wait([handle.task], timeout=30)
+    await run_to_end(run_id)
     stored = await Run.objects.select_related("message").aget(pk=run_id)
     assert stored.status == "completed"
     assert [p["text"] for p in stored.message.parts if p["type"] == "text"] == ["The whole answer."]
@@ -615,8 +637,7 @@ async def test_an_approved_call_that_may_have_run_is_not_run_again(
 
     (settled,) = await sweep(may_continue=True)
     assert settled.continued
-    (handle,) = [h for h in live_runs() if h.run_id == str(run.pk)]
-    await asyncio.wait([handle.task], timeout=30)
+    await run_to_end(str(run.pk))
     stored = await Run.objects.select_related("message").aget(pk=run.pk)
     assert stored.status == "completed"
     # Started (its call was stored before its tool ran): not run again, the
@@ -704,8 +725,7 @@ async def test_a_continued_run_has_only_the_steps_its_budget_left(
 
     (settled,) = await sweep(may_continue=True)
     assert settled.continued
-    (handle,) = [h for h in live_runs() if h.run_id == str(run.pk)]
-    await asyncio.wait([handle.task], timeout=30)
+    await run_to_end(str(run.pk))
     stored = await Run.objects.aget(pk=run.pk)
     # Two of its steps were spent before its process died: with max_steps 2
     # it ends as the loop ends a run at its limit, without calling the model.
@@ -801,8 +821,7 @@ async def test_a_worker_stopped_while_it_starts_a_run_leaves_it_to_be_continued(
     # The stream was not ended: the sweep goes on with the run.
     (settled,) = await sweep(may_continue=True)
     assert settled.continued
-    (handle,) = [h for h in live_runs() if h.run_id == run_id]
-    await asyncio.wait([handle.task], timeout=30)
+    await run_to_end(run_id)
     stored = await Run.objects.select_related("message").aget(pk=run_id)
     assert stored.status == "completed"
     assert [p["text"] for p in stored.message.parts if p["type"] == "text"] == ["Here is the answer."]

@@ -321,13 +321,15 @@ class ServerToolLoop(ToolLoop):
         return "apv_" + secrets.token_urlsafe(18)
 
     async def record_call(self, tool: Tool, context: ToolContext) -> None:
-        """A call of a tool that is not idempotent runs only once the run's
-        log holds it (its ``tool-input-available``, the call's id among the
-        run's started calls): one write per such call, never per delta. A
-        process that lost the run's lease fails here (``LeaseLost``), so
-        its tool never runs."""
+        """With ``ON_OWNER_LOST = "continue"``, a call of a tool that is not
+        idempotent runs only once the run's log holds it (its
+        ``tool-input-available``; an approved call's id among the run's
+        started calls): one write per step that calls such a tool, never per
+        delta. A process that lost the run's lease fails here
+        (``LeaseLost``), so its tool never runs. With ``"interrupt"`` no
+        run is continued, so no call can run twice: nothing is written."""
         recorder = CURRENT_RECORDER.get()
-        if recorder is not None:
+        if recorder is not None and uistream_settings.ON_OWNER_LOST == "continue":
             await recorder.record_call(context.tool_call_id)
 
 
