@@ -8,7 +8,9 @@ on what was stored and what every client received.
         [--keep]
 
 The stack, all on 127.0.0.1 (``ChaosStack``): a ``redis-server`` of the
-soak's own on a free port (nothing saved: a restart is an empty Redis), a
+soak's own on a free port (its append-only file on, fsynced before each
+reply, in the work directory: a Redis killed and started again has every
+chunk it acknowledged, as docs/operations.md's Redis broker rules ask), a
 PostgreSQL database (made if missing, migrated), daphne and uvicorn serving
 ``demo_project.asgi`` with ``bench/chaos_settings.py`` (the Redis broker,
 ``LEASE_SECONDS`` / ``HEARTBEAT_SECONDS`` as given, ``ON_OWNER_LOST`` under
@@ -281,7 +283,13 @@ class ChaosStack:
             raise RuntimeError("redis-server is needed (the soak kills and restarts a Redis of its own)")
         self.redis = Process(
             "redis",
-            [redis_binary, "--port", str(self.redis_port), "--bind", HOST, "--save", "", "--appendonly", "no"],
+            [
+                *(redis_binary, "--port", str(self.redis_port), "--bind", HOST, "--dir", str(workdir)),
+                # What the broker's rules ask of a Redis that may die with a
+                # run's process (docs/operations.md, "Redis broker rules"):
+                # its append-only file, written before each reply.
+                *("--save", "", "--appendonly", "yes", "--appendfsync", "always"),
+            ],
             self.env,
             workdir / "redis.log",
             listening(self.redis_port),

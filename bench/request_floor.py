@@ -1,8 +1,8 @@
 """CPU per request: Django's own floor against a whole chat (issue 18), and
 the same against another commit (issue 27).
 
-    PYTHONPATH=.:bench .venv/bin/python bench/request_floor.py [--requests 200] [--rounds 3]
-    .venv/bin/python bench/request_floor.py --against REV [--requests 200] [--rounds 6]
+    PYTHONPATH=.:bench .venv/bin/python bench/request_floor.py [--requests 200] [--rounds 3] [--chat count|workload]
+    .venv/bin/python bench/request_floor.py --against REV [--this REV2] [--requests 200] [--rounds 6] [--chat …]
 
 The demo project's ASGI application (``bounded_threads``, the demo's seven
 sync middleware, session and CSRF) with ``bench_settings``, called in this
@@ -12,7 +12,9 @@ process by one visitor, one request at a time, alternately per round:
   SSE frame: what any async Django view behind this middleware costs;
 * **chat**: ``POST /api/chat`` "count to 1": the pipeline, the turn's
   transaction, the run, 16 streamed deltas, the chunk log, the stored
-  answer.
+  answer; with ``--chat workload``, ``POST /bench/chat``: the standard
+  workload (``bench/workload.json``: 50 model steps, 98 tool calls, 12,577
+  frames) through the real ``ChatView``, its log and its stored answer.
 
 Printed: CPU milliseconds per request (``time.process_time``: every
 thread of this process, the lanes and the log writer included) per round,
@@ -25,7 +27,9 @@ alternating order, with this file's measurement and each tree's own
 package, demo and bench settings. Printed per round: each tree's chat and
 floor CPU per request, and this tree ÷ ``REV`` for the chat (a new chat's
 whole turn: its set-up and 16 deltas) and for chat ÷ floor (the chat with
-the machine's drift divided out).
+the machine's drift divided out). ``--this REV2``: the commit ``REV2``
+instead of this checkout (two commits paired, e.g. a change and its
+parent).
 """
 
 from __future__ import annotations
@@ -99,10 +103,13 @@ async def main(args: argparse.Namespace, app: Any) -> dict[str, Any]:
         assert answer.status == 200, answer.status
 
     async def chat() -> None:
-        answer = await browser.post("/api/chat", new_chat("count to 1"))
+        if args.chat == "workload":
+            answer = await browser.post("/bench/chat", new_chat("the standard workload"))
+        else:
+            answer = await browser.post("/api/chat", new_chat("count to 1"))
         assert answer.status == 200, answer.status
 
-    for _ in range(10):  # warm-up: the session, the lanes, the writer
+    for _ in range(3 if args.chat == "workload" else 10):  # warm-up: the session, the lanes, the writer
         await chat()
         await floor()
     cpu: dict[str, list[float]] = {"floor": [], "chat": []}
@@ -132,12 +139,13 @@ async def main(args: argparse.Namespace, app: Any) -> dict[str, Any]:
     return {"cpu": cpu, "hops": per_request, "statements": statements}
 
 
-def _measure_in(tree: Path, requests: int) -> dict[str, Any]:
+def _measure_in(tree: Path, requests: int, chat: str) -> dict[str, Any]:
     """One round in a fresh process that imports ``tree``'s package."""
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'bench'}"}
     env.pop("UISTREAM_BENCH_DIR", None)
+    script = str(Path(__file__).resolve())
     out = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--measure", str(tree), "--requests", str(requests)],
+        [sys.executable, script, "--measure", str(tree), "--requests", str(requests), "--chat", chat],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -150,29 +158,45 @@ def _measure_in(tree: Path, requests: int) -> dict[str, Any]:
     return result
 
 
-def against(rev: str, requests: int, rounds: int) -> None:
+def _tree_of(rev: str, folder: Path) -> Path:
+    """The files of commit ``rev`` (``git archive``) in ``folder``."""
+    folder.mkdir()
+    archive = subprocess.run(["git", "archive", rev], cwd=HERE.parent, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    return folder
+
+
+def _short(rev: str) -> str:
+    return subprocess.run(
+        ["git", "rev-parse", "--short", rev], cwd=HERE.parent, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def against(rev: str, requests: int, rounds: int, chat: str = "count", this: str | None = None) -> None:
     root = HERE.parent
     with tempfile.TemporaryDirectory(prefix="uistream-floor-") as tmp:
-        old = Path(tmp) / "tree"
-        old.mkdir()
-        archive = subprocess.run(["git", "archive", rev], cwd=root, capture_output=True, check=True).stdout
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(old, filter="data")
-        sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=root, capture_output=True, text=True).stdout
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout
-        print(f"this tree (HEAD {head.strip()}, and its working changes) against {rev} ({sha.strip()}):")
+        old = _tree_of(rev, Path(tmp) / "tree")
+        if this is not None:
+            root = _tree_of(this, Path(tmp) / "this")
+            print(f"{this} ({_short(this)}) against {rev} ({_short(rev)}), chat: {chat}:")
+        else:
+            print(
+                f"this tree (HEAD {_short('HEAD')}, and its working changes) against {rev} ({_short(rev)}), "
+                f"chat: {chat}:"
+            )
         print(f"{requests} requests a round, {rounds} rounds, a fresh process each (Python {sys.version.split()[0]})")
         figures: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
         for i in range(rounds):
             order = (("old", old), ("new", root)) if i % 2 == 0 else (("new", root), ("old", old))
             for name, tree in order:
-                figures[name].append(_measure_in(tree, requests))
+                figures[name].append(_measure_in(tree, requests, chat))
         for name in ("old", "new"):
             chat = [r["cpu"]["chat"][0] for r in figures[name]]
             floor = [r["cpu"]["floor"][0] for r in figures[name]]
             hops = figures[name][-1]["hops"]["chat"]
             statements = figures[name][-1]["statements"]["chat"]
-            label = rev if name == "old" else "this tree"
+            label = rev if name == "old" else (this or "this tree")
             print(
                 f"{label:>10s}: chat CPU ms per request {' '.join(f'{x:.2f}' for x in chat)}; "
                 f"floor {' '.join(f'{x:.2f}' for x in floor)}; hops per chat {hops:.0f}; "
@@ -180,7 +204,7 @@ def against(rev: str, requests: int, rounds: int) -> None:
             )
         for name in ("old", "new"):
             ratios = [r["cpu"]["chat"][0] / r["cpu"]["floor"][0] for r in figures[name]]
-            label = rev if name == "old" else "this tree"
+            label = rev if name == "old" else (this or "this tree")
             print(f"{label:>10s}: chat ÷ floor per round {' '.join(f'{x:.2f}x' for x in ratios)}")
         chat_ratio = [
             n["cpu"]["chat"][0] / o["cpu"]["chat"][0] for n, o in zip(figures["new"], figures["old"], strict=True)
@@ -189,9 +213,10 @@ def against(rev: str, requests: int, rounds: int) -> None:
             (n["cpu"]["chat"][0] / n["cpu"]["floor"][0]) / (o["cpu"]["chat"][0] / o["cpu"]["floor"][0])
             for n, o in zip(figures["new"], figures["old"], strict=True)
         ]
-        print("this tree ÷ " + rev + ", chat CPU, per round: " + " ".join(f"{r:.3f}x" for r in chat_ratio))
+        new = this or "this tree"
+        print(f"{new} ÷ {rev}, chat CPU, per round: " + " ".join(f"{r:.3f}x" for r in chat_ratio))
         print(f"  median {statistics.median(chat_ratio):.3f}x")
-        print("this tree ÷ " + rev + ", (chat ÷ floor), per round: " + " ".join(f"{r:.3f}x" for r in rel))
+        print(f"{new} ÷ {rev}, (chat ÷ floor), per round: " + " ".join(f"{r:.3f}x" for r in rel))
         print(f"  median {statistics.median(rel):.3f}x")
 
 
@@ -200,10 +225,14 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--against", metavar="REV", help="pair this tree with the commit REV, round by round")
+    parser.add_argument("--this", metavar="REV2", help="with --against: the commit REV2 instead of this checkout")
+    parser.add_argument(
+        "--chat", choices=("count", "workload"), default="count", help="the chat request: 'count to 1' or the workload"
+    )
     parser.add_argument("--measure", metavar="TREE", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.against:
-        against(arguments.against, arguments.requests, arguments.rounds or 6)
+        against(arguments.against, arguments.requests, arguments.rounds or 6, arguments.chat, arguments.this)
         sys.exit(0)
     if arguments.measure:
         # A round of --against: the tree's package and bench, not this file's folder.

@@ -21,21 +21,24 @@ import pytest
 import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.db import connection, connections
+from django.db.models import F
 from django.utils import timezone
 
 from uistream_app.hooks import TurnContext
+from uistream_app.lifecycle import continuation, leases
 from uistream_app.lifecycle.continuation import INTERRUPTED_TOOL_TEXT
-from uistream_app.lifecycle.executors import WorkerRunner
+from uistream_app.lifecycle.executors import WorkerRunner, execute_in_worker
 from uistream_app.lifecycle.leases import sweep
-from uistream_app.lifecycle.registry import live_runs
+from uistream_app.lifecycle.registry import RunHandle, live_runs
+from uistream_app.lifecycle.runner import Runner
 from uistream_app.live import get_broker, reset_broker
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.owners import Owner
 from uistream_app.protocol.ui.reader import UIMessageReader
 from uistream_app.recording import read_log, write_log
-from uistream_app.runs import tool
+from uistream_app.runs import ToolContext, tool
 from uistream_app.runs.messages import ToolMessage
-from uistream_app.testing import ScriptedModel
+from uistream_app.testing import ScriptedModel, call
 from uistream_app.transport.chat_request import ChatRequest, chat_turn
 from uistream_app.views import ChatView
 
@@ -45,6 +48,15 @@ from .test_chat_http import Browser, read_chunks, text_of
 from .test_leases import LEASE, kill, numbers, same_visitor, server_process, settings_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def run_to_end(run_id: Any) -> None:
+    """Wait for the run this process goes on with to end (it may have ended
+    already: a continuation with nothing left to do ends at once)."""
+    handles = [h for h in live_runs() if h.run_id == str(run_id)]
+    if handles:
+        await asyncio.wait([handles[0].task], timeout=30)
+    assert not [h for h in live_runs() if h.run_id == str(run_id)]
 
 
 def continuing_env(broker: dict[str, Any]) -> dict[str, str]:
@@ -239,8 +251,7 @@ async def test_the_half_done_step_is_dropped_and_its_calls_are_not_run_twice(set
 
     (settled,) = await sweep(may_continue=True)
     assert settled.continued
-    (handle,) = [h for h in live_runs() if h.run_id == str(run.pk)]
-    await asyncio.wait([handle.task], timeout=30)
+    await run_to_end(str(run.pk))
 
     stored = await Run.objects.aget(pk=run.pk)
     assert stored.status == "completed"
@@ -352,12 +363,12 @@ async def test_a_worker_run_lost_before_its_first_chunk_is_continued_from_the_st
 
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("_close_worker_connections")
-async def test_a_worker_run_whose_worker_began_it_is_not_started_over(
+async def test_a_worker_run_whose_worker_began_it_and_was_lost_before_its_first_write_starts_over(
     settings: Any, redis_config: dict[str, Any]
 ) -> None:
-    # Its worker adopted it and was lost before the first log write: it may
-    # have run a tool the log never got, so it is not run again from the
-    # start (a call that is not idempotent would run twice): it is settled.
+    # Its worker adopted it and was lost before the run's first log write:
+    # no tool that is not idempotent ran (one runs only once its call is
+    # logged), so the run starts over here and its answer completes.
     settings.UISTREAM = {
         **getattr(settings, "UISTREAM", {}),
         "BROKER": redis_config,
@@ -367,7 +378,6 @@ async def test_a_worker_run_whose_worker_began_it_is_not_started_over(
     reset_broker()
     LATE.gate = asyncio.Event()
     LATE.enqueue("Here is the answer.")
-    LATE.requests.clear()
     message = {"id": "u-began", "role": "user", "parts": [{"type": "text", "text": "hello"}]}
     owner = Owner.of_session("s" * 32)
     handed = await LateHooks().start_turn(
@@ -379,9 +389,440 @@ async def test_a_worker_run_whose_worker_began_it_is_not_started_over(
     await Run.objects.filter(pk=run_id).aupdate(heartbeat_at=timezone.now() - dt.timedelta(hours=1))
 
     (settled,) = await sweep(may_continue=True)
-    assert not settled.continued
-    stored = await Run.objects.aget(pk=run_id)
-    assert stored.status == "interrupted"
-    assert LATE.requests == []
+    assert settled.continued
+    (handle,) = [h for h in live_runs() if h.run_id == run_id]
     LATE.gate.set()
+    await asyncio.wait([handle.task], timeout=30)
+    stored = await Run.objects.select_related("message").aget(pk=run_id)
+    assert stored.status == "completed"
+    assert [p["text"] for p in stored.message.parts if p["type"] == "text"] == ["Here is the answer."]
+    reset_broker()
+
+
+# -- a call of a tool that is not idempotent is logged before it runs ------------------------
+
+#: What the run's stored record held when each call's tool ran: its log's
+#: tool calls, and the calls ``Run.turn`` says were started.
+AT_CALL: dict[str, tuple[list[str], list[str]]] = {}
+
+
+def _note_stored(context: ToolContext) -> None:
+    run = Run.objects.get(pk=context.runtime_context.run.pk)
+    logged = [c["toolCallId"] for c in (e.chunk for e in read_log(run)) if c["type"] == "tool-input-available"]
+    AT_CALL[context.tool_call_id] = (logged, list((run.turn or {}).get("started", [])))
+
+
+@tool
+def pay(amount: int, context: ToolContext) -> str:
+    """Pay (not idempotent)."""
+    _note_stored(context)
+    RAN.append(f"pay {amount}")
+    return "paid"
+
+
+PAYING = ScriptedModel()
+
+
+class PayHooks(ChatView):
+    model = PAYING
+    tools = (pay, lookup)
+
+
+async def _turn(hooks: ChatView, chat_id: str) -> Any:
+    message = {"id": f"u-{chat_id}", "role": "user", "parts": [{"type": "text", "text": "pay"}]}
+    owner = Owner.of_session("p" * 32)
+    return await hooks.start_turn(
+        chat_turn(ChatRequest(chat_id=chat_id, messages=[message])), TurnContext(owner, chat_id, "http"), version=7
+    )
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_a_tool_that_is_not_idempotent_runs_only_once_its_call_is_stored(settings: Any) -> None:
+    # A flush interval far longer than the run: only the call's own write
+    # can have stored its chunks by the time its tool runs.
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "FLUSH_EVERY_MS": 60_000, "ON_OWNER_LOST": "continue"}
+    RAN.clear()
+    AT_CALL.clear()
+    PAYING.enqueue(["Paying.", call("pay", {"amount": 5}, id="p1")], "Paid.")
+    handle = await _turn(PayHooks(), "pay-1")
+    await asyncio.wait([handle.task], timeout=30)
+    assert RAN == ["pay 5"]
+    # The call was in the run's log before the tool ran.
+    assert AT_CALL["p1"] == (["p1"], [])
+    assert (await Run.objects.aget(pk=handle.run.pk)).status == "completed"
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_with_interrupt_a_tool_call_costs_no_write_of_its_own(settings: Any) -> None:
+    # No run is continued: no call can run twice, so none waits for the log.
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "FLUSH_EVERY_MS": 60_000, "ON_OWNER_LOST": "interrupt"}
+    RAN.clear()
+    AT_CALL.clear()
+    PAYING.enqueue(["Paying.", call("pay", {"amount": 6}, id="p2")], "Paid.")
+    handle = await _turn(PayHooks(), "pay-2")
+    await asyncio.wait([handle.task], timeout=30)
+    assert RAN == ["pay 6"]
+    assert AT_CALL["p2"] == ([], [])
+
+
+@tool(requires_approval=True)
+def approved_pay(amount: int, context: ToolContext) -> str:
+    """Pay, once a person approved it (not idempotent)."""
+    _note_stored(context)
+    RAN.append(f"approved_pay {amount}")
+    return "paid"
+
+
+APPROVING = ScriptedModel()
+
+
+class ApprovingHooks(ChatView):
+    model = APPROVING
+    tools = (approved_pay,)
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_an_approved_call_is_among_the_started_calls_before_it_runs(settings: Any) -> None:
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "FLUSH_EVERY_MS": 60_000, "ON_OWNER_LOST": "continue"}
+    RAN.clear()
+    AT_CALL.clear()
+    APPROVING.enqueue(call("approved_pay", {"amount": 3}, id="ap1"), "Paid.")
+    first = await _turn(ApprovingHooks(), "approve-1")
+    await asyncio.wait([first.task], timeout=30)
+    assert RAN == []  # it waits for a person
+    messages = [m.as_ui_message() async for m in Message.objects.filter(conversation_id=first.run.conversation_id)]
+    (part,) = [p for p in messages[-1]["parts"] if p.get("toolCallId") == "ap1"]
+    part.update(state="approval-responded", approval={**part["approval"], "approved": True})
+    request = ChatRequest(chat_id="approve-1", messages=messages, message_id=messages[-1]["id"])
+    owner = Owner.of_session("p" * 32)
+    then = await ApprovingHooks().start_turn(chat_turn(request), TurnContext(owner, "approve-1", "http"), version=7)
+    await asyncio.wait([then.task], timeout=30)
+    assert RAN == ["approved_pay 3"]
+    # Its call is an earlier run's, not in this run's log: this run stored
+    # it among its started calls before the tool ran.
+    assert AT_CALL["ap1"] == ([], ["ap1"])
+
+
+class TakenModel(ScriptedModel):
+    """Streams its step, then another process takes the run over (a sweep
+    that found its lease run out while this one was paused)."""
+
+    async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        async for event in super().stream(*args, **kwargs):
+            yield event
+        await Run.objects.filter(status="running", conversation__client_id="taken-1").aupdate(
+            lease_epoch=F("lease_epoch") + 1
+        )
+
+
+TAKEN = TakenModel()
+
+
+class TakenHooks(ChatView):
+    model = TAKEN
+    tools = (pay,)
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_a_process_that_lost_the_run_does_not_run_its_tool(settings: Any) -> None:
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "ON_OWNER_LOST": "continue"}
+    RAN.clear()
+    TAKEN.enqueue(["Paying.", call("pay", {"amount": 7}, id="t1")], "Paid.")
+    handle = await _turn(TakenHooks(), "taken-1")
+    await asyncio.wait([handle.task], timeout=30)
+    assert RAN == []  # the call's write found the epoch gone: the tool never ran
+    stored = await Run.objects.aget(pk=handle.run.pk)
+    # Nothing of this process's landed after the takeover: the run is its new owner's.
+    assert stored.status == "running"
+    assert await sync_to_async(read_log)(stored) == []
+
+
+# -- a web process's run lost before its first log write -------------------------------------
+
+
+class LostRunner(Runner):
+    """The web process died as soon as the turn was prepared: the run's
+    rows are written, its task never ran."""
+
+    async def start(self, prepared: Any, source: Any, *, metadata: Any = None) -> RunHandle:
+        await source.aclose()
+        return RunHandle(prepared.run, asyncio.create_task(asyncio.sleep(0)), prepared)
+
+
+class LostHooks(ChatView):
+    model = LATE
+
+    def get_runner(self) -> Runner:
+        return LostRunner()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_a_web_run_lost_before_its_first_write_is_continued(settings: Any, redis_config: dict[str, Any]) -> None:
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "BROKER": redis_config, "ON_OWNER_LOST": "continue"}
+    reset_broker()
+    LATE.gate = asyncio.Event()
+    LATE.gate.set()
+    LATE.enqueue("The whole answer.")
+    handed = await _turn(LostHooks(), "lost-web-1")
+    run_id = str(handed.run.pk)
+    assert await sync_to_async(read_log)(handed.run) == []
+    await Run.objects.filter(pk=run_id).aupdate(heartbeat_at=timezone.now() - dt.timedelta(hours=1))
+
+    (settled,) = await sweep(may_continue=True)
+    assert settled.continued
+    await run_to_end(run_id)
+    stored = await Run.objects.select_related("message").aget(pk=run_id)
+    assert stored.status == "completed"
+    assert [p["text"] for p in stored.message.parts if p["type"] == "text"] == ["The whole answer."]
+    reset_broker()
+
+
+# -- an approved call its run began, then lost -----------------------------------------------
+
+
+def approved_orphan(started: list[str]) -> Run:
+    """A chat whose answer asked to charge the card, a person approved it,
+    and the run that went on with it lost its process: its log has its
+    ``start``; ``started``: whether the call's tool was about to run."""
+    conversation = Conversation.objects.create(pk="k2", client_id="chat-ap", session_key="s2")
+    Message.objects.create(
+        pk="u2", conversation=conversation, role="user", parts=[{"type": "text", "text": "charge"}], position=0
+    )
+    message = Message.objects.create(
+        pk="a2",
+        conversation=conversation,
+        role="assistant",
+        parts=[{"type": "step-start"}, approved_part()],
+        position=1,
+    )
+    run = Run.objects.create(
+        conversation=conversation,
+        message=message,
+        status="running",
+        trigger="continue",
+        heartbeat_at=timezone.now() - dt.timedelta(hours=1),
+        turn={
+            "hooks": f"{ToolHooks.__module__}.{ToolHooks.__qualname__}",
+            "kind": "continue",
+            "extra": {},
+            "with_thread": False,
+            "approvals": {"c9": ["apv_9", True, None]},
+            "client_results": {},
+            "transport": "http",
+            "context_extra": {},
+            "metadata": None,
+            "started": started,
+        },
+    )
+    write_log(run, [{"type": "start", "messageId": "a2"}])
+    return run
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+@pytest.mark.parametrize(("started", "ran"), [(["c9"], []), ([], ["charge 9"])])
+async def test_an_approved_call_that_may_have_run_is_not_run_again(
+    settings: Any, started: list[str], ran: list[str]
+) -> None:
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "ON_OWNER_LOST": "continue"}
+    RAN.clear()
+    FINAL.requests.clear()
+    FINAL.enqueue("All done.")
+    run = await sync_to_async(approved_orphan)(started)
+
+    (settled,) = await sweep(may_continue=True)
+    assert settled.continued
+    await run_to_end(str(run.pk))
+    stored = await Run.objects.select_related("message").aget(pk=run.pk)
+    assert stored.status == "completed"
+    # Started (its call was stored before its tool ran): not run again, the
+    # model reads that it was interrupted. Never started: it runs, once.
+    assert ran == RAN
+    (charged,) = [p for p in stored.message.parts if p.get("toolCallId") == "c9"]
+    if started:
+        assert (charged["state"], charged["errorText"]) == ("output-error", INTERRUPTED_TOOL_TEXT)
+    else:
+        assert (charged["state"], charged["output"]) == ("output-available", "charged")
+    log = [e.chunk for e in await sync_to_async(read_log)(stored)]
+    reader = UIMessageReader(
+        message={"id": "a2", "role": "assistant", "parts": [{"type": "step-start"}, approved_part()]},
+        message_id="a2",
+    )
+    for chunk in log:
+        reader.feed(chunk)
+    assert stored.message.parts == reader.message["parts"]
+
+
+def approved_part() -> dict[str, Any]:
+    return {
+        "type": "tool-charge",
+        "toolCallId": "c9",
+        "state": "approval-responded",
+        "input": {"amount": 9},
+        "approval": {"id": "apv_9", "approved": True},
+    }
+
+
+# -- the step budget goes on -----------------------------------------------------------------
+
+
+class TwoStepHooks(ChatView):
+    model = ScriptedModel()
+    tools = (convert,)
+    max_steps = 2
+
+
+class ThreeStepHooks(TwoStepHooks):
+    model = ScriptedModel()
+    max_steps = 3
+
+
+def _tool_step(call_id: str) -> list[dict[str, Any]]:
+    return [
+        {"type": "start-step"},
+        {"type": "tool-input-available", "toolCallId": call_id, "toolName": "convert", "input": {"value": 1}},
+        {"type": "tool-output-available", "toolCallId": call_id, "output": 2},
+        {"type": "finish-step"},
+    ]
+
+
+def two_steps_orphan(hooks: type[ChatView]) -> Run:
+    """A run whose model called a tool twice (two steps done), then lost
+    its process before its next model call."""
+    conversation = Conversation.objects.create(pk="k3", client_id="chat-steps", session_key="s3")
+    Message.objects.create(
+        pk="u3", conversation=conversation, role="user", parts=[{"type": "text", "text": "go"}], position=0
+    )
+    message = Message.objects.create(pk="a3", conversation=conversation, role="assistant", parts=[], position=1)
+    run = Run.objects.create(
+        conversation=conversation,
+        message=message,
+        status="running",
+        heartbeat_at=timezone.now() - dt.timedelta(hours=1),
+        turn={"hooks": f"{hooks.__module__}.{hooks.__qualname__}", "kind": "submit", "transport": "http"},
+    )
+    write_log(run, [{"type": "start", "messageId": "a3"}, *_tool_step("s1"), *_tool_step("s2")])
+    return run
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+@pytest.mark.parametrize(("hooks", "calls_made", "reason"), [(TwoStepHooks, 0, "length"), (ThreeStepHooks, 1, "stop")])
+async def test_a_continued_run_has_only_the_steps_its_budget_left(
+    settings: Any, hooks: type[ChatView], calls_made: int, reason: str
+) -> None:
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "ON_OWNER_LOST": "continue"}
+    model = hooks.model
+    model.requests.clear()
+    if not model.remaining:
+        model.enqueue("Done.")
+    run = await sync_to_async(two_steps_orphan)(hooks)
+
+    (settled,) = await sweep(may_continue=True)
+    assert settled.continued
+    await run_to_end(str(run.pk))
+    stored = await Run.objects.aget(pk=run.pk)
+    # Two of its steps were spent before its process died: with max_steps 2
+    # it ends as the loop ends a run at its limit, without calling the model.
+    assert len(model.requests) == calls_made
+    log = [e.chunk for e in await sync_to_async(read_log)(stored)]
+    assert log[-1] == {"type": "finish", "finishReason": reason}
+    assert stored.status == "completed"
+
+
+# -- a run taken over twice ------------------------------------------------------------------
+
+
+def test_a_run_taken_over_twice_stores_the_message_its_whole_log_builds() -> None:
+    conversation = Conversation.objects.create(pk="k4", client_id="chat-twice", session_key="s4")
+    Message.objects.create(
+        pk="u4", conversation=conversation, role="user", parts=[{"type": "text", "text": "go"}], position=0
+    )
+    message = Message.objects.create(pk="a4", conversation=conversation, role="assistant", parts=[], position=1)
+    stale = timezone.now() - dt.timedelta(hours=1)
+    run = Run.objects.create(
+        conversation=conversation, message=message, status="running", heartbeat_at=stale, turn={"kind": "submit"}
+    )
+
+    def half(text_id: str, text: str) -> list[dict[str, Any]]:
+        return [
+            {"type": "start-step"},
+            {"type": "text-start", "id": text_id},
+            {"type": "text-delta", "id": text_id, "delta": text},
+        ]
+
+    def built_by_a_reader() -> list[dict[str, Any]]:
+        reader = UIMessageReader(message_id="a4")
+        for entry in read_log(run):
+            reader.feed(entry.chunk)
+        return reader.message["parts"]
+
+    def take_over() -> Run:
+        Run.objects.filter(pk=run.pk).update(heartbeat_at=stale)
+        claimed = leases._claim(str(run.pk), None)
+        assert claimed is not None
+        return claimed
+
+    write_log(run, [{"type": "start", "messageId": "a4"}, *half("text-0", "Hal")])
+    # The first process died mid-step; a sweep took the run over.
+    assert continuation._store_continued(take_over(), None) is not None
+    # The process that took it died before it said anything: the next
+    # takeover finds the half-done step dropped already.
+    assert continuation._store_continued(take_over(), None) is not None
+    assert [e.chunk["type"] for e in read_log(run)].count("reset-step") == 1
+    # The one that went on with it finished a step, began another, and died too.
+    done = [*half("text-0", "Whole."), {"type": "text-end", "id": "text-0"}, {"type": "finish-step"}]
+    write_log(run, [*done, *half("text-1", "Aga")])
+    assert continuation._store_continued(take_over(), None) is not None
+    assert Message.objects.get(pk="a4").parts == built_by_a_reader()
+    # And a third sweep settles it: the message is still what the whole log builds.
+    leases._store_settled(take_over(), None, "An error occurred.")
+    stored = Message.objects.get(pk="a4").parts
+    assert stored == built_by_a_reader()
+    assert [p.get("text") for p in stored if p["type"] == "text"] == ["Whole."]
+
+
+class StoppingHooks(LateHooks):
+    """A worker told to stop while it starts the run (its task cancelled)."""
+
+    async def start_turn(self, *args: Any, **kwargs: Any) -> Any:
+        raise asyncio.CancelledError
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_a_worker_stopped_while_it_starts_a_run_leaves_it_to_be_continued(
+    settings: Any, redis_config: dict[str, Any]
+) -> None:
+    settings.UISTREAM = {
+        **getattr(settings, "UISTREAM", {}),
+        "BROKER": redis_config,
+        "EXECUTOR": f"{NoWorkerRunner.__module__}.{NoWorkerRunner.__qualname__}",
+        "ON_OWNER_LOST": "continue",
+    }
+    reset_broker()
+    NoWorkerRunner.enqueued.clear()
+    LATE.gate = asyncio.Event()
+    LATE.gate.set()
+    LATE.enqueue("Here is the answer.")
+    handed = await _turn(LateHooks(), "stopping-1")
+    (payload,) = NoWorkerRunner.enqueued
+    payload = {**payload, "hooks": f"{StoppingHooks.__module__}.{StoppingHooks.__qualname__}"}
+    with pytest.raises(asyncio.CancelledError):
+        await execute_in_worker(payload)
+    run_id = str(handed.run.pk)
+    await Run.objects.filter(pk=run_id).aupdate(heartbeat_at=timezone.now() - dt.timedelta(hours=1))
+
+    # The stream was not ended: the sweep goes on with the run.
+    (settled,) = await sweep(may_continue=True)
+    assert settled.continued
+    await run_to_end(run_id)
+    stored = await Run.objects.select_related("message").aget(pk=run_id)
+    assert stored.status == "completed"
+    assert [p["text"] for p in stored.message.parts if p["type"] == "text"] == ["Here is the answer."]
     reset_broker()

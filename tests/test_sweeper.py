@@ -101,8 +101,19 @@ def test_a_log_that_ended_already_gets_no_second_terminal_chunk() -> None:
     write_log(run, [{"type": "finish-step"}, {"type": "finish", "finishReason": "stop"}])
     call_command("uistream_sweep", stdout=io.StringIO())
     run.refresh_from_db()
-    assert run.status == "interrupted"
+    # Its process stored the answer's end and died before its outcome: the
+    # answer is whole, so the run completed.
+    assert (run.status, run.error_code, run.finish_reason) == ("completed", "", "stop")
     assert read_log(run)[-1].chunk == {"type": "finish", "finishReason": "stop"}
+
+
+def test_a_log_that_ended_with_an_error_is_settled_interrupted() -> None:
+    run = orphan()
+    write_log(run, [{"type": "error", "errorText": "An error occurred."}])
+    call_command("uistream_sweep", stdout=io.StringIO())
+    run.refresh_from_db()
+    assert (run.status, run.error_code) == ("interrupted", "Interrupted")
+    assert [e.chunk["type"] for e in read_log(run)].count("error") == 1
 
 
 @pytest_asyncio.fixture

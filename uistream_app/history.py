@@ -221,6 +221,7 @@ class HistoryStrategy:
                 client_results=run.client_results,
                 context=run,
                 steering=getattr(run, "steering", None),
+                steps_taken=getattr(run, "steps_taken", 0),
             )
         ) as events:
             async for event in events:

@@ -21,6 +21,7 @@ is the check's logic, ``load_model_setting`` the request's: one text).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import secrets
@@ -58,6 +59,7 @@ from .lifecycle.turns import (
 from .models import Message, MessageQuerySet, Run
 from .owners import Owner
 from .protocol.events import Event
+from .recording import CURRENT_RECORDER
 from .runs import (
     ChatModel,
     ModelSpecError,
@@ -65,6 +67,7 @@ from .runs import (
     Tool,
     ToolApprovalPolicy,
     ToolCallRequest,
+    ToolContext,
     ToolLoop,
     is_model_spec,
     model_name,
@@ -317,6 +320,18 @@ class ServerToolLoop(ToolLoop):
     def approval_id(self, call: ToolCallRequest) -> str:
         return "apv_" + secrets.token_urlsafe(18)
 
+    async def record_call(self, tool: Tool, context: ToolContext) -> None:
+        """With ``ON_OWNER_LOST = "continue"``, a call of a tool that is not
+        idempotent runs only once the run's log holds it (its
+        ``tool-input-available``; an approved call's id among the run's
+        started calls): one write per step that calls such a tool, never per
+        delta. A process that lost the run's lease fails here
+        (``LeaseLost``), so its tool never runs. With ``"interrupt"`` no
+        run is continued, so no call can run twice: nothing is written."""
+        recorder = CURRENT_RECORDER.get()
+        if recorder is not None and uistream_settings.ON_OWNER_LOST == "continue":
+            await recorder.record_call(context.tool_call_id)
+
 
 #: The set-up of the turn whose history the store is choosing, for the
 #: default ``get_history`` (whose signature has no context).
@@ -394,7 +409,12 @@ class ChatHooks:
         if adopted is None:
             assert setup is not None
             prepared = await store.prepare(
-                turn, context.owner, version=version, model_name=model_name(setup.model), claim_owner=claim_owner
+                turn,
+                context.owner,
+                version=version,
+                model_name=model_name(setup.model),
+                claim_owner=claim_owner,
+                record_turn=functools.partial(turn_record, type(self), setup),
             )
             runner, metadata = self.get_runner(), None
         else:
@@ -432,7 +452,16 @@ class ChatHooks:
         except Exception as exc:  # noqa: BLE001 - the run is prepared: its failure is stored and sent
             source = failing_source(exc)
         # What a process continuing the run after this one died needs.
-        prepared = replace(prepared, turn_record=turn_record(type(self), prepared, metadata))
+        record = turn_record(
+            type(self),
+            prepared.setup,
+            prepared.turn,
+            with_thread=prepared.thread is not None,
+            approvals=prepared.approvals,
+            client_results=prepared.client_results,
+            metadata=metadata,
+        )
+        prepared = replace(prepared, turn_record=record)
         return await runner.start(prepared, source, metadata=metadata)
 
     def setup_turn(self, context: TurnContext) -> TurnSetup:

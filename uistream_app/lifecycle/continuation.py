@@ -46,14 +46,16 @@ from ..owners import Owner
 from ..protocol.events import Event, ReasoningDelta, StepFinished, TextDelta, ToolCall, ToolDenied, ToolResult
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
-from ..recording import iter_log, last_offset_ms, write_log
+from ..recording import STARTED_CALLS, iter_log, last_offset_ms, write_log
 from ..runs import ClientToolResult, ToolApproval
 from . import leases
+from .leases import MESSAGE_FROM, stored_message
 from .turns import AdoptedRun, TurnContext
 
 if TYPE_CHECKING:
     from ..runs import Tool
-    from .store import PreparedRun
+    from .store import PreparedRun, Turn
+    from .turns import TurnSetup
 
 __all__ = [
     "INTERRUPTED_TOOL_TEXT",
@@ -81,22 +83,32 @@ _COMPLETE: Final = frozenset(
 )
 
 
-def turn_record(hooks_class: type[Any], prepared: PreparedRun, metadata: Any) -> dict[str, Any] | None:
-    """What a process that continues ``prepared``'s run needs besides its
+def turn_record(
+    hooks_class: type[Any],
+    setup: TurnSetup | None,
+    turn: Turn,
+    with_thread: bool,
+    approvals: Mapping[str, ToolApproval],
+    client_results: Mapping[str, ClientToolResult],
+    metadata: Any = None,
+) -> dict[str, Any] | None:
+    """What a process that continues a run of ``turn`` needs besides its
     rows (``Run.turn``, JSON): the hooks class, the turn's kind and extra
     keys, the context's transport, the checked answers and the start
     chunk's metadata. None for an agent adapter's run (it can't continue).
-    The owner is the conversation's; nothing here is a credential."""
-    setup = prepared.setup
+    The owner is the conversation's; nothing here is a credential. Made
+    with the run's row (``ConversationStore.prepare``), so a run lost
+    before its first log write can be continued too; stored again, with
+    the metadata, with its first chunks."""
     if setup is None or setup.adapter is not None or setup.agent is not None:
         return None
     return {
         "hooks": f"{hooks_class.__module__}.{hooks_class.__qualname__}",
-        "kind": prepared.turn.kind,
-        "extra": _json_only(prepared.extra),
-        "with_thread": prepared.thread is not None,
-        "approvals": {call: [a.approval_id, a.approved, a.reason] for call, a in prepared.approvals.items()},
-        "client_results": {call: [r.output, r.is_error] for call, r in prepared.client_results.items()},
+        "kind": turn.kind,
+        "extra": _json_only(turn.extra),
+        "with_thread": with_thread,
+        "approvals": {call: [a.approval_id, a.approved, a.reason] for call, a in approvals.items()},
+        "client_results": {call: [r.output, r.is_error] for call, r in client_results.items()},
         "transport": setup.context.transport,
         "context_extra": _json_only(setup.context.extra),
         "metadata": metadata if _is_json(metadata) else None,
@@ -120,10 +132,12 @@ def _json_only(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def half_step(log: Sequence[Chunk]) -> int | None:
     """Where the step the log leaves half-done starts (its last
-    ``start-step``, when no ``finish-step`` follows it), or None."""
+    ``start-step``, when no ``finish-step`` follows it, nor a ``reset-step``
+    that dropped it already: a takeover whose own process died before it
+    began the step again), or None."""
     for index in range(len(log) - 1, -1, -1):
         kind = log[index].get("type")
-        if kind == "finish-step":
+        if kind == "finish-step" or kind == "reset-step":
             return None
         if kind == "start-step":
             return index
@@ -150,6 +164,14 @@ class Continued:
 
     log_length: int
     dropped: tuple[dict[str, Any], ...] = ()
+    #: The calls its earlier owners began to run (``Run.turn["started"]``,
+    #: ``RunRecorder.record_call``): one that has no result and was
+    #: answered first thing in the run (an approved call) is not run again
+    #: unless its tool is idempotent.
+    started: frozenset[str] = frozenset()
+    #: The steps its log completed (its ``finish-step`` chunks): with the
+    #: replayed one, they count against ``max_steps``.
+    steps: int = 0
 
     def replay(self, tools: Iterable[Tool]) -> tuple[list[Event], list[dict[str, Any]]]:
         """What is sent again of the dropped step (events, after the
@@ -180,13 +202,43 @@ class Continued:
         """``prepared`` with the replayed step added to its history's last
         (the continued assistant) message, and numbering on from the log;
         and the events to send first."""
+        tools = list(tools)
         events, parts = self.replay(tools)
         history = list(prepared.history)
-        if parts and history and history[-1].get("role") == "assistant":
+        if history and history[-1].get("role") == "assistant":
             last = dict(history[-1])
-            last["parts"] = [*last.get("parts", []), *parts]
-            history[-1] = last
-        return replace(prepared, history=history, log_from=self.log_length), events
+            answered, kept = self._started_calls(last.get("parts", []), tools)
+            if parts or answered:
+                last["parts"] = [*kept, *parts]
+                history[-1] = last
+                events = [*answered, *events]
+        # The replayed step's model call was made: it is one of the run's steps.
+        steps = self.steps + (1 if parts else 0)
+        return replace(prepared, history=history, log_from=self.log_length, steps_taken=steps), events
+
+    def _started_calls(
+        self, parts: Sequence[dict[str, Any]], tools: Iterable[Tool]
+    ) -> tuple[list[Event], list[dict[str, Any]]]:
+        """The continued message's calls that an earlier owner started and
+        that have no result (an approved call, run first thing in its run):
+        a call of a tool that is not idempotent gets ``INTERRUPTED_TOOL_TEXT``
+        as its error (its events, and the parts with it); any other is left
+        to the loop, which runs it again."""
+        if not self.started:
+            return [], list(parts)
+        by_name = {tool.name: tool for tool in tools}
+        events: list[Event] = []
+        kept: list[dict[str, Any]] = []
+        for part in parts:
+            call_id = str(part.get("toolCallId")) if _is_call(part) else None
+            if call_id in self.started and part.get("state") in ("input-available", "approval-responded"):
+                name = str(part.get("toolName") if part.get("type") == "dynamic-tool" else part["type"][len("tool-") :])
+                tool = by_name.get(name)
+                if tool is None or not (tool.idempotent or tool.client_side):
+                    events.append(ToolResult(call_id, INTERRUPTED_TOOL_TEXT, is_error=True, tool_name=name))
+                    part = {**part, "state": "output-error", "errorText": INTERRUPTED_TOOL_TEXT}
+            kept.append(part)
+        return events, kept
 
 
 def _is_call(part: Mapping[str, Any]) -> bool:
@@ -248,28 +300,35 @@ def _store_continued(run: Run, published: list[Chunk] | None) -> tuple[list[Chun
     before). Synchronous."""
     with transaction.atomic():
         held = Run.objects.select_for_update().filter(pk=run.pk, status=Run.Status.RUNNING, lease_epoch=run.lease_epoch)
-        if not held.exists() or run.message is None:
+        stored = stored_message(run) if held.exists() else None
+        if stored is None:
             return None
+        # The message as stored: as it was before the run, or (an earlier
+        # takeover's) with the log's first ``held_from`` chunks read already.
+        message, held_from = stored
         log = [entry.chunk for entry in iter_log(run)]
         # What the broker holds (a stream that expired, or a broker that never
         # held the run, holds nothing: it is given the whole log).
         first_seq = len(published) if published is not None else 0
         recovered = published[len(log) :] if published is not None and len(published) > len(log) else []
         complete = log + recovered
+        turn = Run.objects.filter(pk=run.pk).values_list("turn", flat=True).first()
+        turn = turn if isinstance(turn, dict) else {}
+        started = frozenset(str(call) for call in turn.get(STARTED_CALLS) or ())
         if not complete:
-            # Lost before its first chunk was written: a worker's run whose
-            # task no worker started starts over here, from the stored
-            # message (the broker refuses one a worker adopted: it may have
-            # run a tool the log never got).
+            # Lost before its first chunk was written (a worker's run whose
+            # task no worker started, or one its worker or web process began):
+            # it starts over here, from the stored message. No tool that is
+            # not idempotent ran: it runs only once its call is logged.
             Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
-            return [], 0, Continued(0)
+            return [], 0, Continued(0, started=started)
         if complete[-1].get("type") in _TERMINAL_TYPES:
             return None
         dropped: tuple[dict[str, Any], ...] = ()
         added = list(recovered)
         if half_step(complete) is not None:
-            before = _read(run.message, complete, run.pk)["parts"]
-            after = _read(run.message, [*complete, RESET_STEP], run.pk)["parts"]
+            before = _read(message, complete[held_from:], run.pk)["parts"]
+            after = _read(message, [*complete[held_from:], RESET_STEP], run.pk)["parts"]
             dropped = tuple(before[len(after) :])
             added.append(RESET_STEP)
         if added:
@@ -277,10 +336,14 @@ def _store_continued(run: Run, published: list[Chunk] | None) -> tuple[list[Chun
             offsets = [last_offset_ms(run)] * len(recovered) + [max(now_ms, 0)] * (len(added) - len(recovered))
             write_log(run, added, offsets)
         complete = log + added
-        built = _read(run.message, complete, run.pk)
-        Message.objects.filter(pk=run.message.pk).update(parts=built["parts"], metadata=built.get("metadata"))
-        Run.objects.filter(pk=run.pk).update(chunk_count=len(complete), heartbeat_at=timezone.now())
-    return complete, min(first_seq, len(complete)), Continued(len(complete), dropped)
+        built = _read(message, complete[held_from:], run.pk)
+        Message.objects.filter(pk=message.pk).update(parts=built["parts"], metadata=built.get("metadata"))
+        # The message holds the whole log now: a later rebuild (another
+        # takeover, a settle) reads only what comes after it.
+        turn = {**turn, MESSAGE_FROM: len(complete)}
+        Run.objects.filter(pk=run.pk).update(chunk_count=len(complete), heartbeat_at=timezone.now(), turn=turn)
+    steps = sum(chunk.get("type") == "finish-step" for chunk in complete)
+    return complete, min(first_seq, len(complete)), Continued(len(complete), dropped, started, steps)
 
 
 async def continue_orphan(run: Run, published: list[Chunk] | None) -> bool:

@@ -212,10 +212,11 @@ class WorkerRunner(Runner):
             logger.exception("run %s cannot be handed to a worker", prepared.run.pk)
             return await Runner().start(prepared, failing_source(exc))
         payload = run_payload(self.hooks_class, prepared, metadata)
-        if prepared.turn_record is not None:
-            # Stored before any worker has the run: a worker lost before the
-            # run's first log write (or a task no worker started) leaves a
-            # run the sweep can continue (``ON_OWNER_LOST = "continue"``).
+        if prepared.turn_record is not None and prepared.turn_record != prepared.run.turn:
+            # ``Run.turn`` was stored with the run's row; the start chunk's
+            # metadata, chosen since, joins it before any worker has the run:
+            # a continuation of a run lost before its first log write sends
+            # the same ``start`` (``ON_OWNER_LOST = "continue"``).
             await Run.objects.filter(pk=prepared.run.pk).aupdate(turn=prepared.turn_record)
         await channel.hand_off()  # type: ignore[attr-defined]
         name = f"uistream-enqueue-{payload['run_id']}"
@@ -310,7 +311,11 @@ async def execute_in_worker(payload: dict[str, Any], *, time_limit: float | None
         await channel.close()
         return "not-active"
     except BaseException:
-        await asyncio.shield(channel.close())
+        # The worker stops (its task cancelled, its process told to end)
+        # before the run began here: neither started nor ended, it is let go
+        # of without its stream's end, so the sweep that finds its lease run
+        # out continues it (``ON_OWNER_LOST = "continue"``) or settles it.
+        await asyncio.shield(channel.abandon())
         raise
     try:
         async with asyncio.timeout(time_limit):

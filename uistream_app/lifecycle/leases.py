@@ -66,6 +66,7 @@ from .registry import RunHandle, live_runs, lose_lease
 __all__ = [
     "INTERRUPTED_CODE",
     "INTERRUPTED_FINISH_REASON",
+    "MESSAGE_FROM",
     "Settled",
     "ensure_renewer",
     "orphan_ids",
@@ -75,6 +76,7 @@ __all__ = [
     "settle",
     "settle_chat_orphans",
     "stop_dead_run",
+    "stored_message",
     "sweep",
 ]
 
@@ -239,25 +241,50 @@ def _store_settled(run: Run, published: list[Chunk] | None, error_text: str) -> 
             write_log(run, added, offsets)
         complete += terminal
         now = timezone.now()
-        ended: dict[str, Any] = {}
+        ended: dict[str, Any] = {
+            "status": Run.Status.INTERRUPTED,
+            "error_code": INTERRUPTED_CODE,
+            "error_detail": "The process that ran it stopped renewing its lease before the run ended.",
+        }
         if terminal:
             # The answer did not finish: say so in ai@7's words (a log that
             # ends with a ``finish`` keeps that finish's reason).
             ended["finish_reason"] = INTERRUPTED_FINISH_REASON
-        Run.objects.filter(pk=run.pk).update(
-            **ended,
-            status=Run.Status.INTERRUPTED,
-            finished_at=now,
-            chunk_count=len(complete),
-            error_code=INTERRUPTED_CODE,
-            error_detail="The process that ran it stopped renewing its lease before the run ended.",
-        )
-        message = run.message
-        if message is not None:
-            built = _rebuild(message, complete, run.pk)
+        elif complete[-1].get("type") == "finish":
+            # Its process stored the answer's end, then died before its
+            # outcome: the answer is whole (what its clients and ai@7 read),
+            # so the run completed; only what the outcome held (usage) is lost.
+            reason = complete[-1].get("finishReason")
+            ended = {"status": Run.Status.COMPLETED, "error_code": "", "error_detail": ""}
+            if isinstance(reason, str):
+                ended["finish_reason"] = reason[: Run._meta.get_field("finish_reason").max_length or None]
+        Run.objects.filter(pk=run.pk).update(**ended, finished_at=now, chunk_count=len(complete))
+        stored = stored_message(run)
+        if stored is not None:
+            message, held_from = stored
+            built = _rebuild(message, complete[held_from:], run.pk)
             Message.objects.filter(pk=message.pk).update(parts=built["parts"], metadata=built.get("metadata"))
         Conversation.objects.filter(pk=run.conversation_id).update(updated_at=now)
     return complete, len(recovered)
+
+
+#: ``Run.turn``'s key for how many of the run's log chunks its stored
+#: message holds already: a continuation stores the message built from the
+#: log so far, mid-run (``continuation``); a rebuild reads only the rest.
+MESSAGE_FROM = "message_from"
+
+
+def stored_message(run: Run) -> tuple[Message, int] | None:
+    """``run``'s message as stored now, and how many of its log's chunks it
+    holds already (``MESSAGE_FROM``; 0: none, it is the message as it was
+    before the run). Read afresh: a continuation may have stored both
+    since ``run`` was read. Synchronous, in the caller's transaction."""
+    message = Message.objects.filter(pk=run.message_id).first() if run.message_id is not None else None
+    if message is None:
+        return None
+    turn = Run.objects.filter(pk=run.pk).values_list("turn", flat=True).first()
+    held = turn.get(MESSAGE_FROM, 0) if isinstance(turn, dict) else 0
+    return message, held if isinstance(held, int) else 0
 
 
 def _rebuild(message: Message, chunks: list[Chunk], run_id: Any) -> dict[str, Any]:
@@ -315,7 +342,8 @@ async def settle(
         return None
     first_seq = len(published) if published is not None else len(complete)
     await broker.end_orphan(str(run.conversation_id), run_id, complete[first_seq:], first_seq)
-    logger.warning("run %s was orphaned; settled as interrupted (%d chunks recovered)", run_id, recovered)
+    ended = "completed: its log ends with its finish" if complete[-1].get("type") == "finish" else "interrupted"
+    logger.warning("run %s was orphaned; settled as %s (%d chunks recovered)", run_id, ended, recovered)
     return Settled(run_id, str(run.conversation_id), recovered, len(complete))
 
 

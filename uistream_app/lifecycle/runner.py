@@ -28,11 +28,11 @@ from ..protocol.events import Event
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.encoder import UIMessageEncoder
 from ..protocol.ui.stream import aencode_batches
-from ..recording import CURRENT_RECORDER, LeaseLost, RunRecorder
+from ..recording import CURRENT_RECORDER, STARTED_CALLS, LeaseLost, RunRecorder
 from ..runs import telemetry
 from ..runs.steering import SteeringInbox
 from . import shutdown
-from .leases import INTERRUPTED_FINISH_REASON, ensure_renewer
+from .leases import INTERRUPTED_FINISH_REASON, MESSAGE_FROM, ensure_renewer
 from .registry import RunHandle, interruption_of, live_runs, on_lease_lost, track
 from .steering_messages import relay_steering
 from .store import PreparedRun
@@ -80,7 +80,14 @@ class Runner:
             # first write, so it costs the run no write of its own.
             recorder.store_with_run(setup=prepared.setup.record())
         if prepared.turn_record is not None:
-            recorder.store_with_run(turn=prepared.turn_record)
+            record = prepared.turn_record
+            stored = prepared.run.turn
+            if isinstance(stored, dict):
+                # A continued run's: what its earlier owners stored stays
+                # known (the calls they started, how much of the log the
+                # stored message holds).
+                record = {**record, **{k: stored[k] for k in (STARTED_CALLS, MESSAGE_FROM) if k in stored}}
+            recorder.store_with_run(turn=record)
         stopped = asyncio.Event()
         # The run's span (a child of the request's), current in its task.
         context, prepared.run.trace_id = telemetry.start_run(

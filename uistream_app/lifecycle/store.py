@@ -159,6 +159,9 @@ class PreparedRun:
     #: How long the run's log is already: 0, or a continued run's log (its
     #: process died; this one numbers on from there, ``continuation``).
     log_from: int = 0
+    #: A continued run's: the model calls its earlier owners made (they
+    #: count against ``max_steps``: the run gets no fresh budget).
+    steps_taken: int = 0
     #: What a process that continues the run needs (``Run.turn``,
     #: ``continuation.turn_record``), stored with its first chunks.
     turn_record: dict[str, Any] | None = None
@@ -185,6 +188,14 @@ class PreparedRun:
     @property
     def extra(self) -> dict[str, Any]:
         return self.turn.extra
+
+
+#: What ``Run.turn`` holds for a turn, given the turn, whether the store
+#: loads the whole thread, and the answers it checked (``ChatHooks``
+#: passes ``continuation.turn_record`` with its own class and set-up).
+TurnRecorder = Callable[
+    [Turn, bool, Mapping[str, ToolApproval], Mapping[str, ClientToolResult]], "dict[str, Any] | None"
+]
 
 
 def _check_chat(chat_id: str, owner: Owner) -> tuple[str | None, list[str]]:
@@ -237,6 +248,7 @@ class ConversationStore:
         version: int,
         model_name: str,
         claim_owner: Callable[[], Awaitable[Owner]] | None = None,
+        record_turn: TurnRecorder | None = None,
     ) -> PreparedRun:
         """Apply ``turn`` for ``owner``; raises ``BadRequest`` (404 for a turn
         that needs a chat the owner does not have, 409 while another run
@@ -249,7 +261,11 @@ class ConversationStore:
         that id, and another owner's chat of the same id is never looked at,
         so a submit to it starts a chat of the owner's own. The run slot is
         the conversation's key's (a new one's, made here), so two owners'
-        chats of one id never share a slot, a stream or a stop signal."""
+        chats of one id never share a slot, a stream or a stop signal.
+
+        ``record_turn`` gives what the run row stores for a process that
+        continues the run if this one dies (``Run.turn``), written with the
+        row: a run lost before its first log write can be continued too."""
         # The chat's orphans are found in the same hop to the database.
         key, orphans = await sync_to_async(_check_chat, thread_sensitive=True)(turn.chat_id, owner)
         # Attached files are decoded and checked (413, 415) before anything
@@ -282,6 +298,7 @@ class ConversationStore:
                 model_name=model_name,
                 files=files,
                 new_chat=new_chat,
+                record_turn=record_turn,
             )
         except BaseException:
             await asyncio.shield(channel.close())
@@ -378,6 +395,7 @@ class ConversationStore:
         model_name: str,
         files: StagedFiles | None = None,
         new_chat: bool = False,
+        record_turn: TurnRecorder | None = None,
     ) -> PreparedRun:
         """``prepare``'s transaction. ``new_chat``: the owner had no chat
         ``turn.chat_id`` when ``prepare`` looked (so the conversation is
@@ -392,7 +410,7 @@ class ConversationStore:
             submitted = stored_bytes_of(turn.message, file_bytes)
         if files is None:
             return self._prepare_sync(
-                turn, owner, run_id, channel, version, model_name, log_inline, None, new_chat, submitted
+                turn, owner, run_id, channel, version, model_name, log_inline, None, new_chat, submitted, record_turn
             )
         # Before the files are written: a turn past the day's storage cap writes nothing.
         OwnerCaps.of(owner).check_stored_bytes(submitted)
@@ -402,7 +420,7 @@ class ConversationStore:
         try:
             turn = replace(turn, message=files.write())
             return self._prepare_sync(
-                turn, owner, run_id, channel, version, model_name, log_inline, files, new_chat, submitted
+                turn, owner, run_id, channel, version, model_name, log_inline, files, new_chat, submitted, record_turn
             )
         except BaseException:
             files.discard()
@@ -420,6 +438,7 @@ class ConversationStore:
         files: StagedFiles | None,
         new_chat: bool,
         submitted: int,
+        record_turn: TurnRecorder | None = None,
     ) -> PreparedRun:
         applied: AnswersApplied | None = None
         with transaction.atomic():
@@ -433,6 +452,8 @@ class ConversationStore:
                 resume_state = _resume_state(message, run_id)
             else:
                 message, history = self._answer(conversation, messages, turn, new, files)
+            approvals = applied.approvals if applied is not None else {}
+            client_results = applied.results if applied is not None else {}
             run = _create_run(
                 run_id,
                 conversation,
@@ -442,6 +463,7 @@ class ConversationStore:
                 trigger=_TRIGGERS[turn.kind],
                 decisions=applied.decisions if applied is not None else [],
                 stored_bytes=stored,
+                turn=record_turn(turn, self.with_thread, approvals, client_results) if record_turn else None,
             )
             # After the row: the counts hold it, and a refusal rolls it back.
             OwnerCaps.of(owner).check_turn(run)
@@ -456,8 +478,8 @@ class ConversationStore:
             turn=turn,
             history=[m.as_ui_message() for m in history],
             thread=thread,
-            approvals=applied.approvals if applied is not None else {},
-            client_results=applied.results if applied is not None else {},
+            approvals=approvals,
+            client_results=client_results,
             channel=channel,
             log_inline=log_inline,
             resume_state=resume_state,
@@ -820,6 +842,7 @@ def _create_run(
     trigger: str,
     decisions: list[dict[str, Any]],
     stored_bytes: int = 0,
+    turn: dict[str, Any] | None = None,
 ) -> Run:
     return Run.objects.create(
         pk=run_id,
@@ -834,6 +857,7 @@ def _create_run(
         trigger=trigger,
         decisions=decisions,
         stored_bytes=stored_bytes,
+        turn=turn,
     )
 
 

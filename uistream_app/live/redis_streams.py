@@ -209,13 +209,14 @@ def _decode(data: bytes) -> list[Chunk]:
 
 # KEYS: active, stream, adopted, owner. ARGV: run id, ttl ms, conversation
 # id, entry id of the chunks, the chunks ('' for none), adopted ttl ms,
-# the claimant's owner token, '1' when the log is empty. Takes over a run
-# whose process died to go on with it here (rule 15): {1} when the run is
-# (again) this stream's live run, its missing chunks appended, and adopted
-# (a worker's task delivered late does not run it again); {0} when the
-# stream has ended, the conversation's slot is another run's, another
-# claimant fenced the run since, or (an empty log) a worker adopted the
-# run already: it may have begun what the log never got (a tool's call).
+# the claimant's owner token. Takes over a run whose process died to go on
+# with it here (rule 15): {1} when the run is (again) this stream's live
+# run, its missing chunks appended, and adopted (a worker's task delivered
+# late does not run it again); {0} when the stream has ended, the
+# conversation's slot is another run's, or another claimant fenced the run
+# since. A run a worker adopted is taken too, its log empty or not: a tool
+# that is not idempotent runs only once its call is in the log
+# (``RunRecorder.record_call``), so an empty log means none ran.
 _CONTINUE = """
 local holder = redis.call('get', KEYS[1])
 if holder and holder ~= ARGV[1] then return {0} end
@@ -223,11 +224,7 @@ local owner = redis.call('get', KEYS[4])
 if owner and owner ~= ARGV[7] then return {0} end
 local exists = redis.call('exists', KEYS[2]) == 1
 if exists and #redis.call('xrange', KEYS[2], '2-0', '2-0') > 0 then return {0} end
-if ARGV[8] == '1' then
-  if not redis.call('set', KEYS[3], '1', 'NX', 'PX', ARGV[6]) then return {0} end
-else
-  redis.call('set', KEYS[3], '1', 'PX', ARGV[6])
-end
+redis.call('set', KEYS[3], '1', 'PX', ARGV[6])
 if not exists then
   redis.call('xadd', KEYS[2], '0-1', 'conversation', ARGV[3])
 end
@@ -768,7 +765,6 @@ class RedisBroker:
                     _encode(chunks) if chunks else b"",
                     int(ADOPTED_TTL * 1000),
                     token,
-                    "1" if not log else "0",
                 ],
             )
         if reply[0] != 1:

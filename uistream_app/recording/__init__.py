@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from .log_reader import LogEntry, iter_log, last_offset_ms, load_log, read_log
 from .log_writer import MAX_ROW_CHUNKS, WRITER_EXECUTOR, LeaseLost, LogWriter, log_writes_inline, write_log
-from .recorder import CURRENT_RECORDER, FINAL_STATUSES, FLUSH_AT, RunRecorder
+from .recorder import CURRENT_RECORDER, FINAL_STATUSES, FLUSH_AT, STARTED_CALLS, RunRecorder
 
 __all__ = [
     "CURRENT_RECORDER",
     "FINAL_STATUSES",
     "FLUSH_AT",
     "MAX_ROW_CHUNKS",
+    "STARTED_CALLS",
     "WRITER_EXECUTOR",
     "LeaseLost",
     "LogEntry",

@@ -27,12 +27,16 @@ from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
 from .log_writer import LeaseLost, LogWriter, _Final, _Job, _outcome
 
-__all__ = ["CURRENT_RECORDER", "FINAL_STATUSES", "FLUSH_AT", "RunRecorder"]
+__all__ = ["CURRENT_RECORDER", "FINAL_STATUSES", "FLUSH_AT", "STARTED_CALLS", "RunRecorder"]
 
 logger = logging.getLogger(__name__)
 
 #: Chunk types after which the log is written at once.
 FLUSH_AT: Final = frozenset(("finish-step", "finish", "error", "abort"))
+
+#: ``Run.turn``'s key for the calls of tools that are not idempotent the
+#: run began to run (``RunRecorder.record_call``).
+STARTED_CALLS: Final = "started"
 
 #: The statuses ``finish`` accepts (every one but ``running``).
 FINAL_STATUSES: Final = frozenset(s.value for s in Run.Status if s != Run.Status.RUNNING)
@@ -125,6 +129,8 @@ class RunRecorder:
         self._state_set = False
         # Fields of the run row that go with the log's next write.
         self._run_fields: dict[str, Any] = {}
+        # The tool calls this recorder logged (``record_call``).
+        self._said_calls: set[Any] = set()
 
     # -- reading ------------------------------------------------------------------
 
@@ -171,6 +177,8 @@ class RunRecorder:
             kind = chunk.get("type")
             if kind in FLUSH_AT:
                 urgent = True
+            elif kind == "tool-input-available":
+                self._said_calls.add(chunk.get("toolCallId"))
             elif kind == "tool-approval-request" or kind == "tool-approval-response":
                 self._note_approval(chunk)
             elif kind == CARRIER_TYPE:
@@ -196,6 +204,25 @@ class RunRecorder:
         for name, value in fields.items():
             setattr(self.run, name, value)
         self._run_fields.update(fields)
+
+    async def record_call(self, call_id: str) -> None:
+        """Before a call of a tool that is not idempotent runs: store
+        everything added so far (the call's chunks among it; nothing to
+        write when they are stored already, as the second call of a step's
+        finds them) and wait for the write. A call this recorder did not log
+        (one answered first thing in a run, after an approval: its chunks
+        are an earlier run's) is stored among the run's started calls
+        instead (``Run.turn["started"]``). Raises ``LeaseLost`` when the run
+        is another process's, and what made the write fail: the tool does
+        not run then."""
+        if self.lease_lost is not None:
+            raise self.lease_lost
+        turn = self.run.turn
+        if call_id not in self._said_calls and isinstance(turn, dict):
+            started = list(turn.get(STARTED_CALLS) or ())
+            if call_id not in started:
+                self.store_with_run(turn={**turn, STARTED_CALLS: [*started, call_id]})
+        await self.flush()
 
     async def flush(self) -> None:
         """Wait until every chunk added so far is stored; raise what made
@@ -324,7 +351,7 @@ class RunRecorder:
 
     @property
     def _has_pending(self) -> bool:
-        return bool(self._chunks)
+        return bool(self._chunks or self._run_fields)
 
     def _take(self, final: _Final | None) -> _Job:
         chunks, self._chunks = self._chunks, []

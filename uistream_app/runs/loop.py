@@ -212,6 +212,16 @@ class ToolLoop:
             return status
         return await tool.approval(dict(context.arguments), context)
 
+    async def record_call(self, tool: Tool, context: ToolContext) -> None:
+        """Called just before a call of a tool that is not ``idempotent``
+        runs (its arguments valid, its approval given), after everything the
+        run said so far (the call itself among it) was yielded. The chat
+        endpoints' loop waits here until the run's stored record holds the
+        call, so a process that continues the run after this one died knows
+        it may have run, and does not run it again (docs/operations.md,
+        "Continuing a run whose process is gone"); an exception here
+        fails the call's run before the tool runs. The default does nothing."""
+
     def approval_id(self, call: ToolCallRequest) -> str:
         """The id of the approval request for ``call`` (deterministic, so a
         run encodes to the same bytes every time)."""
@@ -227,6 +237,7 @@ class ToolLoop:
         client_results: Mapping[str, ClientToolResult] | None = None,
         context: Any = None,
         steering: SteeringInbox | None = None,
+        steps_taken: int = 0,
     ) -> AsyncGenerator[Event, None]:
         """The run's events. ``approvals`` maps tool call ids to a person's
         decisions, for calls that awaited approval in an earlier run;
@@ -235,8 +246,10 @@ class ToolLoop:
         ``ToolContext.runtime_context``; ``steering`` the run's inbox of
         messages sent while it runs (``runs.steering``: taken at each step
         boundary; the loop ends it where it ends, its owner where the run
-        fails or is cancelled)."""
-        state = _Run(list(messages), approvals or {}, client_results or {}, context, steering)
+        fails or is cancelled); ``steps_taken`` the model calls the run made
+        before this loop took it over (a run continued after its process
+        died): they count against ``max_steps``."""
+        state = _Run(list(messages), approvals or {}, client_results or {}, context, steering, step=steps_taken)
         if steering is not None:
             steering.listening = True
         conversation = state.conversation
@@ -255,6 +268,11 @@ class ToolLoop:
 
         model_stream = self.model.stream
         while True:
+            if state.step >= self.max_steps:
+                # Only a continued run gets here: its earlier owners used the steps.
+                _end_steering(state, "stop-condition")
+                yield Done(self.max_steps_reason)
+                return
             if steering is not None:
                 for steered in steering.take(state.step):
                     conversation.append(steered.message)
@@ -392,6 +410,8 @@ class ToolLoop:
                     if before:
                         yield _said(*before)
                     streaming = streaming or tool.streams
+                    if not tool.idempotent:
+                        await self.record_call(tool, context)
                     execution = self._execute(tool, context, said.put_nowait)
                     traced = trace_tool_call(execution, call.name, call.id, context.arguments, tool.description)
                     slots.append(asyncio.create_task(traced))
