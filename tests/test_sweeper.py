@@ -10,14 +10,17 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import io
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
 from asgiref.sync import sync_to_async
+from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.db import connections
+from django.test import override_settings
 from django.utils import timezone
 
 from uistream_app.conf import settings as uistream_settings
@@ -212,3 +215,53 @@ async def test_a_recorder_whose_lease_was_taken_writes_nothing_more() -> None:
     # Its renewal says so, and renews nothing.
     assert await sync_to_async(renew_leases)({str(run.pk): recorder.epoch}) == {str(run.pk)}
     assert (await Run.objects.aget(pk=run.pk)).heartbeat_at == stored.heartbeat_at
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_a_writer_frozen_in_its_transaction_does_not_keep_its_run_from_the_sweep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process paused (SIGSTOP, a VM stall) while its log writer is inside
+    a transaction holds the run's row locked, and a sweep skips locked rows.
+    On PostgreSQL the server ends that transaction after half a lease, so
+    the sweep takes the run over while the process is still frozen; the
+    writer, thawed, writes nothing into it."""
+    from uistream_app.recording import LeaseLost, RunRecorder, log_writer
+
+    if connections["default"].vendor != "postgresql":
+        pytest.skip("row locks and the server's idle-in-transaction timeout are PostgreSQL's")
+    frozen, thaw = threading.Event(), threading.Event()
+    store = log_writer._store
+
+    def store_then_freeze(jobs: Any) -> None:
+        store(jobs)  # its rows written, the run's row locked by the fenced update
+        frozen.set()
+        thaw.wait(30)
+
+    with override_settings(UISTREAM={**django_settings.UISTREAM, "LEASE_SECONDS": 2, "HEARTBEAT_SECONDS": 0.5}):
+        monkeypatch.setattr(log_writer, "_bounded", [None])
+        run = await sync_to_async(orphan)(logged=0, heartbeat_age=0)
+        recorder = RunRecorder(run, await Message.objects.aget(pk="a1"), inline=False)
+        await sync_to_async(Run.objects.filter(pk=run.pk).update)(heartbeat_at=timezone.now() - dt.timedelta(hours=1))
+        monkeypatch.setattr(log_writer, "_store", store_then_freeze)
+        recorder.add([{"type": "text-delta", "id": "t1", "delta": "4 "}])
+        writing = asyncio.ensure_future(recorder.flush())
+        try:
+            assert await sync_to_async(frozen.wait)(10)
+            deadline = asyncio.get_running_loop().time() + 10
+            while not await sweep():
+                assert asyncio.get_running_loop().time() < deadline, "the frozen writer kept its run from the sweep"
+                await asyncio.sleep(0.2)
+            settled_log = await sync_to_async(read_log)(run)
+            assert (await Run.objects.aget(pk=run.pk)).status == "interrupted"
+        finally:
+            monkeypatch.setattr(log_writer, "_store", store)
+            thaw.set()
+        with pytest.raises(Exception):  # noqa: B017, PT011 - the server ended its connection under it
+            await writing
+        with pytest.raises(LeaseLost):  # its chunk, tried again on a new connection
+            await recorder.flush()
+    # The frozen write went with its transaction: the log is the sweeper's alone.
+    assert await sync_to_async(read_log)(run) == settled_log
+    assert [e.chunk for e in settled_log] == [terminal()]

@@ -321,6 +321,13 @@ class LogWriter:
         for recorder, error in errors.items():
             if isinstance(error, LeaseLost):
                 continue  # said once, as a warning, by the recorder
+            if _ended_idle(error):
+                logger.warning(
+                    "the database ended a write of run %s that stood still for half a lease (was the process "
+                    "paused?); it is tried again on a new connection",
+                    recorder.run.pk,
+                )
+                continue
             logger.error("could not store chunks of run %s; they stay pending", recorder.run.pk, exc_info=error)
         return any(not job.recorder.inline for job in jobs)
 
@@ -339,6 +346,7 @@ def _write_jobs(jobs: list[_Job], own_connection: bool = True) -> None:
     left alone."""
     if own_connection:
         _refresh_connection()
+        _bound_idle_transactions()
     try:
         with transaction.atomic():
             _store(jobs)
@@ -362,6 +370,38 @@ def _refresh_connection() -> None:
     aged = bool(connection.settings_dict["CONN_MAX_AGE"]) and connection.close_at is not None
     if connection.errors_occurred or (aged and time.monotonic() >= connection.close_at):  # type: ignore[operator]
         connection.close_if_unusable_or_obsolete()
+
+
+#: The connection ``_bound_idle_transactions`` last bounded (the writer's,
+#: on its one thread): it is done once a connection.
+_bounded: list[Any] = [None]
+
+
+def _bound_idle_transactions() -> None:
+    """On PostgreSQL, have the server end the writer's transaction when it
+    stands idle for half a lease (``idle_in_transaction_session_timeout``):
+    a process frozen in the middle of a write (``SIGSTOP``, a VM stall)
+    would otherwise hold its runs' rows locked until it thawed, and a
+    sweep, which skips locked rows, could not take them over. A write is
+    never idle that long while its process runs; thawed, the writer finds
+    its connection ended, and its next write, on a new one, finds its lease
+    gone."""
+    if connection.vendor != "postgresql":
+        return
+    connection.ensure_connection()
+    if _bounded[0] is connection.connection:
+        return
+    milliseconds = max(100, int(uistream_settings.LEASE_SECONDS * 500))
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET idle_in_transaction_session_timeout = {milliseconds:d}")
+    _bounded[0] = connection.connection
+
+
+def _ended_idle(error: BaseException) -> bool:
+    """``error`` is the server ending a write that stood idle
+    (``_bound_idle_transactions``; SQLSTATE 25P03)."""
+    cause = error.__cause__ or error.__context__
+    return getattr(cause, "sqlstate", None) == "25P03" or "idle-in-transaction" in str(error)
 
 
 def _recover_connection() -> None:
@@ -419,7 +459,8 @@ def _fence(jobs: list[_Job]) -> None:
     """Update each job's run row (its ``chunk_count``, its fields, its
     outcome) only where the run's ``lease_epoch`` is the recorder's; raise
     ``LeaseLost`` when a row did not match. The plain jobs (rows only) in one
-    ``executemany``, as before fencing; the others one UPDATE each."""
+    ``executemany`` (one statement on PostgreSQL), as before fencing; the
+    others one UPDATE each."""
     plain: list[_Job] = []
     for job in jobs:
         final = job.final
@@ -451,7 +492,8 @@ def _rows(run_id: Any, first_seq: int, offsets: list[int], chunks: list[Chunk]) 
 
 def _insert_rows(rows: list[tuple[Any, ...]]) -> None:
     """Append ``(run_id, first_seq, last_seq, offsets, chunks)`` rows: one
-    ``executemany`` of JSON that orjson wrote, on SQLite and PostgreSQL.
+    ``executemany`` of JSON that orjson wrote on SQLite, one statement of
+    many rows on PostgreSQL.
     Other backends, and a batch holding NUL (stored as U+FFFD, see
     ``StoredJSONEncoder``), take the ORM's way."""
     vendor = connection.vendor
@@ -471,9 +513,18 @@ def _insert_rows(rows: list[tuple[Any, ...]]) -> None:
         run_key = _RUN_PK.get_db_prep_value(run_id, connection)
         params.append((run_key, first, last, dumps(offsets).decode(), data.decode()))
     table = connection.ops.quote_name(ChunkBatch._meta.db_table)
-    sql = f"INSERT INTO {table} (run_id, first_seq, last_seq, offsets, chunks) VALUES (%s, %s, %s, {cast}, {cast})"
+    row = f"(%s, %s, %s, {cast}, {cast})"
+    sql = f"INSERT INTO {table} (run_id, first_seq, last_seq, offsets, chunks) VALUES "
     with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+        if vendor != "postgresql":
+            cursor.executemany(sql + row, params)
+            return
+        # One statement of many rows: psycopg's executemany is a pipeline,
+        # after which the server does not time the transaction's idleness
+        # (``_bound_idle_transactions``).
+        for start in range(0, len(params), _ROWS_PER_STATEMENT):
+            part = params[start : start + _ROWS_PER_STATEMENT]
+            cursor.execute(sql + ", ".join([row] * len(part)), [value for values in part for value in values])
 
 
 def _update_counts(counts: list[tuple[int, Any, int]]) -> int:
@@ -486,16 +537,30 @@ def _update_counts(counts: list[tuple[int, Any, int]]) -> int:
         )
     table = connection.ops.quote_name(Run._meta.db_table)
     pk = connection.ops.quote_name(str(_RUN_PK.column))
+    rows = [(count, _RUN_PK.get_db_prep_value(run_id, connection), epoch) for count, run_id, epoch in counts]
     with connection.cursor() as cursor:
-        cursor.executemany(
-            f"UPDATE {table} SET chunk_count = %s WHERE {pk} = %s AND lease_epoch = %s",
-            [(count, _RUN_PK.get_db_prep_value(run_id, connection), epoch) for count, run_id, epoch in counts],
-        )
-        # The rows matched, summed over the statements (psycopg, sqlite3).
-        return int(cursor.rowcount)
+        if connection.vendor != "postgresql":
+            cursor.executemany(f"UPDATE {table} SET chunk_count = %s WHERE {pk} = %s AND lease_epoch = %s", rows)
+            # The rows matched, summed over the statements (sqlite3).
+            return int(cursor.rowcount)
+        # One statement, not a pipeline (``_insert_rows``).
+        matched = 0
+        for start in range(0, len(rows), _ROWS_PER_STATEMENT):
+            part = rows[start : start + _ROWS_PER_STATEMENT]
+            values = ", ".join(["(%s::bigint, %s::uuid, %s::bigint)"] * len(part))
+            cursor.execute(
+                f"UPDATE {table} AS r SET chunk_count = v.count FROM (VALUES {values}) AS v(count, id, epoch) "
+                f"WHERE r.{pk} = v.id AND r.lease_epoch = v.epoch",
+                [value for row in part for value in row],
+            )
+            matched += int(cursor.rowcount)
+        return matched
 
 
 _RUN_PK: Final = ChunkBatch._meta.get_field("run").target_field
+#: Rows per statement of the writer's inserts and updates on PostgreSQL
+#: (at most 65,535 parameters a statement; five a row).
+_ROWS_PER_STATEMENT: Final = 1000
 #: The placeholder of a JSON column, by backend, for the raw insert.
 _RAW_JSON_CAST: Final = {"sqlite": "%s", "postgresql": "%s::jsonb"}
 
