@@ -17,9 +17,9 @@ does not grow with open streams.
 
 ``bounded_threads(app)`` (the project's ``asgi.py``) gives HTTP requests a
 lane; ``Runner.start`` gives each run one, ``ChatConsumer`` each send and
-resume (``in_lane``). docs/operations.md, "Threads", says what a project
-gives up (a long blocking call delays the other requests of its lane) and
-how to size it.
+resume (``in_lane``). docs/operations.md,
+"Threads", says what a project gives up (a long blocking call delays the
+other requests of its lane) and how to size it.
 """
 
 from __future__ import annotations
