@@ -16,8 +16,7 @@ in order, on one thread, as Django requires, and the number of threads
 does not grow with open streams.
 
 ``bounded_threads(app)`` (the project's ``asgi.py``) gives HTTP requests a
-lane; ``Runner.start`` gives each run one, ``ChatConsumer`` each send and
-resume (``in_lane``). docs/operations.md,
+lane; ``Runner.start`` gives each run one (``in_lane``). docs/operations.md,
 "Threads", says what a project gives up (a long blocking call delays the
 other requests of its lane) and how to size it.
 """
@@ -212,8 +211,8 @@ async def in_lane(awaitable: Awaitable[T], *, arrival: bool = False) -> T:
 def bounded_threads(app: ASGIApp) -> ASGIApp:
     """``app`` (Django's ASGI application, or a router around it) with each
     HTTP request's thread-sensitive work on a lane instead of a thread of
-    its own. WebSocket and lifespan scopes pass through (``ChatConsumer``
-    puts each send and resume on a lane itself)."""
+    its own. WebSocket and lifespan scopes pass through (Channels runs a
+    consumer's database calls on its own executor)."""
 
     async def shared(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
