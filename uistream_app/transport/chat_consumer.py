@@ -36,7 +36,6 @@ from ..conf import settings as uistream_settings
 from ..errors import NOT_FOUND_TEXT, BadRequest, Codes, NotAuthenticated, import_extra, not_found
 from ..hooks import ChatHooks, TurnContext
 from ..lifecycle.steering_messages import send_steering
-from ..lifecycle.threads import in_lane
 from ..live import BrokerError, get_broker
 from ..models import Conversation
 from ..owners import Owner
@@ -287,12 +286,7 @@ class ChatConsumer(ChatHooks, Policies, AsyncJsonWebsocketConsumer):  # type: ig
             work = self.serve_resume(request, frame, renderer)
         else:
             work = self.serve_steering(request, frame, renderer)
-        # On a lane, as an HTTP request is (``bounded_threads``): its set-up's
-        # database work beside other sends', not queued on the one thread
-        # Channels gives every consumer.
-        request.task = asyncio.create_task(
-            in_lane(self._guard(work, renderer), arrival=True), name=f"uistream-ws-{frame['type']}"
-        )
+        request.task = asyncio.create_task(self._guard(work, renderer), name=f"uistream-ws-{frame['type']}")
         request.task.add_done_callback(self._forget(request))
 
     def decode_frame(self, text_data: str | None) -> SendFrame | ResumeFrame | AbortFrame | SteerFrame:
