@@ -11,6 +11,7 @@ are about several processes (resume through Redis).
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import Any, Final
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import uvicorn
@@ -50,7 +51,32 @@ class ASGIServer:
         self.thread.join(timeout=15)
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+#: The ports ``free_port`` hands out: below the kernel's ephemeral range.
+_PORTS: Final = range(max(1024, _ephemeral_low() - 12000), _ephemeral_low())
+
+
 def free_port() -> int:
+    """A port free on 127.0.0.1 now, for a server a test starts. It is
+    chosen below the kernel's ephemeral range: a port the kernel picked
+    for a socket bound to port 0 (a fake provider, a client's connection)
+    would be free here a moment, then taken before the server bound it,
+    and the server's readiness check would find the other listener (seen
+    in CI: a demo server's first request answered by a fake provider)."""
+    for _ in range(100):
+        port = random.choice(_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

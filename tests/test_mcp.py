@@ -38,7 +38,7 @@ from uistream_app.protocol.ui.stream import encode_events
 from uistream_app.runs import MASKED_TOOL_ERROR, ToolLoop, UserMessage
 from uistream_app.runs.scripted import ScriptedModel, call
 
-from .server import serve_demo
+from .server import free_port, serve_demo
 from .test_chat_http import Browser, wait_for
 from .test_chat_real_client import run_client, stored_messages
 
@@ -305,12 +305,6 @@ def test_a_graceful_stop_closes_the_sessions_and_the_servers_exit(starts: Path) 
 
 
 # -- streamable HTTP ------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_http_server(port: int, starts: Path) -> subprocess.Popen[bytes]:
