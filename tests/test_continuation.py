@@ -315,11 +315,9 @@ class LateHooks(ChatView):
     model = LATE
 
 
-@pytest.mark.asyncio
-@pytest.mark.usefixtures("_close_worker_connections")
-async def test_a_worker_run_lost_before_its_first_chunk_is_continued_from_the_start(
-    settings: Any, redis_config: dict[str, Any]
-) -> None:
+def hand_runs_to_no_worker(settings: Any, redis_config: dict[str, Any]) -> None:
+    """Runs handed to a worker that never takes them (``NoWorkerRunner``), on
+    Redis, continued when their lease runs out; the late model gated."""
     settings.UISTREAM = {
         **getattr(settings, "UISTREAM", {}),
         "BROKER": redis_config,
@@ -329,6 +327,14 @@ async def test_a_worker_run_lost_before_its_first_chunk_is_continued_from_the_st
     reset_broker()
     NoWorkerRunner.enqueued.clear()
     LATE.gate = asyncio.Event()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("_close_worker_connections")
+async def test_a_worker_run_lost_before_its_first_chunk_is_continued_from_the_start(
+    settings: Any, redis_config: dict[str, Any]
+) -> None:
+    hand_runs_to_no_worker(settings, redis_config)
     LATE.enqueue("Here is the answer.")
     message = {"id": "u-late", "role": "user", "parts": [{"type": "text", "text": "hello"}]}
     owner = Owner.of_session("s" * 32)
@@ -369,14 +375,7 @@ async def test_a_worker_run_whose_worker_began_it_and_was_lost_before_its_first_
     # Its worker adopted it and was lost before the run's first log write:
     # no tool that is not idempotent ran (one runs only once its call is
     # logged), so the run starts over here and its answer completes.
-    settings.UISTREAM = {
-        **getattr(settings, "UISTREAM", {}),
-        "BROKER": redis_config,
-        "EXECUTOR": f"{NoWorkerRunner.__module__}.{NoWorkerRunner.__qualname__}",
-        "ON_OWNER_LOST": "continue",
-    }
-    reset_broker()
-    LATE.gate = asyncio.Event()
+    hand_runs_to_no_worker(settings, redis_config)
     LATE.enqueue("Here is the answer.")
     message = {"id": "u-began", "role": "user", "parts": [{"type": "text", "text": "hello"}]}
     owner = Owner.of_session("s" * 32)
@@ -799,15 +798,7 @@ class StoppingHooks(LateHooks):
 async def test_a_worker_stopped_while_it_starts_a_run_leaves_it_to_be_continued(
     settings: Any, redis_config: dict[str, Any]
 ) -> None:
-    settings.UISTREAM = {
-        **getattr(settings, "UISTREAM", {}),
-        "BROKER": redis_config,
-        "EXECUTOR": f"{NoWorkerRunner.__module__}.{NoWorkerRunner.__qualname__}",
-        "ON_OWNER_LOST": "continue",
-    }
-    reset_broker()
-    NoWorkerRunner.enqueued.clear()
-    LATE.gate = asyncio.Event()
+    hand_runs_to_no_worker(settings, redis_config)
     LATE.gate.set()
     LATE.enqueue("Here is the answer.")
     handed = await _turn(LateHooks(), "stopping-1")
