@@ -45,6 +45,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,58 @@ def _install_floor() -> None:
 
         return StreamingHttpResponse(body(), content_type="text/event-stream")
 
+    @csrf_exempt
+    async def stored_floor(request: HttpRequest) -> StreamingHttpResponse:
+        """Plain Django storing what a new chat stores: the lookup of the
+        chat id, then in one transaction the conversation, its two messages
+        and the run; sixteen deltas; then the run's end and the answer in a
+        second transaction. No pipeline, broker, log, caps or hooks."""
+        from asgiref.sync import sync_to_async
+        from django.db import transaction
+        from django.utils import timezone
+
+        from uistream_app.models import Conversation, Message, Run
+
+        body = json.loads(request.body)
+        await request.auser()
+        session_key = request.session.session_key or ""
+
+        def start() -> tuple[Run, Message]:
+            assert not Conversation.objects.filter(owner=None, session_key=session_key, client_id=body["id"]).exists()
+            with transaction.atomic():
+                chat = Conversation.objects.create(
+                    client_id=body["id"], session_key=session_key, title=body["messages"][0]["parts"][0]["text"]
+                )
+                asked = body["messages"][-1]
+                question, answer = Message.objects.bulk_create(
+                    [
+                        Message(pk=asked["id"], conversation=chat, role="user", parts=asked["parts"], position=0),
+                        Message(pk=uuid.uuid4().hex, conversation=chat, role="assistant", parts=[], position=1),
+                    ]
+                )
+                run = Run.objects.create(
+                    pk=uuid.uuid4().hex, conversation=chat, message=answer, status="running", heartbeat_at=timezone.now()
+                )
+            return run, answer
+
+        def finish(run: Run, answer: Message, text: str) -> None:
+            with transaction.atomic():
+                Run.objects.filter(pk=run.pk).update(status="completed", finish_reason="stop", finished_at=timezone.now())
+                Message.objects.filter(pk=answer.pk).update(parts=[{"type": "text", "text": text}])
+
+        run, answer = await sync_to_async(start)()
+
+        async def stream() -> Any:
+            text = ""
+            for i in range(16):
+                text += str(i)
+                yield b'data: {"type":"text-delta","id":"1","delta":"%d"}\n\n' % i
+            await sync_to_async(finish)(run, answer, text)
+
+        return StreamingHttpResponse(stream(), content_type="text/event-stream")
+
     bench_urls.urlpatterns.append(path("bench/floor", floor))
+    bench_urls.urlpatterns.append(path("bench/stored-floor", stored_floor))
     clear_url_caches()
 
 
@@ -102,6 +154,10 @@ async def main(args: argparse.Namespace, app: Any) -> dict[str, Any]:
         answer = await browser.post("/bench/floor", {})
         assert answer.status == 200, answer.status
 
+    async def stored() -> None:
+        answer = await browser.post("/bench/stored-floor", new_chat("count to 1"))
+        assert answer.status == 200, answer.status
+
     async def chat() -> None:
         if args.chat == "workload":
             answer = await browser.post("/bench/chat", new_chat("the standard workload"))
@@ -112,11 +168,12 @@ async def main(args: argparse.Namespace, app: Any) -> dict[str, Any]:
     for _ in range(3 if args.chat == "workload" else 10):  # warm-up: the session, the lanes, the writer
         await chat()
         await floor()
-    cpu: dict[str, list[float]] = {"floor": [], "chat": []}
+        await stored()
+    cpu: dict[str, list[float]] = {"floor": [], "stored": [], "chat": []}
     per_request: dict[str, float] = {}
     statements: dict[str, float] = {}
     for _ in range(args.rounds):
-        for name, request in (("floor", floor), ("chat", chat)):
+        for name, request in (("floor", floor), ("stored", stored), ("chat", chat)):
             await asyncio.sleep(0.05)  # the writer's last round of the previous requests
             hops.clear()
             counted = sum(bench_urls._counts.values())
@@ -126,6 +183,7 @@ async def main(args: argparse.Namespace, app: Any) -> dict[str, Any]:
             cpu[name].append(1000 * (time.process_time() - start) / args.requests)
             per_request[name] = hops["all"] / args.requests
             statements[name] = (sum(bench_urls._counts.values()) - counted) / args.requests
+    await asyncio.sleep(0.2)  # the writer's last round, before the loop closes
     if not args.measure:
         print(f"{args.requests} requests a round, {args.rounds} rounds (Python {sys.version.split()[0]})")
         for name, figures in cpu.items():
@@ -136,6 +194,8 @@ async def main(args: argparse.Namespace, app: Any) -> dict[str, Any]:
             )
         ratios = [c / f for c, f in zip(cpu["chat"], cpu["floor"], strict=True)]
         print("chat ÷ floor, per round: " + " ".join(f"{r:.2f}x" for r in ratios))
+        ratios = [c / f for c, f in zip(cpu["chat"], cpu["stored"], strict=True)]
+        print("chat ÷ stored floor, per round: " + " ".join(f"{r:.2f}x" for r in ratios))
     return {"cpu": cpu, "hops": per_request, "statements": statements}
 
 
@@ -204,8 +264,13 @@ def against(rev: str, requests: int, rounds: int, chat: str = "count", this: str
             )
         for name in ("old", "new"):
             ratios = [r["cpu"]["chat"][0] / r["cpu"]["floor"][0] for r in figures[name]]
+            stored = [r["cpu"]["chat"][0] / r["cpu"]["stored"][0] for r in figures[name]]
             label = rev if name == "old" else (this or "this tree")
-            print(f"{label:>10s}: chat ÷ floor per round {' '.join(f'{x:.2f}x' for x in ratios)}")
+            print(
+                f"{label:>10s}: chat ÷ floor per round {' '.join(f'{x:.2f}x' for x in ratios)} "
+                f"(median {statistics.median(ratios):.2f}x); chat ÷ stored floor {' '.join(f'{x:.2f}x' for x in stored)} "
+                f"(median {statistics.median(stored):.2f}x)"
+            )
         chat_ratio = [
             n["cpu"]["chat"][0] / o["cpu"]["chat"][0] for n, o in zip(figures["new"], figures["old"], strict=True)
         ]

@@ -87,7 +87,8 @@ class Runner:
                 # known (the calls they started, how much of the log the
                 # stored message holds).
                 record = {**record, **{k: stored[k] for k in (STARTED_CALLS, MESSAGE_FROM) if k in stored}}
-            recorder.store_with_run(turn=record)
+            if record != stored:  # the turn's transaction stored it already, unless the metadata changed it
+                recorder.store_with_run(turn=record)
         stopped = asyncio.Event()
         # The run's span (a child of the request's), current in its task.
         context, prepared.run.trace_id = telemetry.start_run(

@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import secrets
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -439,38 +440,59 @@ class ConversationStore:
         new_chat: bool,
         submitted: int,
         record_turn: TurnRecorder | None = None,
+        server_key: bool = False,
     ) -> PreparedRun:
         applied: AnswersApplied | None = None
-        with transaction.atomic():
-            conversation, new = self._conversation(turn, owner, channel.conversation_id, new_chat)
-            messages = conversation.messages.current().order_by("position")
-            resume_state = None
-            stored = submitted
-            if turn.kind == "continue":
-                message, applied, stored = self._continue(conversation, turn, owner)
-                history = self.choose_history(messages)
-                resume_state = _resume_state(message, run_id)
-            else:
-                message, history = self._answer(conversation, messages, turn, new, files)
-            approvals = applied.approvals if applied is not None else {}
-            client_results = applied.results if applied is not None else {}
-            run = _create_run(
+        try:
+            with transaction.atomic():
+                conversation, new = self._conversation(turn, owner, channel.conversation_id, new_chat)
+                messages = conversation.messages.current().order_by("position")
+                resume_state = None
+                stored = submitted
+                if turn.kind == "continue":
+                    message, applied, stored = self._continue(conversation, turn, owner)
+                    history = self.choose_history(messages)
+                    resume_state = _resume_state(message, run_id)
+                else:
+                    message, history = self._answer(conversation, messages, turn, new, files, server_key)
+                approvals = applied.approvals if applied is not None else {}
+                client_results = applied.results if applied is not None else {}
+                run = _create_run(
+                    run_id,
+                    conversation,
+                    message,
+                    model_name,
+                    version,
+                    trigger=_TRIGGERS[turn.kind],
+                    decisions=applied.decisions if applied is not None else [],
+                    stored_bytes=stored,
+                    turn=record_turn(turn, self.with_thread, approvals, client_results) if record_turn else None,
+                )
+                # After the row: the counts hold it, and a refusal rolls it back.
+                OwnerCaps.of(owner).check_turn(run)
+                release_after_large_write(stored)
+                thread = None
+                if self.with_thread:
+                    thread = [m.as_ui_message() for m in (history if new else messages)]
+        except _KeyTaken:
+            # Another chat's message has the submitted one's id as its key
+            # (ids are the client's): once more, under a key of the
+            # server's (its id stays its client id). The usual turn pays
+            # no savepoint for this.
+            return self._prepare_sync(
+                turn,
+                owner,
                 run_id,
-                conversation,
-                message,
-                model_name,
+                channel,
                 version,
-                trigger=_TRIGGERS[turn.kind],
-                decisions=applied.decisions if applied is not None else [],
-                stored_bytes=stored,
-                turn=record_turn(turn, self.with_thread, approvals, client_results) if record_turn else None,
+                model_name,
+                log_inline,
+                files,
+                new_chat,
+                submitted,
+                record_turn,
+                server_key=True,
             )
-            # After the row: the counts hold it, and a refusal rolls it back.
-            OwnerCaps.of(owner).check_turn(run)
-            release_after_large_write(stored)
-            thread = None
-            if self.with_thread:
-                thread = [m.as_ui_message() for m in (history if new else messages)]
         return PreparedRun(
             run=run,
             message=message,
@@ -514,22 +536,29 @@ class ConversationStore:
         return conversation, True
 
     def _answer(
-        self, conversation: Conversation, messages: MessageQuerySet, turn: Turn, new: bool, files: StagedFiles | None
+        self,
+        conversation: Conversation,
+        messages: MessageQuerySet,
+        turn: Turn,
+        new: bool,
+        files: StagedFiles | None,
+        server_key: bool,
     ) -> tuple[Message, list[Message]]:
         """A submit or regenerate: apply it, then make the (empty) assistant
         message that answers the last user message. Returns it and the
-        history the model sees."""
+        history the model sees. ``server_key``: the submitted message is
+        stored under a key of the server's (``_under_client_key``)."""
         if new:
             # A new chat holds just the submitted message: nothing to read
             # back, and its title was saved with the conversation just now.
-            submitted, message = self._submit_new(conversation, turn)
+            submitted, message = self._submit_new(conversation, turn, server_key)
             if files is not None:
                 files.record(conversation, submitted)
             return message, [submitted]
         if turn.kind == "regenerate":
             self._regenerate(conversation, turn)
         else:
-            submitted = self._submit(conversation, turn)
+            submitted = self._submit(conversation, turn, server_key)
             if files is not None:
                 files.record(conversation, submitted)
         history = self.choose_history(messages)
@@ -550,9 +579,10 @@ class ConversationStore:
         conversation.save(update_fields=["title", "updated_at"])
         return message, history
 
-    def _submit_new(self, conversation: Conversation, turn: Turn) -> tuple[Message, Message]:
+    def _submit_new(self, conversation: Conversation, turn: Turn, server_key: bool) -> tuple[Message, Message]:
         """A new chat's first message and the (empty) assistant message that
-        answers it, inserted in one statement."""
+        answers it, inserted in one statement. ``server_key``: as
+        ``_submit``'s."""
         message = turn.message
         assert message is not None
         asked = Message(
@@ -564,20 +594,16 @@ class ConversationStore:
             position=0,
             parent_key="",
         )
+        if server_key:
+            asked.pk, asked.client_id = new_message_id(), message["id"]
         answer = Message(
             pk=new_message_id(), conversation=conversation, role="assistant", parts=[], position=1, parent_key=asked.pk
         )
-        try:
-            with transaction.atomic():
-                Message.objects.bulk_create([asked, answer])
-        except IntegrityError:
-            # As ``_submit``: another conversation's message holds the id.
-            asked.pk, asked.client_id = new_message_id(), message["id"]
-            answer.parent_key = asked.pk
+        with _under_client_key() if not server_key else nullcontext():
             Message.objects.bulk_create([asked, answer])
         return asked, answer
 
-    def _submit(self, conversation: Conversation, turn: Turn) -> Message:
+    def _submit(self, conversation: Conversation, turn: Turn, server_key: bool) -> Message:
         """Store the submitted user message in a chat that has messages
         already (a new chat's: ``_submit_new``). An edit is a new version
         of the edited message: the edited one and what follows it leave
@@ -617,14 +643,11 @@ class ConversationStore:
             "position": position,
             "parent_key": parent_key,
         }
-        try:
-            with transaction.atomic():
-                created = Message.objects.create(pk=message["id"], **fields)
-        except IntegrityError:
-            # Another conversation's message holds the id: ids are the
-            # client's, unique within a conversation, so this one is stored
-            # under a key of ours (and the client's id is not revealed taken).
+        if server_key:
             created = Message.objects.create(pk=new_message_id(), client_id=message["id"], **fields)
+        else:
+            with _under_client_key():
+                created = Message.objects.create(pk=message["id"], **fields)
         if kept:
             StoredFile.objects.filter(pk__in=kept).update(message=created)
         return created
@@ -859,6 +882,26 @@ def _create_run(
         stored_bytes=stored_bytes,
         turn=turn,
     )
+
+
+class _KeyTaken(Exception):
+    """A submitted message's id is another chat's message's key
+    (``_under_client_key``)."""
+
+
+@contextmanager
+def _under_client_key() -> Iterator[None]:
+    """An insert of a submitted message under its client's id as its key:
+    an ``IntegrityError`` (another chat's message has that key; ids are
+    the client's, unique within a chat) is ``_KeyTaken``, and the turn's
+    transaction is made again with a key of the server's for it
+    (``_prepare_sync``), so that the client's id is not revealed taken.
+    Raised out of the transaction, which a failed insert spoils on
+    PostgreSQL, rather than caught in a savepoint every turn would pay for."""
+    try:
+        yield
+    except IntegrityError:
+        raise _KeyTaken from None
 
 
 def _title_from(parts: list[dict[str, Any]]) -> str:

@@ -150,6 +150,7 @@ class LogWriter:
         self._loop = weakref.ref(loop)
         self._waiting: dict[RunRecorder, None] = {}  # recorders with rows, in order
         self._finals: dict[RunRecorder, _Final] = {}
+        self._flushes: set[RunRecorder] = set()  # asked for by flush(): not held back
         self._round: asyncio.Future[dict[RunRecorder, BaseException]] | None = None  # the next round's outcome
         self._writing: dict[RunRecorder, asyncio.Future[dict[RunRecorder, BaseException]]] = {}
         self._wake = asyncio.Event()
@@ -189,6 +190,7 @@ class LogWriter:
         is stored (with the write's error when it failed)."""
         if recorder._has_pending:
             self._waiting[recorder] = None
+            self._flushes.add(recorder)
             return self._member_of(self._next_round(), recorder)
         writing = self._writing.get(recorder)
         if writing is not None:
@@ -272,7 +274,16 @@ class LogWriter:
         """One round; True when it wrote on the writer thread."""
         waiting, self._waiting = self._waiting, {}
         finals, self._finals = self._finals, {}
+        flushes, self._flushes = self._flushes, set()
         round_, self._round = self._round, None
+        for recorder in [r for r in waiting if r._ended and r not in finals and r not in flushes and r.interval > 0]:
+            # Its stream has ended: its ``finish`` follows within a few
+            # turns of the loop, and its last chunks go with it, one
+            # transaction instead of two (a short answer's whole log and
+            # outcome in one). The recorder's interval bounds the wait.
+            del waiting[recorder]
+            self._waiting[recorder] = None
+            self._set_timer(self.loop.time() + recorder.interval)
         jobs = [r._take(finals.get(r)) for r in waiting if r._has_pending or r in finals]
         jobs += [r._take(final) for r, final in finals.items() if r not in waiting]
         outcome: asyncio.Future[dict[RunRecorder, BaseException]] = round_ or self.loop.create_future()

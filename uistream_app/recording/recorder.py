@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 #: Chunk types after which the log is written at once.
 FLUSH_AT: Final = frozenset(("finish-step", "finish", "error", "abort"))
+#: The chunks that end a run's stream: after one, only ``finish()`` comes.
+_LAST: Final = frozenset(("finish", "error", "abort"))
 
 #: ``Run.turn``'s key for the calls of tools that are not idempotent the
 #: run began to run (``RunRecorder.record_call``).
@@ -113,6 +115,10 @@ class RunRecorder:
         self._first_chunk_at: datetime | None = None
         self._first_chunk_stored = first_seq > 0
         self._finished = False
+        #: The stream's last chunk (``finish``, ``error``, ``abort``) was
+        #: added: ``finish()`` follows, and the writer waits for it
+        #: (``LogWriter._write_round``).
+        self._ended = False
         self._finishing: asyncio.Future[None] | None = None
         self._writer: LogWriter | None = None
         # Approval ids this run requested → their tool call ids; and the
@@ -177,6 +183,7 @@ class RunRecorder:
             kind = chunk.get("type")
             if kind in FLUSH_AT:
                 urgent = True
+                self._ended = kind in _LAST
             elif kind == "tool-input-available":
                 self._said_calls.add(chunk.get("toolCallId"))
             elif kind == "tool-approval-request" or kind == "tool-approval-response":
