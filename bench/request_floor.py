@@ -91,20 +91,25 @@ def _install_floor() -> None:
                     client_id=body["id"], session_key=session_key, title=body["messages"][0]["parts"][0]["text"]
                 )
                 asked = body["messages"][-1]
-                question, answer = Message.objects.bulk_create(
+                _, answer = Message.objects.bulk_create(
                     [
                         Message(pk=asked["id"], conversation=chat, role="user", parts=asked["parts"], position=0),
                         Message(pk=uuid.uuid4().hex, conversation=chat, role="assistant", parts=[], position=1),
                     ]
                 )
                 run = Run.objects.create(
-                    pk=uuid.uuid4().hex, conversation=chat, message=answer, status="running", heartbeat_at=timezone.now()
+                    pk=uuid.uuid4().hex,
+                    conversation=chat,
+                    message=answer,
+                    status="running",
+                    heartbeat_at=timezone.now(),
                 )
             return run, answer
 
         def finish(run: Run, answer: Message, text: str) -> None:
             with transaction.atomic():
-                Run.objects.filter(pk=run.pk).update(status="completed", finish_reason="stop", finished_at=timezone.now())
+                finished = timezone.now()
+                Run.objects.filter(pk=run.pk).update(status="completed", finish_reason="stop", finished_at=finished)
                 Message.objects.filter(pk=answer.pk).update(parts=[{"type": "text", "text": text}])
 
         run, answer = await sync_to_async(start)()
@@ -268,7 +273,8 @@ def against(rev: str, requests: int, rounds: int, chat: str = "count", this: str
             label = rev if name == "old" else (this or "this tree")
             print(
                 f"{label:>10s}: chat ÷ floor per round {' '.join(f'{x:.2f}x' for x in ratios)} "
-                f"(median {statistics.median(ratios):.2f}x); chat ÷ stored floor {' '.join(f'{x:.2f}x' for x in stored)} "
+                f"(median {statistics.median(ratios):.2f}x); "
+                f"chat ÷ stored floor {' '.join(f'{x:.2f}x' for x in stored)} "
                 f"(median {statistics.median(stored):.2f}x)"
             )
         chat_ratio = [
