@@ -241,8 +241,8 @@ async def test_a_step_end_is_written_at_once_other_chunks_wait_for_the_interval(
         for _ in range(20):
             await asyncio.sleep(0)
         assert (log.count("INSERT"), recorder.stored_count) == (1, 11)
-        recorder.add(MIXED[17:])  # finish-step and finish
-        await writer.drain()
+        recorder.add(MIXED[17:])  # finish-step and finish: held for the run's end
+        await recorder.finish("completed")
     assert (log.count("INSERT"), recorder.stored_count) == (2, len(MIXED))
     assert await load_log(run) == MIXED
 
@@ -381,6 +381,62 @@ async def test_first_chunk_at_is_stored_with_the_first_flush() -> None:
     stored = await refreshed(run)
     assert stored.first_chunk_at is not None
     assert stored.first_chunk_at == recorder.run.first_chunk_at
+
+
+async def _turns_of_the_loop(n: int) -> None:
+    """Let the event loop run ``n`` times: what a runner does between its
+    stream's last chunk and its ``finish()`` (the broker's flush, the
+    finishing task)."""
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_stream_that_ended_is_stored_with_its_outcome_in_one_write() -> None:
+    """The last chunk (``finish``) asks for a write at once, as a step end
+    does, but the run's ``finish()`` follows: the writer waits for it, and
+    the log, the message and the run's end are one transaction, the run
+    row updated once."""
+    run, message = await amake_turn()
+    recorder = RunRecorder(run, message, flush_every_ms=3_600_000)
+    async with worker_queries() as log:
+        recorder.add(MIXED)
+        await _turns_of_the_loop(10)
+        await recorder.finish("completed")
+    run_updates = [sql for sql in log.sql if sql.lstrip().upper().startswith('UPDATE "UISTREAM_APP_RUN"')]
+    assert len(run_updates) == 1
+    assert log.count("INSERT") == 1
+    assert await load_log(run) == MIXED
+    stored = await refreshed(run)
+    assert (stored.status, stored.chunk_count) == ("completed", len(MIXED))
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_stream_that_ended_is_stored_within_the_interval_if_its_outcome_never_comes() -> None:
+    """Waiting for ``finish()`` is bounded: a run that never gets there
+    (its task killed between the two) has its last chunks stored within
+    ``flush_every_ms`` all the same."""
+    run, message = await amake_turn()
+    recorder = RunRecorder(run, message, flush_every_ms=50)
+    recorder.add(MIXED)
+    await LogWriter.for_running_loop().drain()
+    assert await load_log(run) == MIXED
+    stored = await refreshed(run)
+    assert (stored.status, stored.chunk_count) == ("running", len(MIXED))
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_flush_after_the_last_chunk_is_not_held_back() -> None:
+    """``flush()`` asks for the chunks now: it is not held for a
+    ``finish()`` (an hour's interval here would be an hour's wait)."""
+    run, message = await amake_turn()
+    recorder = RunRecorder(run, message, flush_every_ms=3_600_000)
+    recorder.add(MIXED)
+    await recorder.flush()
+    assert await load_log(run) == MIXED
 
 
 # -- the stored message ------------------------------------------------------------------

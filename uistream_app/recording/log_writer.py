@@ -151,6 +151,7 @@ class LogWriter:
         self._waiting: dict[RunRecorder, None] = {}  # recorders with rows, in order
         self._finals: dict[RunRecorder, _Final] = {}
         self._flushes: set[RunRecorder] = set()  # asked for by flush(): not held back
+        self._held: dict[RunRecorder, float] = {}  # held for their finish(), until (loop time)
         self._round: asyncio.Future[dict[RunRecorder, BaseException]] | None = None  # the next round's outcome
         self._writing: dict[RunRecorder, asyncio.Future[dict[RunRecorder, BaseException]]] = {}
         self._wake = asyncio.Event()
@@ -276,14 +277,21 @@ class LogWriter:
         finals, self._finals = self._finals, {}
         flushes, self._flushes = self._flushes, set()
         round_, self._round = self._round, None
+        now = self.loop.time()
         for recorder in [r for r in waiting if r._ended and r not in finals and r not in flushes and r.interval > 0]:
             # Its stream has ended: its ``finish`` follows within a few
             # turns of the loop, and its last chunks go with it, one
             # transaction instead of two (a short answer's whole log and
             # outcome in one). The recorder's interval bounds the wait.
-            del waiting[recorder]
-            self._waiting[recorder] = None
-            self._set_timer(self.loop.time() + recorder.interval)
+            until = self._held.setdefault(recorder, now + recorder.interval)
+            if now < until:
+                del waiting[recorder]
+                self._waiting[recorder] = None
+                self._set_timer(until)
+        for recorder in waiting:
+            self._held.pop(recorder, None)
+        for recorder in finals:
+            self._held.pop(recorder, None)
         jobs = [r._take(finals.get(r)) for r in waiting if r._has_pending or r in finals]
         jobs += [r._take(final) for r, final in finals.items() if r not in waiting]
         outcome: asyncio.Future[dict[RunRecorder, BaseException]] = round_ or self.loop.create_future()
