@@ -14,18 +14,25 @@ process by one visitor, one request at a time, alternately per round:
   transaction, the run, 16 streamed deltas, the chunk log, the stored
   answer; with ``--chat workload``, ``POST /bench/chat``: the standard
   workload (``bench/workload.json``: 50 model steps, 98 tool calls, 12,577
-  frames) through the real ``ChatView``, its log and its stored answer.
+  frames) through the real ``ChatView``, its log and its stored answer;
+* **stored floor**: an async view of plain Django that stores what a new
+  chat stores, the plainest way the ORM allows: the chat id looked up, the
+  conversation, its two messages and the run inserted in one transaction,
+  16 deltas streamed, then the run's end and the answer updated in a
+  second (no pipeline, hooks, broker, chunk log or caps): what any Django
+  view that keeps the conversation costs (issue 29's floor, with the rows).
 
 Printed: CPU milliseconds per request (``time.process_time``: every
 thread of this process, the lanes and the log writer included) per round,
 the hops to a thread and the SQL statements (every connection's, counted
-by ``bench_urls``) per request of each, and the ratio chat ÷ floor.
+by ``bench_urls``) per request of each, and the ratios chat ÷ floor and
+chat ÷ stored floor.
 
 ``--against REV``: the commit ``REV`` (``git archive``, into a temporary
 folder) and this checkout, each measured in a fresh process per round, in
 alternating order, with this file's measurement and each tree's own
-package, demo and bench settings. Printed per round: each tree's chat and
-floor CPU per request, and this tree ÷ ``REV`` for the chat (a new chat's
+package, demo and bench settings. Printed per round: each tree's chat,
+floor and stored floor CPU per request, and this tree ÷ ``REV`` for the chat (a new chat's
 whole turn: its set-up and 16 deltas) and for chat ÷ floor (the chat with
 the machine's drift divided out). ``--this REV2``: the commit ``REV2``
 instead of this checkout (two commits paired, e.g. a change and its
@@ -259,12 +266,14 @@ def against(rev: str, requests: int, rounds: int, chat: str = "count", this: str
         for name in ("old", "new"):
             chat = [r["cpu"]["chat"][0] for r in figures[name]]
             floor = [r["cpu"]["floor"][0] for r in figures[name]]
+            stored = [r["cpu"]["stored"][0] for r in figures[name]]
             hops = figures[name][-1]["hops"]["chat"]
             statements = figures[name][-1]["statements"]["chat"]
             label = rev if name == "old" else (this or "this tree")
             print(
                 f"{label:>10s}: chat CPU ms per request {' '.join(f'{x:.2f}' for x in chat)}; "
-                f"floor {' '.join(f'{x:.2f}' for x in floor)}; hops per chat {hops:.0f}; "
+                f"floor {' '.join(f'{x:.2f}' for x in floor)}; stored floor {' '.join(f'{x:.2f}' for x in stored)}; "
+                f"hops per chat {hops:.0f}; "
                 f"SQL statements per chat {statements:.1f}"
             )
         for name in ("old", "new"):
