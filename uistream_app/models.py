@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from django.conf import settings
 from django.db import models
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
@@ -44,6 +45,7 @@ __all__ = [
     "SteeringMessage",
     "StoredFile",
     "StoredJSONEncoder",
+    "UncheckedJSONField",
     "new_conversation_key",
 ]
 
@@ -60,6 +62,22 @@ class StoredJSONEncoder(json.JSONEncoder):
         if "\\u0000" in text:
             text = _ESCAPED_NUL.sub(r"\1\\ufffd", text)
         return text
+
+
+class UncheckedJSONField(models.JSONField):
+    """``JSONField`` with no check constraint: on SQLite (and MariaDB,
+    Oracle) Django gives a ``JSONField`` column a ``CHECK`` that the value
+    is JSON, which SQLite tests by parsing it, copying it twice, in every
+    insert: a 30 MiB text a client sent cost six copies of itself while its
+    message was stored, four without the check (``bench/body_memory.py``).
+    Used for the columns that hold what a client sent (a message's parts
+    and metadata). Every value is written through this field, so it is
+    JSON from the encoder: the check guards nothing Django writes. The
+    column's type and what it reads back are unchanged; PostgreSQL's
+    ``jsonb`` has no such check, and its migration is a no-op."""
+
+    def db_check(self, connection: BaseDatabaseWrapper) -> None:
+        return None
 
 
 class ConversationQuerySet(models.QuerySet["Conversation"]):
@@ -234,8 +252,8 @@ class Message(models.Model):
         verbose_name=_("conversation"),
     )
     role = models.CharField(_("role"), max_length=16, choices=Role.choices)
-    parts = models.JSONField(_("parts"), default=list, blank=True, encoder=StoredJSONEncoder)
-    metadata = models.JSONField(_("metadata"), null=True, blank=True, encoder=StoredJSONEncoder)
+    parts = UncheckedJSONField(_("parts"), default=list, blank=True, encoder=StoredJSONEncoder)
+    metadata = UncheckedJSONField(_("metadata"), null=True, blank=True, encoder=StoredJSONEncoder)
     position = models.PositiveIntegerField(_("position"))
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
     client_id = models.CharField(
