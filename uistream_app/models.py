@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
@@ -37,6 +38,7 @@ __all__ = [
     "ChunkBatch",
     "Conversation",
     "ConversationQuerySet",
+    "EncodedJSON",
     "Feedback",
     "Message",
     "OwnerDay",
@@ -53,11 +55,24 @@ __all__ = [
 _ESCAPED_NUL: Final = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 
 
+@dataclass(frozen=True)
+class EncodedJSON:
+    """A value already encoded by ``StoredJSONEncoder``, given to a JSON
+    column as its JSON (``text``) so that the field does not encode it
+    again: a store that needs the JSON itself (to let go of the value while
+    the row is written) makes it once."""
+
+    text: str
+
+
 class StoredJSONEncoder(json.JSONEncoder):
     """``json.JSONEncoder`` that writes NUL as U+FFFD (PostgreSQL's ``jsonb``
-    rejects ``\\u0000``; the same rule on every backend keeps them alike)."""
+    rejects ``\\u0000``; the same rule on every backend keeps them alike).
+    An ``EncodedJSON`` is written as its text."""
 
     def encode(self, o: Any) -> str:
+        if isinstance(o, EncodedJSON):
+            return o.text
         text = super().encode(o)
         if "\\u0000" in text:
             text = _ESCAPED_NUL.sub(r"\1\\ufffd", text)
