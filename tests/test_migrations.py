@@ -221,7 +221,7 @@ def test_messages_stored_before_the_unchecked_columns_read_back_the_same() -> No
     ``metadata`` (SQLite remakes the table): the messages stored before it
     read back the same, new ones are stored as before, and it goes back."""
     apps = migrate([("uistream_app", "0020_owner_day_backfill")])
-    parts = [{"type": "text", "text": "caf\u00e9 \U0001f600 \"quoted\" \\ back"}, {"type": "step-start"}]
+    parts = [{"type": "text", "text": 'caf\u00e9 \U0001f600 "quoted" \\ back'}, {"type": "step-start"}]
     try:
         Conversation = apps.get_model("uistream_app", "Conversation")
         Message = apps.get_model("uistream_app", "Message")
