@@ -18,7 +18,9 @@ import httpx
 import pytest
 from django.test import override_settings
 
-from uistream_app.models import Conversation, Run
+from uistream_app.models import Conversation, Message, Run
+from uistream_app.protocol.jsonbody import LARGE_JSON_BYTES
+from uistream_app.testing import ChatClient, ScriptedModel
 from uistream_app.transport import body_limits
 from uistream_app.transport.body_limits import MMAP_THRESHOLD_BYTES
 
@@ -229,3 +231,31 @@ async def test_after_a_request_with_a_big_body_the_heap_gives_back_its_free_page
     await body_limits.limit_request_bodies(app, max_bytes=2 * size)(scope, receive, send)
     assert sent[0]["status"] == 204
     assert trims == ([size] if size >= MMAP_THRESHOLD_BYTES else [])
+
+
+@pytest.mark.asyncio
+async def test_a_big_text_is_stored_and_given_to_the_model_as_sent(settings: Any, django_user_model: Any) -> None:
+    """A message of ``LARGE_JSON_BYTES`` or more of JSON, whose parts the
+    store lets go while their row is written and reads back from its JSON
+    after: in a new chat and in its next turn, the model is given the text
+    whole and the stored message is the one sent."""
+    line = 'caf\u00e9 \U0001f600 "quoted" \\ back\n'
+    texts = [line * (LARGE_JSON_BYTES // len(line)), "and a second " + line * (LARGE_JSON_BYTES // len(line))]
+    model = ScriptedModel("first answer", "second answer")
+    settings.UISTREAM = {**settings.UISTREAM, "MODEL": model}
+    chat = ChatClient()
+    await chat.aforce_login(await django_user_model.objects.acreate(username="ada"))
+    for text, answer in zip(texts, ("first answer", "second answer"), strict=True):
+        result = await chat.send(text)
+        assert result.text == answer
+        assert model.requests[-1].messages[-1].content == text
+    stored = [
+        (m.role, "".join(p["text"] for p in m.parts if p["type"] == "text"))
+        async for m in Message.objects.filter(conversation__client_id=chat.chat_id).order_by("position")
+    ]
+    assert stored == [
+        ("user", texts[0]),
+        ("assistant", "first answer"),
+        ("user", texts[1]),
+        ("assistant", "second answer"),
+    ]

@@ -1,7 +1,8 @@
 """Migrations that move stored data: 0003 moves the chunk log from a row per
 chunk to a row per batch (a log stored before it reads back the same after
 it, and back); 0005 makes message ids per chat; 0013 makes chat ids per
-owner; 0020 counts the day's stored bytes of the runs stored before it."""
+owner; 0020 counts the day's stored bytes of the runs stored before it; 0021
+drops the ``JSON_VALID`` check from a message's JSON columns."""
 
 from __future__ import annotations
 
@@ -210,5 +211,38 @@ def test_the_days_storage_stored_before_owner_days_still_counts() -> None:
             OwnerCaps.of(Owner.of_user(alice)).check_stored_bytes(80)
             with pytest.raises(Throttled, match="storage cap reached: this turn would store 81 bytes, and 120"):
                 OwnerCaps.of(Owner.of_user(alice)).check_stored_bytes(81)
+    finally:
+        migrate(executor_leaf())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_messages_stored_before_the_unchecked_columns_read_back_the_same() -> None:
+    """0021 drops the ``JSON_VALID`` check from a message's ``parts`` and
+    ``metadata`` (SQLite remakes the table): the messages stored before it
+    read back the same, new ones are stored as before, and it goes back."""
+    apps = migrate([("uistream_app", "0020_owner_day_backfill")])
+    parts = [{"type": "text", "text": 'caf\u00e9 \U0001f600 "quoted" \\ back'}, {"type": "step-start"}]
+    try:
+        Conversation = apps.get_model("uistream_app", "Conversation")
+        Message = apps.get_model("uistream_app", "Message")
+        chat = Conversation.objects.create(id="c1", client_id="c1")
+        Message.objects.create(id="u1", conversation=chat, role="user", position=0, parts=parts, metadata={"a": [1]})
+        Message.objects.create(id="a1", conversation=chat, role="assistant", position=1, parts=[], parent_key="u1")
+        migrate(executor_leaf())
+        from uistream_app.models import Message as Current
+
+        rows = Current.objects.filter(conversation_id="c1").order_by("position")
+        assert [(m.pk, m.parts, m.metadata, m.current) for m in rows] == [
+            ("u1", parts, {"a": [1]}, True),
+            ("a1", [], None, True),
+        ]
+        Current.objects.create(id="u2", conversation_id="c1", role="user", position=2, parts=parts, parent_key="a1")
+        assert Current.objects.filter(parts__0__text=parts[0]["text"]).count() == 2
+        if connection.vendor == "sqlite":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT sql FROM sqlite_master WHERE name = 'uistream_app_message'")
+                assert "JSON_VALID" not in cursor.fetchone()[0]
+        apps = migrate([("uistream_app", "0020_owner_day_backfill")])
+        assert apps.get_model("uistream_app", "Message").objects.get(pk="u2").parts == parts
     finally:
         migrate(executor_leaf())

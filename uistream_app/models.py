@@ -20,11 +20,13 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
 from django.conf import settings
 from django.db import models
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
@@ -36,6 +38,7 @@ __all__ = [
     "ChunkBatch",
     "Conversation",
     "ConversationQuerySet",
+    "EncodedJSON",
     "Feedback",
     "Message",
     "OwnerDay",
@@ -44,6 +47,7 @@ __all__ = [
     "SteeringMessage",
     "StoredFile",
     "StoredJSONEncoder",
+    "UncheckedJSONField",
     "new_conversation_key",
 ]
 
@@ -51,15 +55,44 @@ __all__ = [
 _ESCAPED_NUL: Final = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 
 
+@dataclass(frozen=True)
+class EncodedJSON:
+    """A value already encoded by ``StoredJSONEncoder``, given to a JSON
+    column as its JSON (``text``) so that the field does not encode it
+    again: a store that needs the JSON itself (to let go of the value while
+    the row is written) makes it once."""
+
+    text: str
+
+
 class StoredJSONEncoder(json.JSONEncoder):
     """``json.JSONEncoder`` that writes NUL as U+FFFD (PostgreSQL's ``jsonb``
-    rejects ``\\u0000``; the same rule on every backend keeps them alike)."""
+    rejects ``\\u0000``; the same rule on every backend keeps them alike).
+    An ``EncodedJSON`` is written as its text."""
 
     def encode(self, o: Any) -> str:
+        if isinstance(o, EncodedJSON):
+            return o.text
         text = super().encode(o)
         if "\\u0000" in text:
             text = _ESCAPED_NUL.sub(r"\1\\ufffd", text)
         return text
+
+
+class UncheckedJSONField(models.JSONField):
+    """``JSONField`` with no check constraint: on SQLite (and MariaDB,
+    Oracle) Django gives a ``JSONField`` column a ``CHECK`` that the value
+    is JSON, which SQLite tests by parsing it, copying it twice, in every
+    insert: a 30 MiB text a client sent cost six copies of itself while its
+    message was stored, four without the check (``bench/body_memory.py``).
+    Used for the columns that hold what a client sent (a message's parts
+    and metadata). Every value is written through this field, so it is
+    JSON from the encoder: the check guards nothing Django writes. The
+    column's type and what it reads back are unchanged; PostgreSQL's
+    ``jsonb`` has no such check, and its migration is a no-op."""
+
+    def db_check(self, connection: BaseDatabaseWrapper) -> None:
+        return None
 
 
 class ConversationQuerySet(models.QuerySet["Conversation"]):
@@ -234,8 +267,8 @@ class Message(models.Model):
         verbose_name=_("conversation"),
     )
     role = models.CharField(_("role"), max_length=16, choices=Role.choices)
-    parts = models.JSONField(_("parts"), default=list, blank=True, encoder=StoredJSONEncoder)
-    metadata = models.JSONField(_("metadata"), null=True, blank=True, encoder=StoredJSONEncoder)
+    parts = UncheckedJSONField(_("parts"), default=list, blank=True, encoder=StoredJSONEncoder)
+    metadata = UncheckedJSONField(_("metadata"), null=True, blank=True, encoder=StoredJSONEncoder)
     position = models.PositiveIntegerField(_("position"))
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
     client_id = models.CharField(

@@ -12,6 +12,7 @@ the truth: of the client's history only the new user message is taken.
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -26,8 +27,18 @@ from django.utils import timezone
 
 from ..errors import BadRequest, Codes, Conflict, not_found
 from ..live import RunAlreadyActive, RunChannel, get_broker
-from ..models import Conversation, Message, MessageQuerySet, Run, StoredFile, new_conversation_key
+from ..models import (
+    Conversation,
+    EncodedJSON,
+    Message,
+    MessageQuerySet,
+    Run,
+    StoredFile,
+    StoredJSONEncoder,
+    new_conversation_key,
+)
 from ..owners import Owner
+from ..protocol.jsonbody import LARGE_JSON_BYTES
 from ..protocol.ui.parts import is_tool_part, tool_name, tool_parts
 from ..recording import log_writes_inline
 from ..runs import ClientToolResult, ToolApproval
@@ -586,22 +597,29 @@ class ConversationStore:
         ``_submit``'s."""
         message = turn.message
         assert message is not None
-        asked = Message(
-            pk=message["id"],
-            conversation=conversation,
-            role="user",
-            parts=message["parts"],
-            metadata=message.get("metadata"),
-            position=0,
-            parent_key="",
-        )
-        if server_key:
-            asked.pk, asked.client_id = new_message_id(), message["id"]
-        answer = Message(
-            pk=new_message_id(), conversation=conversation, role="assistant", parts=[], position=1, parent_key=asked.pk
-        )
-        with _under_client_key() if not server_key else nullcontext():
-            Message.objects.bulk_create([asked, answer])
+        with _parts_to_store(message) as parts:
+            asked = Message(
+                pk=message["id"],
+                conversation=conversation,
+                role="user",
+                parts=parts,
+                metadata=message.get("metadata"),
+                position=0,
+                parent_key="",
+            )
+            if server_key:
+                asked.pk, asked.client_id = new_message_id(), message["id"]
+            answer = Message(
+                pk=new_message_id(),
+                conversation=conversation,
+                role="assistant",
+                parts=[],
+                position=1,
+                parent_key=asked.pk,
+            )
+            with _under_client_key() if not server_key else nullcontext():
+                Message.objects.bulk_create([asked, answer])
+        asked.parts = message["parts"]
         return asked, answer
 
     def _submit(self, conversation: Conversation, turn: Turn, server_key: bool) -> Message:
@@ -636,19 +654,21 @@ class ConversationStore:
                 raise Conflict("that message was already sent; regenerate or edit instead", code=Codes.DUPLICATE)
             last = messages.order_by("-position").values_list("position", "pk").first()
             position, parent_key = (last[0] + 1, last[1]) if last is not None else (0, "")
-        fields = {
-            "conversation": conversation,
-            "role": "user",
-            "parts": message["parts"],
-            "metadata": message.get("metadata"),
-            "position": position,
-            "parent_key": parent_key,
-        }
-        if server_key:
-            created = Message.objects.create(pk=new_message_id(), client_id=message["id"], **fields)
-        else:
-            with _under_client_key():
-                created = Message.objects.create(pk=message["id"], **fields)
+        with _parts_to_store(message) as parts:
+            fields = {
+                "conversation": conversation,
+                "role": "user",
+                "parts": parts,
+                "metadata": message.get("metadata"),
+                "position": position,
+                "parent_key": parent_key,
+            }
+            if server_key:
+                created = Message.objects.create(pk=new_message_id(), client_id=message["id"], **fields)
+            else:
+                with _under_client_key():
+                    created = Message.objects.create(pk=message["id"], **fields)
+        created.parts = message["parts"]
         if kept:
             StoredFile.objects.filter(pk__in=kept).update(message=created)
         return created
@@ -903,6 +923,28 @@ def _under_client_key() -> Iterator[None]:
         yield
     except IntegrityError:
         raise _KeyTaken from None
+
+
+@contextmanager
+def _parts_to_store(message: dict[str, Any]) -> Iterator[EncodedJSON]:
+    """The submitted ``message``'s parts as the row stores them: their JSON,
+    made once. A message whose JSON is ``LARGE_JSON_BYTES`` or more has its
+    own parts let go while the row is written (``message["parts"]`` is
+    empty meanwhile) and parsed back from that JSON after, or after the
+    write failed: while the database copies the row (twice on SQLite, the
+    bound value and the row), Python holds the JSON alone, not the text and
+    its JSON too; a 30 MiB text body peaked at four copies of itself, three
+    now (``bench/body_memory.py``). The parts read back are the stored ones
+    (``StoredJSONEncoder``'s NUL as U+FFFD), as a later turn reads them."""
+    encoded = EncodedJSON(StoredJSONEncoder().encode(message["parts"]))
+    if len(encoded.text) < LARGE_JSON_BYTES:
+        yield encoded
+        return
+    message["parts"] = []
+    try:
+        yield encoded
+    finally:
+        message["parts"] = json.loads(encoded.text)
 
 
 def _title_from(parts: list[dict[str, Any]]) -> str:
