@@ -152,6 +152,17 @@ def test_a_killed_runs_answer_finishes_on_the_other_process_and_the_real_clients
 # -- the rules, on a stored log -----------------------------------------------------------
 
 RAN: list[str] = []
+#: What the run's stored record held when each call's tool ran, by call id
+#: (``_note_stored``).
+AT_CALL: dict[str, tuple[list[str], list[str]]] = {}
+
+
+def _continuing(settings: Any, on_owner_lost: str = "continue", **more: Any) -> None:
+    """A test's ``ON_OWNER_LOST`` (and other settings), with no tool run
+    or noted yet."""
+    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "ON_OWNER_LOST": on_owner_lost, **more}
+    RAN.clear()
+    AT_CALL.clear()
 
 
 @tool
@@ -244,8 +255,7 @@ def orphan_with_tools() -> Run:
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("_close_worker_connections")
 async def test_the_half_done_step_is_dropped_and_its_calls_are_not_run_twice(settings: Any) -> None:
-    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "ON_OWNER_LOST": "continue"}
-    RAN.clear()
+    _continuing(settings)
     FINAL.enqueue("All done.")
     run = await sync_to_async(orphan_with_tools)()
 
@@ -400,12 +410,11 @@ async def test_a_worker_run_whose_worker_began_it_and_was_lost_before_its_first_
 
 # -- a call of a tool that is not idempotent is logged before it runs ------------------------
 
-#: What the run's stored record held when each call's tool ran: its log's
-#: tool calls, and the calls ``Run.turn`` says were started.
-AT_CALL: dict[str, tuple[list[str], list[str]]] = {}
-
 
 def _note_stored(context: ToolContext) -> None:
+    """Note in ``AT_CALL`` what the run's stored record held as this call's
+    tool ran: its log's tool calls, and the calls ``Run.turn`` says were
+    started."""
     run = Run.objects.get(pk=context.runtime_context.run.pk)
     logged = [c["toolCallId"] for c in (e.chunk for e in read_log(run)) if c["type"] == "tool-input-available"]
     AT_CALL[context.tool_call_id] = (logged, list((run.turn or {}).get("started", [])))
@@ -427,12 +436,14 @@ class PayHooks(ChatView):
     tools = (pay, lookup)
 
 
-async def _turn(hooks: ChatView, chat_id: str) -> Any:
-    message = {"id": f"u-{chat_id}", "role": "user", "parts": [{"type": "text", "text": "pay"}]}
+async def _turn(hooks: ChatView, chat_id: str, request: ChatRequest | None = None) -> Any:
+    """A turn of one visitor's chat ``chat_id``: ``request``, or a new
+    message "pay"."""
+    if request is None:
+        message = {"id": f"u-{chat_id}", "role": "user", "parts": [{"type": "text", "text": "pay"}]}
+        request = ChatRequest(chat_id=chat_id, messages=[message])
     owner = Owner.of_session("p" * 32)
-    return await hooks.start_turn(
-        chat_turn(ChatRequest(chat_id=chat_id, messages=[message])), TurnContext(owner, chat_id, "http"), version=7
-    )
+    return await hooks.start_turn(chat_turn(request), TurnContext(owner, chat_id, "http"), version=7)
 
 
 @pytest.mark.asyncio
@@ -440,9 +451,7 @@ async def _turn(hooks: ChatView, chat_id: str) -> Any:
 async def test_a_tool_that_is_not_idempotent_runs_only_once_its_call_is_stored(settings: Any) -> None:
     # A flush interval far longer than the run: only the call's own write
     # can have stored its chunks by the time its tool runs.
-    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "FLUSH_EVERY_MS": 60_000, "ON_OWNER_LOST": "continue"}
-    RAN.clear()
-    AT_CALL.clear()
+    _continuing(settings, FLUSH_EVERY_MS=60_000)
     PAYING.enqueue(["Paying.", call("pay", {"amount": 5}, id="p1")], "Paid.")
     handle = await _turn(PayHooks(), "pay-1")
     await asyncio.wait([handle.task], timeout=30)
@@ -456,9 +465,7 @@ async def test_a_tool_that_is_not_idempotent_runs_only_once_its_call_is_stored(s
 @pytest.mark.usefixtures("_close_worker_connections")
 async def test_with_interrupt_a_tool_call_costs_no_write_of_its_own(settings: Any) -> None:
     # No run is continued: no call can run twice, so none waits for the log.
-    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "FLUSH_EVERY_MS": 60_000, "ON_OWNER_LOST": "interrupt"}
-    RAN.clear()
-    AT_CALL.clear()
+    _continuing(settings, "interrupt", FLUSH_EVERY_MS=60_000)
     PAYING.enqueue(["Paying.", call("pay", {"amount": 6}, id="p2")], "Paid.")
     handle = await _turn(PayHooks(), "pay-2")
     await asyncio.wait([handle.task], timeout=30)
@@ -485,9 +492,7 @@ class ApprovingHooks(ChatView):
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("_close_worker_connections")
 async def test_an_approved_call_is_among_the_started_calls_before_it_runs(settings: Any) -> None:
-    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "FLUSH_EVERY_MS": 60_000, "ON_OWNER_LOST": "continue"}
-    RAN.clear()
-    AT_CALL.clear()
+    _continuing(settings, FLUSH_EVERY_MS=60_000)
     APPROVING.enqueue(call("approved_pay", {"amount": 3}, id="ap1"), "Paid.")
     first = await _turn(ApprovingHooks(), "approve-1")
     await asyncio.wait([first.task], timeout=30)
@@ -496,8 +501,7 @@ async def test_an_approved_call_is_among_the_started_calls_before_it_runs(settin
     (part,) = [p for p in messages[-1]["parts"] if p.get("toolCallId") == "ap1"]
     part.update(state="approval-responded", approval={**part["approval"], "approved": True})
     request = ChatRequest(chat_id="approve-1", messages=messages, message_id=messages[-1]["id"])
-    owner = Owner.of_session("p" * 32)
-    then = await ApprovingHooks().start_turn(chat_turn(request), TurnContext(owner, "approve-1", "http"), version=7)
+    then = await _turn(ApprovingHooks(), "approve-1", request)
     await asyncio.wait([then.task], timeout=30)
     assert RAN == ["approved_pay 3"]
     # Its call is an earlier run's, not in this run's log: this run stored
@@ -528,8 +532,7 @@ class TakenHooks(ChatView):
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("_close_worker_connections")
 async def test_a_process_that_lost_the_run_does_not_run_its_tool(settings: Any) -> None:
-    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "ON_OWNER_LOST": "continue"}
-    RAN.clear()
+    _continuing(settings)
     TAKEN.enqueue(["Paying.", call("pay", {"amount": 7}, id="t1")], "Paid.")
     handle = await _turn(TakenHooks(), "taken-1")
     await asyncio.wait([handle.task], timeout=30)
@@ -628,8 +631,7 @@ def approved_orphan(started: list[str]) -> Run:
 async def test_an_approved_call_that_may_have_run_is_not_run_again(
     settings: Any, started: list[str], ran: list[str]
 ) -> None:
-    settings.UISTREAM = {**getattr(settings, "UISTREAM", {}), "ON_OWNER_LOST": "continue"}
-    RAN.clear()
+    _continuing(settings)
     FINAL.requests.clear()
     FINAL.enqueue("All done.")
     run = await sync_to_async(approved_orphan)(started)
