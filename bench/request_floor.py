@@ -52,7 +52,6 @@ import sys
 import tarfile
 import tempfile
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -82,51 +81,21 @@ def _install_floor() -> None:
         and the run; sixteen deltas; then the run's end and the answer in a
         second transaction. No pipeline, broker, log, caps or hooks."""
         from asgiref.sync import sync_to_async
-        from django.db import transaction
-        from django.utils import timezone
-
-        from uistream_app.models import Conversation, Message, Run
+        from stored_chat import finish_chat, start_chat
 
         body = json.loads(request.body)
         await request.auser()
         session_key = request.session.session_key or ""
+        asked = body["messages"][-1]
 
-        def start() -> tuple[Run, Message]:
-            assert not Conversation.objects.filter(owner=None, session_key=session_key, client_id=body["id"]).exists()
-            with transaction.atomic():
-                chat = Conversation.objects.create(
-                    client_id=body["id"], session_key=session_key, title=body["messages"][0]["parts"][0]["text"]
-                )
-                asked = body["messages"][-1]
-                _, answer = Message.objects.bulk_create(
-                    [
-                        Message(pk=asked["id"], conversation=chat, role="user", parts=asked["parts"], position=0),
-                        Message(pk=uuid.uuid4().hex, conversation=chat, role="assistant", parts=[], position=1),
-                    ]
-                )
-                run = Run.objects.create(
-                    pk=uuid.uuid4().hex,
-                    conversation=chat,
-                    message=answer,
-                    status="running",
-                    heartbeat_at=timezone.now(),
-                )
-            return run, answer
-
-        def finish(run: Run, answer: Message, text: str) -> None:
-            with transaction.atomic():
-                finished = timezone.now()
-                Run.objects.filter(pk=run.pk).update(status="completed", finish_reason="stop", finished_at=finished)
-                Message.objects.filter(pk=answer.pk).update(parts=[{"type": "text", "text": text}])
-
-        run, answer = await sync_to_async(start)()
+        run, answer = await sync_to_async(start_chat)(body["id"], session_key, asked)
 
         async def stream() -> Any:
             text = ""
             for i in range(16):
                 text += str(i)
                 yield b'data: {"type":"text-delta","id":"1","delta":"%d"}\n\n' % i
-            await sync_to_async(finish)(run, answer, text)
+            await sync_to_async(finish_chat)(run, answer, [{"type": "text", "text": text}])
 
         return StreamingHttpResponse(stream(), content_type="text/event-stream")
 
@@ -318,6 +287,7 @@ if __name__ == "__main__":
         # A round of --against: the tree's package and bench, not this file's folder.
         tree = Path(arguments.measure).resolve()
         sys.path[:] = [str(tree), str(tree / "bench"), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
+        sys.path.append(str(HERE))  # stored_chat, for a tree from before it
         arguments.rounds = 1
     else:
         sys.path.insert(0, str(HERE))
