@@ -3,6 +3,7 @@ the same against another commit (issue 27).
 
     PYTHONPATH=.:bench .venv/bin/python bench/request_floor.py [--requests 200] [--rounds 3] [--chat count|workload]
     .venv/bin/python bench/request_floor.py --against REV [--this REV2] [--requests 200] [--rounds 6] [--chat …]
+    PYTHONPATH=.:bench .venv/bin/python bench/request_floor.py --requests 600 --profile /tmp/floor
 
 The demo project's ASGI application (``bounded_threads``, the demo's seven
 sync middleware, session and CSRF) with ``bench_settings``, called in this
@@ -27,6 +28,12 @@ thread of this process, the lanes and the log writer included) per round,
 the hops to a thread and the SQL statements (every connection's, counted
 by ``bench_urls``) per request of each, and the ratios chat ÷ floor and
 chat ÷ stored floor.
+
+``--profile PREFIX``: then the stored floor and the chat again, each
+alone in a process under ``py-spy record --gil`` (``PREFIX.stored``,
+``PREFIX.chat``), and a table of where each one's CPU per request goes
+(``bench/profile_rows.py``: Django's ORM and database, its request path,
+the thread hops, uistream's rooms), side by side with their difference.
 
 ``--against REV``: the commit ``REV`` (``git archive``, into a temporary
 folder) and this checkout, each measured in a fresh process per round, in
@@ -153,8 +160,9 @@ async def main(args: argparse.Namespace, app: Any) -> dict[str, Any]:
     cpu: dict[str, list[float]] = {"floor": [], "stored": [], "chat": []}
     per_request: dict[str, float] = {}
     statements: dict[str, float] = {}
+    kinds = (("floor", floor), ("stored", stored), ("chat", chat))
     for _ in range(args.rounds):
-        for name, request in (("floor", floor), ("stored", stored), ("chat", chat)):
+        for name, request in kinds if args.only is None else [k for k in kinds if k[0] == args.only]:
             await asyncio.sleep(0.05)  # the writer's last round of the previous requests
             hops.clear()
             counted = sum(bench_urls._counts.values())
@@ -165,7 +173,7 @@ async def main(args: argparse.Namespace, app: Any) -> dict[str, Any]:
             per_request[name] = hops["all"] / args.requests
             statements[name] = (sum(bench_urls._counts.values()) - counted) / args.requests
     await asyncio.sleep(0.2)  # the writer's last round, before the loop closes
-    if not args.measure:
+    if not args.measure and args.only is None:
         print(f"{args.requests} requests a round, {args.rounds} rounds (Python {sys.version.split()[0]})")
         for name, figures in cpu.items():
             rounds = " ".join(f"{x:.2f}" for x in figures)
@@ -197,6 +205,39 @@ def _measure_in(tree: Path, requests: int, chat: str) -> dict[str, Any]:
         raise RuntimeError(f"the round in {tree} failed:\n{out.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(out.stdout.splitlines()[-1])
     return result
+
+
+def profile(args: argparse.Namespace, cpu: dict[str, list[float]]) -> None:
+    """``--profile``: the stored floor and the chat, each alone in a process
+    under ``py-spy record --gil`` (500 Hz, ``--requests`` requests), their
+    samples sorted by ``profile_rows.ROWS``; each row's share times the
+    median CPU per request of the rounds above (measured without the
+    profiler, which slows what it watches)."""
+    from profile_rows import classify
+
+    spy = str(Path(sys.executable).parent / "py-spy")
+    shares: dict[str, dict[str, float]] = {}
+    for kind in ("stored", "chat"):
+        out = f"{args.profile}.{kind}"
+        command = [sys.executable, str(Path(__file__).resolve()), "--only", kind, "--requests", str(args.requests)]
+        command += ["--chat", args.chat]
+        subprocess.run(
+            [spy, "record", "--gil", "--rate", "500", "--format", "raw", "-o", out, "--", *command],
+            check=True,
+            capture_output=True,
+        )
+        shares[kind] = classify(out)
+    stored_ms = statistics.median(cpu["stored"])
+    chat_ms = statistics.median(cpu["chat"])
+    print("\nwhere the CPU goes (py-spy --gil; shares of each profile times its median CPU per request):")
+    print(f"{'':68s} {'stored floor':>16s} {'chat':>16s} {'chat - stored':>14s}")
+    for row in shares["chat"]:
+        s, c = shares["stored"][row], shares["chat"][row]
+        print(
+            f"{row:68s} {s * stored_ms:6.2f} ms {s:5.0%}  {c * chat_ms:6.2f} ms {c:5.0%}  "
+            f"{c * chat_ms - s * stored_ms:+9.2f} ms"
+        )
+    print(f"{'all':68s} {stored_ms:6.2f} ms        {chat_ms:6.2f} ms        {chat_ms - stored_ms:+9.2f} ms")
 
 
 def _tree_of(rev: str, folder: Path) -> Path:
@@ -278,7 +319,14 @@ if __name__ == "__main__":
     parser.add_argument(
         "--chat", choices=("count", "workload"), default="count", help="the chat request: 'count to 1' or the workload"
     )
+    parser.add_argument(
+        "--profile",
+        metavar="PREFIX",
+        help="then profile the stored floor and the chat (py-spy --gil, PREFIX.stored and PREFIX.chat) and print "
+        "where each one's CPU goes (bench/profile_rows.py)",
+    )
     parser.add_argument("--measure", metavar="TREE", help=argparse.SUPPRESS)
+    parser.add_argument("--only", choices=("floor", "stored", "chat"), help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.against:
         against(arguments.against, arguments.requests, arguments.rounds or 6, arguments.chat, arguments.this)
@@ -291,7 +339,7 @@ if __name__ == "__main__":
         arguments.rounds = 1
     else:
         sys.path.insert(0, str(HERE))
-        arguments.rounds = arguments.rounds or 3
+        arguments.rounds = 1 if arguments.only else arguments.rounds or 3
     from stream_memory import _setup
 
     application = _setup(0)
@@ -303,3 +351,5 @@ if __name__ == "__main__":
     result = asyncio.run(main(arguments, application))
     if arguments.measure:
         print(json.dumps(result))
+    elif arguments.profile and arguments.only is None:
+        profile(arguments, result["cpu"])
