@@ -40,7 +40,7 @@ from ..models import (
 from ..owners import Owner
 from ..protocol.jsonbody import LARGE_JSON_BYTES
 from ..protocol.ui.parts import is_tool_part, tool_name, tool_parts
-from ..recording import log_writes_inline
+from ..recording import log_writes_inline, one_writer
 from ..runs import ClientToolResult, ToolApproval
 from ..runs.steering import SteeringInbox
 from ..runs.tools import validate_json
@@ -455,7 +455,7 @@ class ConversationStore:
     ) -> PreparedRun:
         applied: AnswersApplied | None = None
         try:
-            with transaction.atomic():
+            with one_writer(), transaction.atomic():
                 conversation, new = self._conversation(turn, owner, channel.conversation_id, new_chat)
                 # A new chat's are the one just submitted (the query is not built: 80 µs).
                 messages = Message.objects.none() if new else conversation.messages.current().order_by("position")

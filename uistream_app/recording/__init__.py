@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .log_reader import LogEntry, iter_log, last_offset_ms, load_log, read_log
 from .log_writer import MAX_ROW_CHUNKS, WRITER_EXECUTOR, LeaseLost, LogWriter, log_writes_inline, write_log
+from .one_writer import one_writer
 from .recorder import CURRENT_RECORDER, FINAL_STATUSES, FLUSH_AT, STARTED_CALLS, RunRecorder
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "last_offset_ms",
     "load_log",
     "log_writes_inline",
+    "one_writer",
     "read_log",
     "write_log",
 ]

@@ -26,6 +26,7 @@ from django.db import close_old_connections, connection, transaction
 from ..conf import settings as uistream_settings
 from ..models import ChunkBatch, Conversation, Message, Run, StoredJSONEncoder
 from ..protocol.ui.chunks import Chunk
+from .one_writer import one_writer
 
 if TYPE_CHECKING:
     from .recorder import RunRecorder
@@ -367,7 +368,7 @@ def _write_jobs(jobs: list[_Job], own_connection: bool = True) -> None:
         _refresh_connection()
         _bound_idle_transactions()
     try:
-        with transaction.atomic():
+        with one_writer(), transaction.atomic():
             _store(jobs)
         return
     except Exception as exc:  # noqa: BLE001 - kept on the job; retried one by one below
@@ -377,7 +378,7 @@ def _write_jobs(jobs: list[_Job], own_connection: bool = True) -> None:
     for job in jobs:
         _recover_connection()
         try:
-            with transaction.atomic():
+            with one_writer(), transaction.atomic():
                 _store([job])
         except Exception as exc:  # noqa: BLE001 - kept on the job, raised to its waiters
             job.error = exc
