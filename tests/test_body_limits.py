@@ -20,7 +20,7 @@ from django.test import override_settings
 
 from uistream_app.models import Conversation, Message, Run
 from uistream_app.protocol.jsonbody import LARGE_JSON_BYTES
-from uistream_app.testing import ChatClient, ScriptedModel
+from uistream_app.testing import ChatClient, ScriptedModel, user_message
 from uistream_app.transport import body_limits
 from uistream_app.transport.body_limits import MMAP_THRESHOLD_BYTES
 
@@ -237,25 +237,40 @@ async def test_after_a_request_with_a_big_body_the_heap_gives_back_its_free_page
 async def test_a_big_text_is_stored_and_given_to_the_model_as_sent(settings: Any, django_user_model: Any) -> None:
     """A message of ``LARGE_JSON_BYTES`` or more of JSON, whose parts the
     store lets go while their row is written and reads back from its JSON
-    after: in a new chat and in its next turn, the model is given the text
-    whole and the stored message is the one sent."""
-    line = 'caf\u00e9 \U0001f600 "quoted" \\ back\n'
-    texts = [line * (LARGE_JSON_BYTES // len(line)), "and a second " + line * (LARGE_JSON_BYTES // len(line))]
-    model = ScriptedModel("first answer", "second answer")
+    after (and, on PostgreSQL, sends apart from the SQL): in a new chat and
+    in its next turn, and in another chat under an id the first one's
+    message holds as its key (the insert fails and is made again under a
+    key of the server's), the model is given the text whole and the stored
+    message is the one sent, its NUL as U+FFFD."""
+    line = 'caf\u00e9 \U0001f600 "quoted" \\ back \x00 nul\n'
+    # The chat's title (its first words) has no NUL: PostgreSQL refuses one in a text column.
+    texts = [
+        "a first text, long " * 5 + line * (LARGE_JSON_BYTES // len(line)),
+        "and a second " + line * (LARGE_JSON_BYTES // len(line)),
+    ]
+    model = ScriptedModel("first answer", "second answer", "third answer")
     settings.UISTREAM = {**settings.UISTREAM, "MODEL": model}
     chat = ChatClient()
     await chat.aforce_login(await django_user_model.objects.acreate(username="ada"))
-    for text, answer in zip(texts, ("first answer", "second answer"), strict=True):
-        result = await chat.send(text)
+    for index, (text, answer) in enumerate(zip(texts, ("first answer", "second answer"), strict=True)):
+        result = await chat.send(user_message(text, id=f"big-{index}"))
         assert result.text == answer
-        assert model.requests[-1].messages[-1].content == text
+        assert model.requests[-1].messages[-1].content == text.replace("\x00", "\ufffd")
+    result = await chat.send(user_message(texts[0], id="big-0"), chat_id="another")
+    assert result.text == "third answer"
+    assert model.requests[-1].messages[-1].content == texts[0].replace("\x00", "\ufffd")
+
+    sent = [[{"type": "text", "text": text.replace("\x00", "\ufffd")}] for text in texts]
     stored = [
-        (m.role, "".join(p["text"] for p in m.parts if p["type"] == "text"))
+        (m.role, m.parts if m.role == "user" else "".join(p["text"] for p in m.parts if p["type"] == "text"))
         async for m in Message.objects.filter(conversation__client_id=chat.chat_id).order_by("position")
     ]
     assert stored == [
-        ("user", texts[0]),
+        ("user", sent[0]),
         ("assistant", "first answer"),
-        ("user", texts[1]),
+        ("user", sent[1]),
         ("assistant", "second answer"),
     ]
+    again = await Message.objects.aget(conversation__client_id="another", role="user")
+    assert again.pk != "big-0"
+    assert (again.client_id, again.parts) == ("big-0", sent[0])

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, router, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -597,7 +597,7 @@ class ConversationStore:
         ``_submit``'s."""
         message = turn.message
         assert message is not None
-        with _parts_to_store(message) as parts:
+        with _parts_to_store(message) as parts, _bound_apart(parts) as apart:
             asked = Message(
                 pk=message["id"],
                 conversation=conversation,
@@ -618,7 +618,8 @@ class ConversationStore:
                 parent_key=asked.pk,
             )
             with _under_client_key() if not server_key else nullcontext():
-                Message.objects.bulk_create([asked, answer])
+                # Bound apart, row by row (``_bound_apart``).
+                Message.objects.bulk_create([asked, answer], batch_size=1 if apart else None)
         asked.parts = message["parts"]
         return asked, answer
 
@@ -654,7 +655,7 @@ class ConversationStore:
                 raise Conflict("that message was already sent; regenerate or edit instead", code=Codes.DUPLICATE)
             last = messages.order_by("-position").values_list("position", "pk").first()
             position, parent_key = (last[0] + 1, last[1]) if last is not None else (0, "")
-        with _parts_to_store(message) as parts:
+        with _parts_to_store(message) as parts, _bound_apart(parts):
             fields = {
                 "conversation": conversation,
                 "role": "user",
@@ -945,6 +946,55 @@ def _parts_to_store(message: dict[str, Any]) -> Iterator[EncodedJSON]:
         yield encoded
     finally:
         message["parts"] = json.loads(encoded.text)
+
+
+@contextmanager
+def _bound_apart(parts: EncodedJSON) -> Iterator[bool]:
+    """Around the write of a submitted message whose parts are ``parts``
+    (``_parts_to_store``): when they are ``LARGE_JSON_BYTES`` or more of
+    JSON and the database is PostgreSQL through psycopg 3 with Django's
+    default cursor, the statements sent meanwhile bind their values on the
+    server (Django's ``ServerBindingCursor``, which
+    ``OPTIONS["server_side_binding"]`` would give every statement of a
+    project): the JSON goes apart from the SQL, and the write costs two
+    copies of it beside the one Python holds, psycopg's bytes of it and
+    libpq's message. Django's default ``ClientCursor`` writes the value into
+    the statement's text, quoted, through copies of psycopg's own, and
+    libpq copies that statement: four copies at the peak (a 30 MiB text
+    body peaked at five copies of itself, three now: ``bench/body_memory.py
+    --postgres``). The statements are the ORM's, and the rows the same;
+    what else runs meanwhile on this connection (a receiver of
+    ``Message``'s save signals that a project connected) binds the same way.
+
+    Yields whether the values are bound on the server. A bulk insert then
+    inserts row by row (``batch_size=1``): for more than one row Django's
+    ``bulk_create`` on PostgreSQL sends each column's values as one array
+    (``UNNEST``), which psycopg builds through two more copies of the JSON.
+    A connection whose cursor class is a project's own
+    (``OPTIONS["cursor_factory"]``) is left as it is."""
+    database = connections[router.db_for_write(Message)]
+    if len(parts.text) < LARGE_JSON_BYTES or database.vendor != "postgresql":
+        yield False
+        return
+    # Imported here: they import the PostgreSQL driver, which a project on
+    # another database need not have.
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    if not is_psycopg3:
+        yield False
+        return
+    from django.db.backends.postgresql.base import Cursor, ServerBindingCursor
+
+    database.ensure_connection()
+    driver = database.connection
+    if driver.cursor_factory is not Cursor:
+        yield driver.cursor_factory is ServerBindingCursor
+        return
+    driver.cursor_factory = ServerBindingCursor
+    try:
+        yield True
+    finally:
+        driver.cursor_factory = Cursor
 
 
 def _title_from(parts: list[dict[str, Any]]) -> str:
