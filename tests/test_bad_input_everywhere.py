@@ -286,6 +286,26 @@ async def test_another_owners_message_id_is_yours_to_use(endpoint: str, bob_chat
     assert_error(again, 409, "duplicate")
 
 
+@pytest.mark.parametrize("endpoint", BODIES)
+async def test_a_nul_in_a_new_chats_first_words_is_answered(endpoint: str) -> None:
+    """PostgreSQL refuses a NUL in a text column: the chat's title (its
+    first words) holds it as U+FFFD, as the stored message does."""
+    alice = await page_of("alice")
+    text = "count\x00 to 2"
+    with override_settings(UISTREAM=DEMO):
+        body = chat_body("alice-chat", text=text) if endpoint == "chat" else agui_body("alice-chat", text=text)
+        response = await alice.post(f"/api/{endpoint}", body)
+        assert response.status_code == 200
+        async for _ in response.streaming_content:
+            pass
+        await runs_finished()
+    chat = await Conversation.objects.aget(client_id="alice-chat")
+    assert chat.title == "count\ufffd to 2"
+    asked = await chat.messages.aget(role="user")
+    assert asked.parts == [{"type": "text", "text": "count\ufffd to 2"}]
+    assert await Run.objects.filter(conversation=chat, status="completed").aexists()
+
+
 async def test_a_websocket_frame_that_cannot_be_read_closes_the_socket() -> None:
     alice = await page_of("alice")
     with override_settings(UISTREAM={**DEMO, "MAX_REQUEST_BYTES": 10_000}):

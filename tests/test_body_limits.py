@@ -243,7 +243,6 @@ async def test_a_big_text_is_stored_and_given_to_the_model_as_sent(settings: Any
     key of the server's), the model is given the text whole and the stored
     message is the one sent, its NUL as U+FFFD."""
     line = 'caf\u00e9 \U0001f600 "quoted" \\ back \x00 nul\n'
-    # The chat's title (its first words) has no NUL: PostgreSQL refuses one in a text column.
     texts = [
         "a first text, long " * 5 + line * (LARGE_JSON_BYTES // len(line)),
         "and a second " + line * (LARGE_JSON_BYTES // len(line)),

@@ -998,5 +998,7 @@ def _bound_apart(parts: EncodedJSON) -> Iterator[bool]:
 
 
 def _title_from(parts: list[dict[str, Any]]) -> str:
-    text = " ".join(p.get("text", "") for p in parts if p.get("type") == "text").strip()
+    """A chat's title: its first words. A NUL is U+FFFD, as in the stored
+    parts (``models.StoredJSONEncoder``): PostgreSQL refuses one in text."""
+    text = " ".join(p.get("text", "") for p in parts if p.get("type") == "text").strip().replace("\x00", "\ufffd")
     return (text[:77] + "…") if len(text) > 80 else text
