@@ -16,7 +16,12 @@ Settings: ``bench_settings`` (the demo's, DEBUG off, the SQLite WAL database of 
   Django class it subclasses, so sessions, CSRF and authentication are Django's, hopping to a
   thread as Django does;
 * ``ROOT_URLCONF``: this module, with ``GET /api/csrf`` (``{"csrfToken": ...}``, what the load
-  client asks first) and ``POST /api/chat``.
+  client asks first) and ``POST /api/chat``;
+* ``INSTALLED_APPS``: the same, with ``PlainDjango`` last. ``uistream_app`` stays installed for its
+  models (the rows are its tables), but its ``ready()`` hooks uistream's process machinery to every
+  request: the lease renewer and orphan sweeper (a thread that would also see this view's runs),
+  the MCP servers' warm-up (the demo's starts a subprocess) and the graceful stop's request count.
+  ``PlainDjango.ready()`` disconnects those four receivers, so plain Django runs none of it.
 
 ``POST /api/chat`` is what a careful Django developer writes with the ORM and an async view:
 CSRF-protected (not exempt), the JSON body read, ``await request.auser()``, the anonymous session
@@ -50,7 +55,10 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from bench_settings import *  # noqa: F403
+from bench_settings import INSTALLED_APPS as _DEMO_APPS
 from bench_settings import MIDDLEWARE as _DEMO_MIDDLEWARE
+from django.apps import AppConfig
+from django.core.signals import request_finished, request_started
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse, StreamingHttpResponse
 from django.middleware.csrf import get_token
 from django.urls import path
@@ -70,6 +78,25 @@ _DJANGOS = {
 MIDDLEWARE = [_DJANGOS.get(name, name) for name in _DEMO_MIDDLEWARE]
 assert not any(name.startswith("uistream_app.") for name in MIDDLEWARE), MIDDLEWARE
 ROOT_URLCONF = __name__
+INSTALLED_APPS = [*_DEMO_APPS, f"{__name__}.PlainDjango"]
+
+
+class PlainDjango(AppConfig):
+    """This module as an app (no models), to take uistream's request receivers off once every app
+    is ready (see the module's docstring). A tree whose receivers are named otherwise keeps them."""
+
+    name = __name__
+    label = "django_stored"
+
+    def ready(self) -> None:
+        for signal, uid in (
+            (request_started, "uistream_app.sweeper"),
+            (request_started, "uistream_app.mcp"),
+            (request_started, "uistream_app.shutdown.started"),
+            (request_finished, "uistream_app.shutdown.finished"),
+        ):
+            signal.disconnect(dispatch_uid=uid)
+
 
 if importlib.util.find_spec("stored_chat") is None:  # a tree from before bench/stored_chat.py: this checkout's
     sys.path.append(str(Path(__file__).resolve().parent.parent))
