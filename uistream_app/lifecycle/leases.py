@@ -60,7 +60,7 @@ from ..live import get_broker
 from ..models import Conversation, Message, Run
 from ..protocol.ui.chunks import Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
-from ..recording import LeaseLost, iter_log, last_offset_ms, write_log
+from ..recording import LeaseLost, iter_log, last_offset_ms, one_writer, write_log
 from .registry import RunHandle, live_runs, lose_lease
 
 __all__ = [
@@ -157,7 +157,8 @@ def renew_leases(held: Mapping[str, int]) -> set[str]:
                 if run_id not in done:
                     renewed += running.filter(pk=run_id).update(heartbeat_at=now)
     else:
-        renewed = running.update(heartbeat_at=now)
+        with one_writer():  # SQLite: in line with the turns' and the log writer's writes
+            renewed = running.update(heartbeat_at=now)
     if renewed == len(held):
         return set()
     # Some were not renewed: ended (by this process, just now) or taken.
