@@ -773,10 +773,13 @@ def main() -> int:
         for role in ROLES
         if not (role == "bare" and args.no_baseline) and not (role == "stored" and args.no_stored_baseline)
     ]
-    common = {"kind": args.server, "switch_interval_ms": args.switch_interval_ms, "gc_stats": args.gc_stats}
+    common: dict[str, Any] = {
+        "kind": args.server,
+        "switch_interval_ms": args.switch_interval_ms,
+        "gc_stats": args.gc_stats,
+    }
     rounds: list[dict[str, dict[str, Any]]] = []
-    frames_file = tempfile.NamedTemporaryFile(suffix=".json")  # noqa: SIM115 - kept over the rounds
-    with frames_file:
+    with tempfile.NamedTemporaryFile(suffix=".json") as frames_file:  # the captured frames, kept over the rounds
         for number in range(args.rounds):
             if args.rounds > 1:
                 print(f"\n--- round {number + 1} of {args.rounds}")
