@@ -13,7 +13,15 @@ recorder's ``FLUSH_EVERY_MS`` (a diagnosis, not the demo).
 A second daphne then serves a *baseline*: the same stack whose consumer
 replays a captured run's frames at the same pacing with nothing behind it
 (no run, recorder, broker or database): what daphne and Channels cost by
-themselves (``--no-baseline`` skips it).
+themselves (``--no-baseline`` skips it). A third serves the *stored
+baseline*: the same replay, each send first storing a new chat's rows as a
+plain Channels consumer would (``bench/stored_chat.py``'s ``start_chat``
+through ``database_sync_to_async`` before ``start``, ``finish_chat`` with
+the answer's parts before ``end``; the session verified at the handshake),
+on a fresh migrated SQLite file of its own like ours: what Django's own
+path costs with the rows a chat needs (``--no-stored-baseline`` skips it).
+Both bare consumers keep Channels' ``dispatch`` (its database hop before
+every message), which ``ChatConsumer`` skips.
 
 ``--sockets`` clients (the ``websockets`` package, in this process), each
 its own visitor (a session of its own, sent as the handshake's cookie, with
@@ -39,11 +47,15 @@ Reported:
 * how many sockets streamed at once (between their first chunk and their
   ``end``): 500 of 500 when every stream overlaps every other.
 
-``--rounds N`` measures both servers N times, alternately, and prints each
-round's ratios (``ChatConsumer`` ÷ the bare consumer of the same round)
-and their medians against issue 29's targets. ``--profile`` prints where
-each server's samples went (``PROFILE_ROWS``); ``--gc-stats`` its garbage
-collections while it streams.
+Every server's stored runs are checked too (all completed, every answer
+"1 2 … N"). ``--rounds N`` measures the servers N times, each round
+starting one server later than the last (round 1 with ours, whose warm-up
+captures the frames the others replay), and prints each round's ratios and
+their medians: ``ChatConsumer`` ÷ the bare consumer of the same round
+against issue 29's targets, ``ChatConsumer`` ÷ the stored bare consumer,
+and the stored ÷ the bare one. ``--profile`` prints where each server's
+samples went (``PROFILE_ROWS``); ``--gc-stats`` its garbage collections
+while it streams.
 """
 
 from __future__ import annotations
@@ -79,6 +91,7 @@ PY = sys.executable
 PACED = frozenset(("text-delta", "reasoning-delta"))
 APP = "demo_project.asgi:application"
 BASELINE = "ws_bench:baseline"
+STORED_BASELINE = "ws_bench:stored_baseline"
 WARM_UP = 5
 TABLE_COLUMNS = [
     "server",
@@ -224,6 +237,20 @@ class Server:
         out = subprocess.run([PY, "-c", code], cwd=ROOT, env=self.env, check=True, capture_output=True)
         result: dict[str, int] = orjson.loads(out.stdout)
         return result
+
+    def answers(self, text: str) -> tuple[int, int]:
+        """How many stored answers (the runs' messages) have ``text`` as
+        their text parts, of how many."""
+        code = (
+            "import django, sys; django.setup()\n"
+            "from uistream_app.models import Message\n"
+            "answers = Message.objects.filter(role='assistant').values_list('parts', flat=True)\n"
+            "texts = [''.join(p.get('text', '') for p in parts if p.get('type') == 'text') for parts in answers]\n"
+            "print(sum(t == sys.argv[1] for t in texts), len(texts))\n"
+        )
+        out = subprocess.run([PY, "-c", code, text], cwd=ROOT, env=self.env, check=True, capture_output=True)
+        right, total = out.stdout.split()
+        return int(right), int(total)
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -485,14 +512,18 @@ def report(args: argparse.Namespace, label: str, m: dict[str, Any]) -> dict[str,
     return row
 
 
-# -- the baseline: daphne and Channels alone ------------------------------------------------
+# -- the baselines: daphne and Channels alone, then with the rows stored ---------------------
 #
 # ``ws_bench:baseline`` is an ASGI application for daphne: the demo's stack
 # (Origin check, AuthMiddlewareStack, a consumer at ws/chat/) whose consumer
-# answers a send with the frames of a real run (captured in the warm-up,
-# file in UISTREAM_WS_BENCH_FRAMES), paced as the demo model paces them,
-# with no run, recorder, broker or database behind it: what daphne and
-# Channels cost by themselves.
+# answers a send with the frames of a real run (captured in a warm-up of
+# ``ChatConsumer``, file in UISTREAM_WS_BENCH_FRAMES), paced as the demo
+# model paces them, with no run, recorder, broker or database behind it:
+# what daphne and Channels cost by themselves. ``ws_bench:stored_baseline``
+# is the same replay with a new chat's rows stored as a plain Channels
+# consumer would store them (``StoredBaselineConsumer``). Both keep
+# Channels' ``dispatch``, whose ``close_old_connections`` hop on the shared
+# database thread comes before every message (``ChatConsumer`` skips it).
 
 _baseline_app: Any = None
 
@@ -500,24 +531,43 @@ _baseline_app: Any = None
 async def baseline(scope: dict[str, Any], receive: Any, send: Any) -> None:
     global _baseline_app
     if _baseline_app is None:
-        _baseline_app = _make_baseline()
+        _baseline_app = _make_baseline(stored=False)
     await _baseline_app(scope, receive, send)
 
 
-def _make_baseline() -> Any:
+async def stored_baseline(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    global _baseline_app
+    if _baseline_app is None:
+        _baseline_app = _make_baseline(stored=True)
+    await _baseline_app(scope, receive, send)
+
+
+def _verified_session_key(session: Any) -> str | None:
+    # Loading drops a key the store does not know (expired, forged), as
+    # ChatConsumer's own check does: only a real session owns a chat.
+    session.keys()
+    key = session.session_key
+    return key if isinstance(key, str) and key else None
+
+
+def _make_baseline(*, stored: bool) -> Any:
     import django
 
     django.setup()
     from channels.auth import AuthMiddlewareStack  # type: ignore[import-untyped]
+    from channels.db import database_sync_to_async  # type: ignore[import-untyped]
     from channels.generic.websocket import AsyncWebsocketConsumer  # type: ignore[import-untyped]
     from channels.routing import URLRouter  # type: ignore[import-untyped]
     from channels.security.websocket import AllowedHostsOriginValidator  # type: ignore[import-untyped]
     from django.urls import path
+    from stored_chat import finish_chat, start_chat
 
     chunks = orjson.loads(Path(os.environ["UISTREAM_WS_BENCH_FRAMES"]).read_bytes())
     delay = float(os.environ["UISTREAM_DEMO_DELAY_MS"]) / 1000
 
     class BaselineConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
+        """The captured frames, replayed at the demo model's pacing."""
+
         tasks: set[asyncio.Task[None]]
 
         async def connect(self) -> None:
@@ -525,26 +575,76 @@ def _make_baseline() -> Any:
             await self.accept()
 
         async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-            request_id = orjson.loads(text_data or "{}")["requestId"]
-            task = asyncio.create_task(self.stream(request_id))
+            task = asyncio.create_task(self.stream(orjson.loads(text_data or "{}")))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
 
-        async def stream(self, request_id: str) -> None:
-            rid = orjson.dumps(request_id).decode()
+        async def stream(self, frame: dict[str, Any]) -> None:
+            rid = orjson.dumps(frame["requestId"]).decode()
             await self.send(text_data='{"type":"start","requestId":' + rid + "}")
             for seq, chunk in enumerate(chunks):
                 if chunk["type"] in PACED:
                     await asyncio.sleep(delay)
-                frame = '{"type":"chunk","requestId":' + rid + ',"sequence":' + str(seq) + ',"chunk":'
-                await self.send(text_data=frame + orjson.dumps(chunk).decode() + "}")
+                head = '{"type":"chunk","requestId":' + rid + ',"sequence":' + str(seq) + ',"chunk":'
+                await self.send(text_data=head + orjson.dumps(chunk).decode() + "}")
             await self.send(text_data='{"type":"end","requestId":' + rid + "}")
 
         async def disconnect(self, code: int) -> None:
             for task in self.tasks:
                 task.cancel()
 
-    routes = URLRouter([path("ws/chat/", BaselineConsumer.as_asgi())])
+    class StoredBaselineConsumer(BaselineConsumer):  # type: ignore[misc]
+        """The same replay, storing what a new chat stores the way a plain
+        Channels consumer would: the socket's session verified once at the
+        handshake (loaded in the database thread, as ``ChatConsumer`` does;
+        a socket without a real session is refused); each send's rows
+        (``stored_chat.start_chat``: the chat id looked up, then the
+        conversation, both messages and the run in one transaction) through
+        ``database_sync_to_async`` before ``start``, since ``ChatConsumer``
+        sends ``start`` once its turn is stored and its run's first chunks
+        are out; the answer's parts gathered from the deltas as they go out;
+        after the last chunk, before ``end``, the run's end and the answer
+        (``finish_chat``), as ``ChatConsumer``'s run has stored both by the
+        time its ``end`` goes out."""
+
+        session_key: str
+
+        async def connect(self) -> None:
+            key = await database_sync_to_async(_verified_session_key)(self.scope["session"])
+            if key is None:
+                await self.close()  # before accept: the handshake gets a 403
+                return
+            self.session_key = key
+            await super().connect()
+
+        async def begin(self, frame: dict[str, Any]) -> tuple[Any, Any]:
+            return await database_sync_to_async(start_chat)(frame["id"], self.session_key, frame["messages"][-1])
+
+        async def finish(self, run: Any, answer: Any, parts: list[dict[str, Any]]) -> None:
+            await database_sync_to_async(finish_chat)(run, answer, parts)
+
+        async def stream(self, frame: dict[str, Any]) -> None:
+            rid = orjson.dumps(frame["requestId"]).decode()
+            run, answer = await self.begin(frame)
+            await self.send(text_data='{"type":"start","requestId":' + rid + "}")
+            reasoning: list[str] = []
+            text: list[str] = []
+            for seq, chunk in enumerate(chunks):
+                kind = chunk["type"]
+                if kind in PACED:
+                    await asyncio.sleep(delay)
+                    (text if kind == "text-delta" else reasoning).append(chunk["delta"])
+                head = '{"type":"chunk","requestId":' + rid + ',"sequence":' + str(seq) + ',"chunk":'
+                await self.send(text_data=head + orjson.dumps(chunk).decode() + "}")
+            parts = [
+                {"type": "reasoning", "text": "".join(reasoning), "state": "done"},
+                {"type": "text", "text": "".join(text), "state": "done"},
+            ]
+            await self.finish(run, answer, parts)
+            await self.send(text_data='{"type":"end","requestId":' + rid + "}")
+
+    consumer = StoredBaselineConsumer if stored else BaselineConsumer
+    routes = URLRouter([path("ws/chat/", consumer.as_asgi())])
     return AllowedHostsOriginValidator(AuthMiddlewareStack(routes))
 
 
@@ -553,11 +653,18 @@ def _make_baseline() -> Any:
 PROFILE_ROWS: list[tuple[str, tuple[str, ...]]] = [
     ("a turn's set-up, database thread (ConversationStore.prepare_sync)", ("ConversationStore.prepare_sync",)),
     ("the log writer's thread", ("_write_jobs",)),
+    ("the stored bare consumer's rows, database thread (start_chat, finish_chat)", ("start_chat", "finish_chat")),
+    ("closing stale connections, database thread (close_old_connections)", ("close_old_connections",)),
     ("other threads", ("Thread._bootstrap",)),
     ("a frame's send: daphne, autobahn, Twisted's write", ("Server.handle_reply",)),
     ("a frame's send: Channels' consumer and session wrapper", ("AsyncWebsocketConsumer.send",)),
     ("the run task (model, tool loop, encoder, recorder, publish)", ("execute_run",)),
-    ("the consumer's own per frame (subscription, rendering)", ("ChatConsumer._forward", "BaselineConsumer.stream")),
+    ("the stored bare consumer's rows, event loop", ("StoredBaselineConsumer.begin", "StoredBaselineConsumer.finish")),
+    ("Channels' hop before each message, event loop (aclose_old_connections)", ("aclose_old_connections",)),
+    (
+        "the consumer's own per frame (subscription, rendering)",
+        ("ChatConsumer._forward", "BaselineConsumer.stream", "StoredBaselineConsumer.stream"),
+    ),
     ("a turn's set-up, event loop (policies, hooks, Runner.start)", ("ChatConsumer.serve_send",)),
     ("the log writer, event loop", ("LogWriter._run",)),
     ("Twisted and asyncio I/O callbacks", ("AsyncioSelectorReactor._readOrWrite",)),
@@ -574,7 +681,9 @@ def print_profile(path: str, us_per_frame: float) -> None:
         stack, _, count = line.rpartition(" ")
         if not stack:
             continue
-        functions = {frame.split(" (", 1)[0] for frame in stack.split(";")}
+        # py-spy names a function by its qualified name: a method of a class
+        # defined in a function is "_make_baseline.<locals>.BaselineConsumer.stream".
+        functions = {frame.split(" (", 1)[0].rpartition("<locals>.")[2] for frame in stack.split(";")}
         for name, markers in PROFILE_ROWS:
             if not markers or not functions.isdisjoint(markers):
                 counts[name] += int(count)
@@ -592,14 +701,36 @@ def measure(args: argparse.Namespace, label: str, server: Server) -> dict[str, A
         cookies = server.sessions(args.sockets + WARM_UP)
         measured = asyncio.run(run(args, server, cookies))
         row = report(args, label, measured)
-        if server.app == APP:
-            print(f"runs stored: {server.run_statuses()}")
+        if server.app in (APP, STORED_BASELINE):
+            row["stored_ok"] = check_stored(args, server)
         if args.profile:
             print_profile(f"{args.profile}.{server.label}", row["us_per_frame"])
         row["captured"] = measured["captured"]
         return row
     finally:
         server.stop()
+
+
+def check_stored(args: argparse.Namespace, server: Server) -> bool:
+    """Whether the server stored every run as completed and every "count
+    to ``--count``" answer whole (the bench's and the warm-up's)."""
+    statuses = server.run_statuses()
+    chats = WARM_UP + args.sockets
+    right, total = server.answers(" ".join(str(n) for n in range(1, args.count + 1)))
+    # The warm-up's last chats ask for 5; the stored bare consumer replays
+    # the same answer to every question.
+    expected = chats if server.app == STORED_BASELINE else args.sockets + 1 + (WARM_UP - 1) * (args.count == 5)
+    ok = statuses == {"completed": chats} and right == expected and total == chats
+    print(
+        f"runs stored: {statuses}; answers 'count to {args.count}' right: {right} of {expected} "
+        f"({total} answers) — {'ok' if ok else 'NOT as expected'}"
+    )
+    return ok
+
+
+#: The servers of a round, in round 1's order: ChatConsumer first, since the
+#: bare consumers replay the frames its warm-up captures.
+ROLES = ("ours", "bare", "stored")
 
 
 def main() -> int:
@@ -609,21 +740,24 @@ def main() -> int:
     parser.add_argument("--delay-ms", type=int, default=20)
     parser.add_argument("--ramp", type=float, default=2.0, help="seconds over which the sockets connect")
     parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
-    parser.add_argument("--no-baseline", action="store_true", help="measure ChatConsumer only")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the bare consumer")
+    parser.add_argument("--no-stored-baseline", action="store_true", help="skip the stored bare consumer")
     parser.add_argument(
         "--flush-every-ms", type=int, help="diagnosis: the demo settings with another UISTREAM['FLUSH_EVERY_MS']"
     )
     parser.add_argument(
         "--switch-interval-ms",
         type=float,
-        help="diagnosis: both servers with another sys.setswitchinterval (Python's default is 5 ms)",
+        help="diagnosis: every server with another sys.setswitchinterval (Python's default is 5 ms)",
     )
     parser.add_argument(
         "--gc-stats", action="store_true", help="diagnosis: time each server's garbage collections while it streams"
     )
     parser.add_argument("--profile", metavar="PREFIX", help="py-spy record --gil each server while it streams")
     parser.add_argument("--server", choices=sorted(SERVERS), default="daphne", help="the ASGI server (default daphne)")
-    parser.add_argument("--rounds", type=int, default=1, help="rounds of ChatConsumer then its baseline (default 1)")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="rounds of ChatConsumer and its baselines, in turn (default 1)"
+    )
     args = parser.parse_args()
     print(
         f"{args.sockets} sockets, 'count to {args.count}' each, demo model paced at {args.delay_ms} ms, "
@@ -634,73 +768,101 @@ def main() -> int:
         label += f", FLUSH_EVERY_MS={args.flush_every_ms}"
     if args.switch_interval_ms is not None:
         label += f", switch interval {args.switch_interval_ms:g} ms"
-    rounds: list[list[dict[str, Any]]] = []
-    for number in range(args.rounds):
-        if args.rounds > 1:
-            print(f"\n--- round {number + 1} of {args.rounds}")
-        server = Server(
-            args.delay_ms,
-            label="consumer",
-            flush_every_ms=args.flush_every_ms,
-            switch_interval_ms=args.switch_interval_ms,
-            gc_stats=args.gc_stats,
-            kind=args.server,
-        )
-        rows = [measure(args, label, server)]
-        if not args.no_baseline:
-            with tempfile.NamedTemporaryFile(suffix=".json") as frames:
-                frames.write(orjson.dumps([f["chunk"] for f in rows[0]["captured"] if f["type"] == "chunk"]))
-                frames.flush()
-                env = {"UISTREAM_WS_BENCH_FRAMES": frames.name}
-                baseline = Server(
-                    args.delay_ms,
-                    BASELINE,
-                    env=env,
-                    kind=args.server,
-                    switch_interval_ms=args.switch_interval_ms,
-                    gc_stats=args.gc_stats,
-                )
-                rows.append(measure(args, f"baseline ({args.server} + Channels only)", baseline))
-        rounds.append(rows)
+    roles = [
+        role
+        for role in ROLES
+        if not (role == "bare" and args.no_baseline) and not (role == "stored" and args.no_stored_baseline)
+    ]
+    common: dict[str, Any] = {
+        "kind": args.server,
+        "switch_interval_ms": args.switch_interval_ms,
+        "gc_stats": args.gc_stats,
+    }
+    rounds: list[dict[str, dict[str, Any]]] = []
+    with tempfile.NamedTemporaryFile(suffix=".json") as frames_file:  # the captured frames, kept over the rounds
+        for number in range(args.rounds):
+            if args.rounds > 1:
+                print(f"\n--- round {number + 1} of {args.rounds}")
+            rows: dict[str, dict[str, Any]] = {}
+            # Each round starts one server later than the last (round 1 with
+            # ours, whose warm-up captures the frames); a baseline that runs
+            # before ours in its round replays the frames of the round before.
+            shift = number % len(roles)
+            for role in roles[shift:] + roles[:shift]:
+                if role == "ours":
+                    server = Server(args.delay_ms, label="consumer", flush_every_ms=args.flush_every_ms, **common)
+                    rows[role] = measure(args, label, server)
+                    frames_file.seek(0)
+                    frames_file.truncate()
+                    frames_file.write(
+                        orjson.dumps([f["chunk"] for f in rows[role]["captured"] if f["type"] == "chunk"])
+                    )
+                    frames_file.flush()
+                    continue
+                env = {"UISTREAM_WS_BENCH_FRAMES": frames_file.name}
+                if role == "bare":
+                    server = Server(args.delay_ms, BASELINE, env=env, **common)
+                    rows[role] = measure(args, f"baseline ({args.server} + Channels only)", server)
+                else:
+                    server = Server(args.delay_ms, STORED_BASELINE, label="stored-baseline", env=env, **common)
+                    rows[role] = measure(args, f"stored baseline ({args.server} + Channels + the rows)", server)
+            rounds.append(rows)
     print()
     print(TABLE_HEADER)
     print("|---" + "|---:" * (len(TABLE_COLUMNS) - 1) + "|")
-    for r in (row for rows in rounds for row in rows):
+    for r in (rows[role] for rows in rounds for role in roles):
         print(
             f"| {r['label']} | {r['ok']}/{args.sockets} | {r['frames_per_s']:,.0f} | {r['p50']:.1f} ms | "
             f"{r['p90']:.1f} ms | **{r['p99']:.1f} ms** ({r['p99'] / args.delay_ms:.2f}x) | {r['max']:.0f} ms | "
             f"{r['ttfc_p50']:.0f} / {r['ttfc_p99']:.0f} ms | {r['at_once']} | {r['kib_open']:.0f} / "
             f"{r['kib_peak']:.0f} | {r['cpu']:.0%} | {r['us_per_frame']:.0f} µs | {r['client_cpu']:.0%} |"
         )
-    met = all(rows[0]["met"] for rows in rounds)
+    met = all(rows["ours"]["met"] for rows in rounds)
     print(f"\ntarget (ChatConsumer p99 gap <= 2x pacing, every round): {'met' if met else 'NOT met'}")
-    if not args.no_baseline:
-        met = paired(args, rounds) and met
+    stored_ok = all(row.get("stored_ok", True) for rows in rounds for row in rows.values())
+    if not stored_ok:
+        print("some server did not store what it should (above)")
+    met = met and stored_ok
+    if "bare" in roles:
+        met = paired(args, rounds, "ours", "bare", targets=True) and met
+    if "stored" in roles:
+        paired(args, rounds, "ours", "stored")
+    if "bare" in roles and "stored" in roles:
+        paired(args, rounds, "stored", "bare")
     return 0 if met else 1
 
 
 #: Issue 29's targets: ChatConsumer ÷ the bare consumer of the same round.
 PAIRED = (("gap p99", "p99", 1.5), ("CPU per frame", "us_per_frame", 1.5), ("send -> first chunk p50", "ttfc_p50", 3.0))
+NAMES = {"ours": "ChatConsumer", "bare": "the bare consumer", "stored": "the stored bare consumer"}
 
 
-def paired(args: argparse.Namespace, rounds: list[list[dict[str, Any]]]) -> bool:
-    """Each round's ratios to its baseline and their median; True when the
-    medians meet issue 29's targets and every stream of every round
-    streamed at once with all the others."""
-    print("\nChatConsumer ÷ the bare consumer of the same round:")
+def paired(
+    args: argparse.Namespace, rounds: list[dict[str, dict[str, Any]]], top: str, under: str, *, targets: bool = False
+) -> bool:
+    """Each round's ratios of server ``top`` to server ``under`` and their
+    median, and how many sockets streamed at once on each; with
+    ``targets``, True when the medians meet issue 29's targets and every
+    stream of ``top`` streamed at once with all the others."""
+    print(f"\n{NAMES[top]} ÷ {NAMES[under]} of the same round:")
     met = True
     for name, key, most in PAIRED:
-        ratios = [ours[key] / bare[key] for ours, bare in rounds]
+        ratios = [rows[top][key] / rows[under][key] for rows in rounds]
         median = statistics.median(ratios)
         met = met and median <= most
         each = ", ".join(f"{r:.2f}x" for r in ratios)
-        print(f"  {name}: median {median:.2f}x (rounds {each}; target <= {most}x)")
-    at_once = [(ours["at_once"], bare["at_once"]) for ours, bare in rounds]
-    median_at_once = statistics.median(ours for ours, _ in at_once)
-    met = met and median_at_once == args.sockets
-    each = ", ".join(f"{ours} / {bare}" for ours, bare in at_once)
-    print(f"  streaming at once: median {median_at_once:g} of {args.sockets} (rounds, ours / bare: {each})")
-    print(f"targets of issue 29 (medians of {len(rounds)} rounds): {'met' if met else 'NOT met'}")
+        print(f"  {name}: median {median:.2f}x (rounds {each}" + (f"; target <= {most}x)" if targets else ")"))
+    at_once = [(rows[top]["at_once"], rows[under]["at_once"]) for rows in rounds]
+    median_top = statistics.median(a for a, _ in at_once)
+    median_under = statistics.median(b for _, b in at_once)
+    met = met and median_top == args.sockets
+    each = ", ".join(f"{a} / {b}" for a, b in at_once)
+    print(
+        f"  streaming at once: median {median_top:g} / {median_under:g} of {args.sockets} "
+        f"(rounds, {top} / {under}: {each})"
+    )
+    if targets:
+        print(f"targets of issue 29 (medians of {len(rounds)} rounds): {'met' if met else 'NOT met'}")
     return met
 
 
