@@ -85,7 +85,7 @@ setup_uistream() {
     UISTREAM_REV="the project at $(git -C "$UISTREAM_REPO" rev-parse --short HEAD) (git archive HEAD of $UISTREAM_REPO)"
   else
     UISTREAM_DIR=$(cd "${UISTREAM_DIR:-$UISTREAM_REPO}" && pwd)
-    UISTREAM_REV="$UISTREAM_DIR$(git -C "$UISTREAM_DIR" rev-parse --short HEAD 2>/dev/null | sed 's/^/@/') (as is)"
+    UISTREAM_REV="$UISTREAM_DIR$( (git -C "$UISTREAM_DIR" rev-parse --short HEAD 2>/dev/null || true) | sed 's/^/@/') (as is)"
   fi
   if [ -z "${UISTREAM_PY:-}" ]; then
     local cand
