@@ -1,7 +1,7 @@
-"""uistream's write transactions on SQLite take turns on a lock of the
+"""uistream's write transactions on SQLite take turns on a gate of the
 process (``recording.one_writer``) instead of sleeping in SQLite's busy
 handler: the next writer starts when the one before it ends, not at its
-busy handler's next try."""
+busy handler's next try, and a turn goes before the log writer."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _waits_in_one_writer(thread: threading.Thread) -> bool:
-    """Whether ``thread`` is blocked in ``one_writer``'s wait for the lock."""
+    """Whether ``thread`` waits in ``one_writer`` for the gate."""
     frame = sys._current_frames().get(thread.ident or 0)
     while frame is not None:
-        if frame.f_code.co_name == "one_writer" and frame.f_code.co_filename.endswith("one_writer.py"):
+        if frame.f_code.co_name == "acquire" and frame.f_code.co_filename.endswith("one_writer.py"):
             return True
         frame = frame.f_back
     return False
@@ -73,6 +73,29 @@ def test_a_writer_waits_for_the_one_before_it_and_starts_when_it_ends(sqlite: No
     second.join(10)
     assert order == ["first in", "first out", "second in", "second out"]
     assert sorted(Conversation.objects.values_list("client_id", flat=True)) == ["first", "second"]
+
+
+def test_a_turn_that_waits_goes_before_the_log_writer(sqlite: None) -> None:
+    """The log is written behind the stream; a turn's first delta waits
+    for its transaction."""
+    order: list[str] = []
+    release = threading.Event()
+    holder = _holder(threading.Event(), release)
+
+    def write(name: str, background: bool) -> None:
+        with one_writer(background=background):
+            order.append(name)
+
+    log_writer = threading.Thread(target=write, args=("log writer", True))
+    turn = threading.Thread(target=write, args=("turn", False))
+    log_writer.start()
+    _until(lambda: _waits_in_one_writer(log_writer), "the log writer to wait")
+    turn.start()
+    _until(lambda: _waits_in_one_writer(turn), "the turn to wait")
+    release.set()
+    for thread in (holder, log_writer, turn):
+        thread.join(10)
+    assert order == ["turn", "log writer"]
 
 
 def _holder(held: threading.Event, release: threading.Event) -> threading.Thread:

@@ -157,7 +157,7 @@ def renew_leases(held: Mapping[str, int]) -> set[str]:
                 if run_id not in done:
                     renewed += running.filter(pk=run_id).update(heartbeat_at=now)
     else:
-        with one_writer():  # SQLite: in line with the turns' and the log writer's writes
+        with one_writer(background=True):  # SQLite: in line with the turns' and the log writer's writes
             renewed = running.update(heartbeat_at=now)
     if renewed == len(held):
         return set()

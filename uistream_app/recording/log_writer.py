@@ -368,7 +368,7 @@ def _write_jobs(jobs: list[_Job], own_connection: bool = True) -> None:
         _refresh_connection()
         _bound_idle_transactions()
     try:
-        with one_writer(), transaction.atomic():
+        with one_writer(background=True), transaction.atomic():
             _store(jobs)
         return
     except Exception as exc:  # noqa: BLE001 - kept on the job; retried one by one below
@@ -378,7 +378,7 @@ def _write_jobs(jobs: list[_Job], own_connection: bool = True) -> None:
     for job in jobs:
         _recover_connection()
         try:
-            with one_writer(), transaction.atomic():
+            with one_writer(background=True), transaction.atomic():
                 _store([job])
         except Exception as exc:  # noqa: BLE001 - kept on the job, raised to its waiters
             job.error = exc

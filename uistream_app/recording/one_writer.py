@@ -14,9 +14,15 @@ spent seconds in ``BEGIN``, up to 1.4 s for one turn, most of it asleep
 beside a free lock (docs/benchmarks.md, "One writer at a time").
 
 ``one_writer()`` puts the process's own write transactions of uistream (a
-turn's, ``lifecycle.store``; the log writer's rounds) in line on a
-``threading.Lock`` per database file instead: each waits for the one
-before it and starts the moment it ends. Writes of other code (Django's
+turn's, ``lifecycle.store``; the log writer's rounds and the lease
+renewal, which go ``background``) in line on a gate per database file
+instead: each waits for the one before it and starts the moment it ends.
+A turn that waits goes before a background writer that waits: a turn's
+first delta waits for its transaction, while the log is written behind
+the stream and can wait (for at most ``BACKGROUND_DEFERS``; what its
+clients were sent is in the broker meanwhile). Under the same burst the
+first delta's p99 fell by about a third with the turns first, and it did
+not with the writers in plain arrival order. Writes of other code (Django's
 sessions, a project's) and of other processes still meet SQLite's lock and
 its busy handler, as before. The lock is waited for at most the
 connection's own timeout (``OPTIONS["timeout"]``, 5 s when unset, as
@@ -31,38 +37,82 @@ it does nothing.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Final
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-__all__ = ["one_writer"]
+__all__ = ["BACKGROUND_DEFERS", "one_writer"]
 
 #: Python's ``sqlite3.connect`` timeout when ``OPTIONS`` sets none, in seconds.
-SQLITE_TIMEOUT = 5.0
+SQLITE_TIMEOUT: Final = 5.0
+#: The longest a background writer lets the turns waiting go first, in seconds.
+BACKGROUND_DEFERS: Final = 1.0
 
-_locks: dict[str, threading.Lock] = {}
-_locks_lock = threading.Lock()
+
+class _Gate:
+    """The writers of one database file: one at a time; a turn that waits
+    goes before a background writer that waits (for at most
+    ``BACKGROUND_DEFERS`` of the background writer's wait)."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition(threading.Lock())
+        self._held = False
+        self._turns_waiting = 0
+
+    def acquire(self, timeout: float, *, background: bool) -> bool:
+        now = time.monotonic()
+        deadline = now + timeout
+        defer_until = now + min(BACKGROUND_DEFERS, timeout)
+        with self._condition:
+            if not background:
+                self._turns_waiting += 1
+            try:
+                while True:
+                    now = time.monotonic()
+                    deferring = background and self._turns_waiting > 0 and now < defer_until
+                    if not self._held and not deferring:
+                        self._held = True
+                        return True
+                    if now >= deadline:
+                        return False
+                    self._condition.wait((defer_until if deferring else deadline) - now)
+            finally:
+                if not background:
+                    self._turns_waiting -= 1
+
+    def release(self) -> None:
+        with self._condition:
+            self._held = False
+            self._condition.notify_all()
+
+
+_gates: dict[str, _Gate] = {}
+_gates_lock = threading.Lock()
 
 
 @contextmanager
-def one_writer(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+def one_writer(using: str = DEFAULT_DB_ALIAS, *, background: bool = False) -> Iterator[None]:
     """Around a write transaction on ``using`` (the one a ``with
     transaction.atomic():`` inside it opens): on SQLite, in line with the
-    process's other such transactions of that database file."""
+    process's other such transactions of that database file.
+    ``background``: a writer behind the stream (the log writer's rounds,
+    the lease renewal), which lets the turns waiting go first."""
     connection = connections[using]
     if connection.vendor != "sqlite" or connection.in_atomic_block:
         yield
         return
     name = str(connection.settings_dict["NAME"])
-    lock = _locks.get(name)
-    if lock is None:
-        with _locks_lock:
-            lock = _locks.setdefault(name, threading.Lock())
+    gate = _gates.get(name)
+    if gate is None:
+        with _gates_lock:
+            gate = _gates.setdefault(name, _Gate())
     timeout = float(connection.settings_dict.get("OPTIONS", {}).get("timeout", SQLITE_TIMEOUT))
-    held = lock.acquire(timeout=timeout)
+    held = gate.acquire(timeout, background=background)
     try:
         yield
     finally:
         if held:
-            lock.release()
+            gate.release()
