@@ -1,33 +1,34 @@
-"""One writer at a time on SQLite, waiting its turn on a lock of the
-process instead of in SQLite's busy handler.
+"""One writer at a time on SQLite, in line on a gate of the process, a
+turn before the log writer.
 
 SQLite lets one connection write at a time. A connection that finds the
 database locked (its ``BEGIN IMMEDIATE`` while another write transaction
 is open) waits in SQLite's busy handler, which is not woken when the lock
 is let go: it sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50 and then
 100 ms at a time, trying between sleeps, until the connection's timeout.
-Under a burst of new chats, the lanes' turn transactions and the log
-writer's rounds meet there. A writer that has slept through a few rounds
-sleeps on while the lock is free, and a turn's first delta waits with it:
-200 new chats at once on one process (``bench/server/run_servers.sh``)
-spent seconds in ``BEGIN``, up to 1.4 s for one turn, most of it asleep
-beside a free lock (docs/benchmarks.md, "One writer at a time").
+Under a burst of new chats the lanes' turn transactions and the log
+writer's rounds meet there, in no order: 200 new chats at once on one
+process spent about 4 s in all in ``BEGIN``, up to 1.4 s for one turn
+(docs/benchmarks.md, "One writer at a time"). The lock was busy, not idle,
+for most of that: the log writer's rounds held it about as long as all
+the turns' transactions together.
 
 ``one_writer()`` puts the process's own write transactions of uistream (a
 turn's, ``lifecycle.store``; the log writer's rounds and the lease
-renewal, which go ``background``) in line on a gate per database file
-instead: each waits for the one before it and starts the moment it ends.
-A turn that waits goes before a background writer that waits: a turn's
-first delta waits for its transaction, while the log is written behind
-the stream and can wait (for at most ``BACKGROUND_DEFERS``; what its
-clients were sent is in the broker meanwhile). Under the same burst the
-first delta's p99 fell by about a third with the turns first, and it did
-not with the writers in plain arrival order. Writes of other code (Django's
-sessions, a project's) and of other processes still meet SQLite's lock and
-its busy handler, as before. The lock is waited for at most the
-connection's own timeout (``OPTIONS["timeout"]``, 5 s when unset, as
-Python's ``sqlite3`` has it); past that the writer goes ahead and meets
-SQLite's lock as it would have.
+renewal, which go ``background``) in line on a gate per database file:
+each waits for the one before it, is woken the moment it ends, and a turn
+that waits goes before a background writer that waits. A turn's first
+delta waits for its transaction; the log is written behind the stream and
+can wait (for at most ``BACKGROUND_DEFERS`` of its wait; what its clients
+were sent is in the broker meanwhile). With the turns first, the burst's
+first delta p99 fell by about a third; in arrival order alone, the waits
+were as long as in SQLite's handler.
+
+Writes of other code (Django's sessions, a project's) and of other
+processes still meet SQLite's lock and its busy handler, as before. The
+gate is waited for at most the connection's own timeout
+(``OPTIONS["timeout"]``, 5 s when unset, as Python's ``sqlite3`` has it);
+past that the writer goes ahead and meets SQLite's lock as it would have.
 
 On other databases, and inside a transaction that is already open (a
 test's, or a project's around ours: its writer holds the lock already),
