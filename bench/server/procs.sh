@@ -11,7 +11,7 @@
 #   CELERY_THREADS=32                          # the thread pool of each Celery worker (default: C)
 #   PG=postgres://postgres@127.0.0.1:5432      # the PostgreSQL server (a fresh database per run, dropped after)
 #   REDIS_URL=redis://127.0.0.1:6379/0         # the broker (keys under a prefix of the run's own, deleted after)
-#   UISTREAM_DIR / UISTREAM_REPO / UISTREAM_PY / SRVBENCH_WORK / RESULTS / PORT=8994: as in run_servers.sh
+#   UISTREAM_DIR / UISTREAM_REPO / UISTREAM_PY / SRVBENCH_WORK / RESULTS / PORT=8995: as in run_servers.sh
 #   KEEP_DBS=1                                 # keep each run's database (srvbench_<pid>_<config>_<n>)
 #
 # Configurations (CONFIGS):
@@ -34,7 +34,7 @@ WARMUP=${WARMUP:-10}
 CELERY_THREADS=${CELERY_THREADS:-$C}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
-PORT=${PORT:-8994}
+PORT=${PORT:-8995}
 RESULTS=${RESULTS:-$HERE/results-procs}
 TAG=srvbench_$$
 
