@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..models import Run, StoredJSONEncoder
+from ..protocol.ui.chunks import TERMINAL_CHUNKS
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
 from ..protocol.ui.verify import BaseVerifier, Check, FramingVerifier, ReaderVerifier, SchemaVerifier, Verdict
 from ..recording import iter_log, last_offset_ms
@@ -196,7 +197,7 @@ class _Ends(BaseVerifier):
 
     def feed(self, chunk: Any, seq: int | None = None, offset_ms: int | None = None) -> None:
         t = chunk.get("type") if isinstance(chunk, dict) else None
-        if t in ("finish", "error", "abort") and self.terminal is None:
+        if t in TERMINAL_CHUNKS and self.terminal is None:
             self.terminal = (t, chunk.get("reason"))
 
 

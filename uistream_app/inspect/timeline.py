@@ -27,6 +27,8 @@ from typing import Any, Final
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from ..protocol.ui.chunks import TERMINAL_CHUNKS
+
 __all__ = ["Span", "Timeline", "TimelineBuilder", "ToolWait", "format_ms", "render_svg"]
 
 MAX_TOOL_WAITS: Final = 200
@@ -144,7 +146,7 @@ class TimelineBuilder:
             wait = self.waits.get(str(chunk.get("toolCallId")))
             if wait is not None and wait.end_ms is None:
                 wait.outcome = "approval"
-        elif t in ("finish", "error", "abort"):
+        elif t in TERMINAL_CHUNKS:
             self.end = (t, offset_ms)
 
     def _wait(self, call_id: str, chunk: dict[str, Any], at: int, *, end: int | None = None, outcome: str = "") -> None:

@@ -44,7 +44,7 @@ from ..live import get_broker
 from ..models import Conversation, Message, Run
 from ..owners import Owner
 from ..protocol.events import Event, ReasoningDelta, StepFinished, TextDelta, ToolCall, ToolDenied, ToolResult
-from ..protocol.ui.chunks import Chunk
+from ..protocol.ui.chunks import TERMINAL_CHUNKS, Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
 from ..recording import STARTED_CALLS, iter_log, last_offset_ms, write_log
 from ..runs import ClientToolResult, ToolApproval
@@ -76,7 +76,6 @@ INTERRUPTED_TOOL_TEXT: Final = (
 )
 #: ai@7's chunk that drops every part since the last ``start-step``.
 RESET_STEP: Final[Chunk] = {"type": "reset-step"}
-_TERMINAL_TYPES: Final = frozenset(("finish", "error", "abort"))
 #: Tool part states whose call the model finished saying.
 _COMPLETE: Final = frozenset(
     ("input-available", "approval-requested", "approval-responded", "output-available", "output-error", "output-denied")
@@ -322,7 +321,7 @@ def _store_continued(run: Run, published: list[Chunk] | None) -> tuple[list[Chun
             # not idempotent ran: it runs only once its call is logged.
             Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
             return [], 0, Continued(0, started=started)
-        if complete[-1].get("type") in _TERMINAL_TYPES:
+        if complete[-1].get("type") in TERMINAL_CHUNKS:
             return None
         dropped: tuple[dict[str, Any], ...] = ()
         added = list(recovered)

@@ -58,7 +58,7 @@ from django.utils import timezone
 from ..conf import settings as uistream_settings
 from ..live import get_broker
 from ..models import Conversation, Message, Run
-from ..protocol.ui.chunks import Chunk
+from ..protocol.ui.chunks import TERMINAL_CHUNKS, Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
 from ..recording import LeaseLost, iter_log, last_offset_ms, one_writer, write_log
 from .registry import RunHandle, live_runs, lose_lease
@@ -88,7 +88,6 @@ INTERRUPTED_CODE = "Interrupted"
 #: finished: ai@7's own word for an answer whose stream ended without its
 #: end (``FinishReason``: "output may be incomplete").
 INTERRUPTED_FINISH_REASON = "interrupted"
-_TERMINAL_TYPES = frozenset(("finish", "error", "abort"))
 
 
 @dataclass(frozen=True)
@@ -231,7 +230,7 @@ def _store_settled(run: Run, published: list[Chunk] | None, error_text: str) -> 
         recovered = published[len(log) :] if published is not None and len(published) > len(log) else []
         complete = log + recovered
         terminal: list[Chunk] = []
-        if not complete or complete[-1].get("type") not in _TERMINAL_TYPES:
+        if not complete or complete[-1].get("type") not in TERMINAL_CHUNKS:
             terminal = [{"type": "error", "errorText": error_text}]
         added = recovered + terminal
         if added:

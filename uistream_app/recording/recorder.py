@@ -23,7 +23,7 @@ from ..models import Message, Run
 from ..protocol.agui.renderer import CARRIER_TYPE
 from ..protocol.agui.state import fold_chunk
 from ..protocol.redact import redact
-from ..protocol.ui.chunks import Chunk
+from ..protocol.ui.chunks import TERMINAL_CHUNKS, Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
 from .log_writer import LeaseLost, LogWriter, _Final, _Job, _outcome
 
@@ -33,8 +33,6 @@ logger = logging.getLogger(__name__)
 
 #: Chunk types after which the log is written at once.
 FLUSH_AT: Final = frozenset(("finish-step", "finish", "error", "abort"))
-#: The chunks that end a run's stream: after one, only ``finish()`` comes.
-_LAST: Final = frozenset(("finish", "error", "abort"))
 
 #: ``Run.turn``'s key for the calls of tools that are not idempotent the
 #: run began to run (``RunRecorder.record_call``).
@@ -183,7 +181,7 @@ class RunRecorder:
             kind = chunk.get("type")
             if kind in FLUSH_AT:
                 urgent = True
-                self._ended = kind in _LAST
+                self._ended = kind in TERMINAL_CHUNKS
             elif kind == "tool-input-available":
                 self._said_calls.add(chunk.get("toolCallId"))
             elif kind == "tool-approval-request" or kind == "tool-approval-response":

@@ -41,7 +41,7 @@ from ..models import Conversation
 from ..owners import Owner
 from ..policies import Policies, SocketRequest, anonymous_refusal, check_policies
 from ..protocol.jsonbody import has_surrogate_escape
-from ..protocol.ui.chunks import Chunk
+from ..protocol.ui.chunks import TERMINAL_CHUNKS, Chunk
 from ..protocol.ws import (
     CLOSE_MESSAGE_TOO_BIG,
     CLOSE_POLICY_VIOLATION,
@@ -56,7 +56,6 @@ from ..protocol.ws import (
     decode_json_text,
 )
 from .chat_request import ChatRequest, chat_turn, check_chat_request, check_steering_request, valid_id
-from .pipeline import TERMINAL_CHUNKS
 
 # Channels is the extra ``channels``: without it, importing this module (and
 # ``consumers``, ``routing``) says "pip install 'django-uistream[channels]'".

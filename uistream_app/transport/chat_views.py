@@ -30,7 +30,7 @@ from ..live import get_broker
 from ..models import Conversation, Message, Run
 from ..owners import Owner
 from ..protocol.jsonbody import json_text
-from ..protocol.ui.chunks import Chunk
+from ..protocol.ui.chunks import TERMINAL_CHUNKS, Chunk
 from ..protocol.ui.render import UIStreamRenderer, downgrade
 from ..protocol.ui.replay import replay_message
 from ..recording import load_log
@@ -39,7 +39,6 @@ from .chat_request import ChatRequest, chat_turn, parse_chat_request, parse_stee
 from .pipeline import (
     RUN_ID_HEADER,
     SSE_HEADERS,
-    TERMINAL_CHUNKS,
     RequestContext,
     StreamView,
     check_json_request,

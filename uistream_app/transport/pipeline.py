@@ -53,7 +53,7 @@ from ..models import Conversation
 from ..owners import Owner
 from ..policies import Policies, check_policies, translate_api_exception
 from ..protocol.sse import KEEPALIVE_FRAME
-from ..protocol.ui.chunks import Chunk
+from ..protocol.ui.chunks import TERMINAL_CHUNKS, Chunk
 from .body_limits import too_large
 from .chat_request import valid_id
 
@@ -83,8 +83,6 @@ SDK_VERSION_HEADER = "x-uistream-sdk-version"
 #: header ``WorkflowChatTransport`` reads to reconnect by run id).
 RUN_ID_HEADER = "x-workflow-run-id"
 SAFE_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
-#: Chunks that end a run's stream: after any other, the stream is cut short.
-TERMINAL_CHUNKS = frozenset(("finish", "error", "abort"))
 
 logger = logging.getLogger("uistream_app.pipeline")
 

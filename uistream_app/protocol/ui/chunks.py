@@ -21,6 +21,7 @@ from typing import Any, Final, Literal, NotRequired, TypeAlias, TypedDict
 __all__ = [
     "CHUNK_FIELDS",
     "DATA_PREFIX",
+    "TERMINAL_CHUNKS",
     "Chunk",
     "ChunkFormatError",
     "is_data_type",
@@ -168,6 +169,8 @@ class DataChunk(TypedDict):
 Chunk: TypeAlias = dict[str, Any]
 
 DATA_PREFIX: Final = "data-"
+#: The chunks that end a run's stream: after any other, it was cut short.
+TERMINAL_CHUNKS: Final = frozenset(("finish", "error", "abort"))
 
 _PM = "providerMetadata"
 _TOOL_OPT = ("providerExecuted", _PM, "toolMetadata", "dynamic", "title")

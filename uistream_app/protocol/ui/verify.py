@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from .chunks import ChunkFormatError, validate_chunk
+from .chunks import TERMINAL_CHUNKS, ChunkFormatError, validate_chunk
 from .reader import UIMessageReader, UIMessageStreamError
 from .render import downgrade
 
@@ -59,7 +59,6 @@ MAX_PROBLEMS: Final = 20
 #: Chunks between two compactions of the reader's pending text.
 COMPACT_EVERY: Final = 1000
 
-_TERMINAL: Final = frozenset(("finish", "error", "abort"))
 #: Chunks the encoder only sends inside a step (rule 5).
 _CONTENT: Final = frozenset(
     (
@@ -325,7 +324,7 @@ class FramingVerifier(BaseVerifier):
             if not self.in_step:
                 self.problem("finish-step with no step open", seq)
             self.in_step = False
-        if t in _TERMINAL:
+        if t in TERMINAL_CHUNKS:
             if self._open_parts():
                 self.problem(f"{t} with {self._open_parts()} still open", seq)
             if t == "finish" and self.in_step:
