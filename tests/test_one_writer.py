@@ -128,10 +128,8 @@ def _through(work: Any) -> bool:
         finally:
             connections.close_all()
 
-    thread = threading.Thread(target=run)
-    thread.start()
-    finished = done.wait(10)
-    return finished
+    threading.Thread(target=run).start()
+    return done.wait(10)
 
 
 def test_inside_an_open_transaction_it_does_not_wait(sqlite: None, monkeypatch: pytest.MonkeyPatch) -> None:
