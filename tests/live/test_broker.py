@@ -385,6 +385,28 @@ async def test_a_quiet_subscription_yields_keepalives_between_batches(broker: Br
         await subscription.aclose()  # type: ignore[attr-defined]
 
 
+async def test_no_keepalive_while_chunks_keep_coming(broker: Broker) -> None:
+    """The quiet a keep-alive waits for is counted from the last news, not
+    from the subscription's start: a stream whose chunks come more often
+    than ``keepalive`` gets none, however long it runs."""
+    channel = await broker.open_run("conv", "run-1")
+    chunks = make_chunks(12)
+    subscription = broker.subscribe_batches("run-1", keepalive=0.5)
+    got: list[tuple[int, list[Any]]] = []
+    try:
+        for seq, chunk in enumerate(chunks):  # 1.2 s in all: more than twice the keep-alive
+            waiting = asyncio.ensure_future(anext(subscription))
+            await asyncio.sleep(0.1)  # the subscriber waits for the next chunk meanwhile
+            await channel.publish([chunk])
+            batch = await asyncio.wait_for(waiting, 10)
+            got.append(batch)
+            assert batch == (seq, [chunk])
+    finally:
+        await subscription.aclose()  # type: ignore[attr-defined]
+        await channel.close()
+    assert len(got) == len(chunks)
+
+
 async def test_no_keepalive_unless_asked(broker: Broker) -> None:
     channel = await broker.open_run("conv", "run-1")
     subscription = broker.subscribe_batches("run-1")

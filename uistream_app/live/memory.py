@@ -52,6 +52,56 @@ def _call_in(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> N
         loop.call_soon_threadsafe(callback)
 
 
+class _Quiet:
+    """A subscription's keep-alive: wakes the subscriber parked on
+    ``parked`` once it has waited ``every`` seconds without news.
+
+    One timer a subscription, moved on only when it fires, instead of one
+    armed and cancelled for every wait: a stream waits once a delta, and
+    200 streams' timers made and cancelled 10,000 times a second kept the
+    event loop's timer heap busy (``bench/server/burst_profile.py``). As
+    with a timer a wait, the quiet is counted from the first wait after
+    the last news (a batch or a keep-alive handed over)."""
+
+    __slots__ = ("due", "every", "fresh", "last", "loop", "parked", "timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, every: float) -> None:
+        self.loop = loop
+        self.every = every
+        self.last = loop.time()
+        self.fresh = True
+        self.due = False
+        self.parked: asyncio.Future[None] | None = None
+        self.timer: asyncio.TimerHandle | None = loop.call_at(self.last + every, self._fire)
+
+    def news(self) -> None:
+        self.fresh = True
+        self.due = False
+
+    def park(self, future: asyncio.Future[None]) -> None:
+        if self.fresh:
+            self.fresh = False
+            self.last = self.loop.time()
+        self.parked = future
+
+    def _fire(self) -> None:
+        now = self.loop.time()
+        if self.parked is None:  # busy with news: its next wait counts afresh
+            at = now + self.every
+        elif now < self.last + self.every:  # news, and a wait since
+            at = self.last + self.every
+        else:
+            self.due = True
+            _resolve(self.parked)
+            at = now + self.every
+        self.timer = self.loop.call_at(at, self._fire)
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
 class _Run:
     """One run's log and the subscribers parked on it."""
 
@@ -193,42 +243,51 @@ class MemoryBroker:
         chunks = run.chunks
         seq = from_seq
         loop = asyncio.get_running_loop()
-        while True:
-            available = len(chunks)
-            if seq < available:
-                batch = chunks[seq:available]
-                first, seq = seq, available
-                yield first, batch
-                continue
-            if run.closed:
-                # Everything published before close() is in the list.
-                if seq >= len(chunks):
-                    return
-                continue
-            future: asyncio.Future[None] = loop.create_future()
-            run.waiters.append(future)
-            if len(chunks) > seq or run.closed:  # rule 2: news while registering
-                with suppress(ValueError):  # a publisher (another thread) took the list
-                    run.waiters.remove(future)
-                continue
-            timer = loop.call_later(keepalive, _resolve, future) if keepalive is not None else None
-            try:
-                await future
-            except BaseException:
-                # Cancelled while parked (which cancels the future too): a
-                # publisher that woke us removed the future, nobody else will.
-                future.cancel()
-                with suppress(ValueError):  # a publisher took the list meanwhile
-                    run.waiters.remove(future)
-                raise
-            finally:
-                if timer is not None:
-                    timer.cancel()
-            if timer is not None and len(chunks) <= seq and not run.closed:
-                # The keep-alive timer, not a publisher, woke us.
-                with suppress(ValueError):
-                    run.waiters.remove(future)
-                yield seq, []
+        quiet = _Quiet(loop, keepalive) if keepalive is not None else None
+        try:
+            while True:
+                available = len(chunks)
+                if seq < available:
+                    batch = chunks[seq:available]
+                    first, seq = seq, available
+                    if quiet is not None:
+                        quiet.news()
+                    yield first, batch
+                    continue
+                if run.closed:
+                    # Everything published before close() is in the list.
+                    if seq >= len(chunks):
+                        return
+                    continue
+                future: asyncio.Future[None] = loop.create_future()
+                run.waiters.append(future)
+                if len(chunks) > seq or run.closed:  # rule 2: news while registering
+                    with suppress(ValueError):  # a publisher (another thread) took the list
+                        run.waiters.remove(future)
+                    continue
+                if quiet is not None:
+                    quiet.park(future)
+                try:
+                    await future
+                except BaseException:
+                    # Cancelled while parked (which cancels the future too): a
+                    # publisher that woke us removed the future, nobody else will.
+                    future.cancel()
+                    with suppress(ValueError):  # a publisher took the list meanwhile
+                        run.waiters.remove(future)
+                    raise
+                finally:
+                    if quiet is not None:
+                        quiet.parked = None
+                if quiet is not None and quiet.due and len(chunks) <= seq and not run.closed:
+                    # The keep-alive, not a publisher, woke us.
+                    with suppress(ValueError):
+                        run.waiters.remove(future)
+                    quiet.news()
+                    yield seq, []
+        finally:
+            if quiet is not None:
+                quiet.close()
 
     async def request_stop(self, conversation_id: str) -> bool:
         channel = self._active.get(conversation_id)
