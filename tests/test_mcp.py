@@ -252,6 +252,36 @@ def _sessions() -> list[Any]:
     return [c._session for c in mcp.open_connections() if c._session is not None]
 
 
+def test_a_turn_waits_for_a_servers_first_tool_list_without_holding_the_event_loop(starts: Path) -> None:
+    """A new process's first chat waits for an MCP server to start and list
+    its tools (the turn path awaits ``mcp_listed`` before it asks the
+    hooks): the event loop serves everything else meanwhile, and the sync
+    ``get_tools`` hook then answers from the list without waiting."""
+    servers = {"tests": server_settings(starts)}
+
+    async def first_turn() -> int:
+        ticks = 0  # another request's work on the same loop
+        listed = asyncio.ensure_future(mcp.mcp_listed())
+        while not listed.done():
+            await asyncio.sleep(0.01)
+            ticks += 1
+        await listed
+        return ticks
+
+    with override_settings(UISTREAM={"MCP_SERVERS": servers}):
+        ticks = asyncio.run(first_turn())
+        (conn,) = [c for c in mcp.open_connections() if c.name == "tests"]
+        assert conn._tools is not None and conn._listing is None  # listed, nothing under way
+        tools = ChatHooks().get_tools()
+        assert conn._listing is None  # the hook started no listing to wait for
+    # The loop went round while the server started (a Python process: far
+    # longer than three of its turns); holding it, it would have gone
+    # round once, after the listing.
+    assert ticks >= 3
+    assert {"tests__whoami", "tests__echo"} <= {t.name for t in tools}
+    assert len(started(starts)) == 1
+
+
 def test_a_server_that_cannot_start_lends_no_tools_and_the_request_goes_on() -> None:
     broken = {"broken": {"command": sys.executable, "args": ["-c", "import sys; sys.exit(2)"]}}
     assert tools_of(broken) == []

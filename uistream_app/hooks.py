@@ -398,6 +398,7 @@ class ChatHooks:
         transport needed it first (AG-UI reads the input by it)."""
         failure: Exception | None = None
         if setup is None:
+            await self._mcp_tools_listed()
             try:
                 setup = self.setup_turn(context)
             except Exception as exc:
@@ -463,6 +464,17 @@ class ChatHooks:
         )
         prepared = replace(prepared, turn_record=record)
         return await runner.start(prepared, source, metadata=metadata)
+
+    async def _mcp_tools_listed(self) -> None:
+        """Before ``setup_turn``, on the event loop: wait for the MCP
+        servers' tool lists that ``get_tools`` would otherwise wait for
+        while holding the loop (``lifecycle.mcp.mcp_listed``). Nothing to
+        do without ``UISTREAM["MCP_SERVERS"]`` or when this endpoint uses
+        none of them (``mcp_servers``)."""
+        if uistream_settings.MCP_SERVERS and (self.mcp_servers is None or self.mcp_servers):
+            from .lifecycle.mcp import mcp_listed  # the mcp extra: imported only where MCP_SERVERS is used
+
+            await mcp_listed(self.mcp_servers)
 
     def setup_turn(self, context: TurnContext) -> TurnSetup:
         """Ask this endpoint's hooks, once, what ``context``'s turn uses.

@@ -64,6 +64,7 @@ __all__ = [
     "MCPTool",
     "close_all",
     "connection",
+    "mcp_listed",
     "mcp_tools",
     "parse_servers",
     "warm_up",
@@ -544,6 +545,16 @@ class MCPServerConnection:
             with self._listing_lock:
                 self._listing = None
 
+    def listing_to_wait_for(self) -> concurrent.futures.Future[list[MCPTool]] | None:
+        """The listing ``tools_blocking`` would wait for now (the first, or
+        the one after the server said its tools changed), started; None
+        when it would answer at once."""
+        if self._tools is not None and not self.tools_changed:
+            return None
+        if self._tools is None and self._failed_at is not None:
+            return None  # retried in the background: no request waits
+        return self.start_listing()
+
     def tools_blocking(self) -> list[MCPTool]:
         """The server's tools for a request: listed once per process, then
         the same list. Only the first listing is waited for (up to the
@@ -765,6 +776,39 @@ def configured_servers(names: Sequence[str] | None = None) -> list[MCPServerConf
             raise ImproperlyConfigured(f"no MCP server named {missing} in UISTREAM['MCP_SERVERS']")
         servers = [s for s in servers if s.name in names]
     return servers
+
+
+async def mcp_listed(names: Sequence[str] | None = None) -> None:
+    """Wait, on the event loop but without holding it, for the tool
+    listings that ``mcp_tools`` would wait for (a server's first, or the
+    one after it said its tools changed), so that the sync ``get_tools``
+    hook that follows finds them ready. The turn path awaits it before it
+    asks the hooks: otherwise a new process's first chat (or the first
+    after a change) held the event loop, every other stream of the process
+    with it, while a server started and listed its tools (up to its
+    ``connect_timeout``; 0.7 s for the demo's). Never raises: a setting
+    that is wrong is the hook's to say, and a server that cannot list
+    lends no tools."""
+    try:
+        servers = configured_servers(names)
+        if servers:
+            _require_sdk()
+    except ImproperlyConfigured:
+        return
+    waits: list[asyncio.Future[list[MCPTool]]] = []
+    timeout = 0.0
+    for config in servers:
+        listing = connection(config).listing_to_wait_for()
+        if listing is not None:
+            waiting = asyncio.wrap_future(listing)
+            # Read, so that a failed listing (logged by it) is not also
+            # reported as an exception nobody retrieved.
+            waiting.add_done_callback(lambda done: done.cancelled() or done.exception())
+            waits.append(waiting)
+            timeout = max(timeout, config.connect_timeout + 10)
+    if waits:
+        # Not cancelled when the time is up: the listings go on for the next turn.
+        await asyncio.wait(waits, timeout=timeout)
 
 
 def mcp_tools(names: Sequence[str] | None = None) -> list[Tool]:

@@ -239,6 +239,7 @@ class AGUIView(ChatHooks, StreamView):
         agui = self.parse(request.body, max_bytes)
         release_body(request)  # parsed: its bytes would be one more copy of the body while the turn is stored
         turn_context = TurnContext(context.owner, agui.thread_id, "agui", forwarded_extra(agui), request=request)
+        await self._mcp_tools_listed()
         setup = self.setup_turn(turn_context)
         turn = self.get_turn(agui, tool_loop=setup.agent is None or setup.adapter is not None)
         claim = context.ensure_owner if turn.kind == "submit" else None
