@@ -302,6 +302,34 @@ async def test_the_runs_of_one_process_share_their_writes() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
+async def test_a_runs_step_end_is_stored_at_once_and_the_others_rows_when_due() -> None:
+    """A step's end is stored at once, without the rows of other runs
+    that are not due yet (at the end of a burst, every run's end would
+    otherwise take every run's rows); those rows are not lost: they are
+    stored when due (here: asked for), together."""
+    ending_run, ending_message = await amake_turn(chat_id="chat-end", message_id="msg-end")
+    ending = RunRecorder(ending_run, ending_message, flush_every_ms=3_600_000)
+    others = []
+    for i in range(3):
+        run, message = await amake_turn(chat_id=f"chat-{i}", message_id=f"msg-{i}")
+        others.append(RunRecorder(run, message, flush_every_ms=3_600_000))
+    for recorder in others:
+        recorder.add(MIXED[:3])  # no step end: due in an hour
+    ending.add(MIXED[:11])  # ends a step: stored now
+    await ending.flush()
+    assert await load_log(ending_run) == MIXED[:11]
+    for recorder in others:
+        assert await load_log(recorder.run) == []
+    async with worker_queries() as log:
+        await asyncio.gather(*(recorder.flush() for recorder in others))
+    assert log.count("INSERT") == 1
+    for recorder in others:
+        assert await load_log(recorder.run) == MIXED[:3]
+        assert (await refreshed(recorder.run)).chunk_count == 3
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
 async def test_one_runs_failure_is_not_the_others() -> None:
     """A shared write that fails is retried run by run: the run whose write
     fails keeps its rows pending (and its waiter gets the error); the

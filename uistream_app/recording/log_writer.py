@@ -134,10 +134,13 @@ class LogWriter:
     recorders find it themselves.
 
     Its task runs while there is something to write and ends when there is
-    not; each round takes everything pending (the rows of every recorder
-    that has some, the finals asked for) and stores it in one transaction
-    in the writer thread, and the share of the recorders that write inline
-    in one more, on the thread-sensitive executor (invariant 7).
+    not. A round that a recorder's interval made due takes everything
+    pending (the rows of every recorder that has some, the finals asked
+    for); a round asked for before that (an urgent chunk, ``flush``,
+    ``finish``) takes only what was asked for, and the others' rows wait
+    for their own interval. Each round is one transaction in the writer
+    thread, and one more for the share of the recorders that write inline,
+    on the thread-sensitive executor (invariant 7).
     ``schedule`` wakes it at once (``urgent``) or sets its timer to the
     recorder's interval; ``flush`` and ``finish`` return a future of the
     round that will store what is pending now.
@@ -149,7 +152,9 @@ class LogWriter:
         # Weakly: the registry is keyed weakly by the loop, and a strong
         # reference from its value would keep a closed loop alive forever.
         self._loop = weakref.ref(loop)
-        self._waiting: dict[RunRecorder, None] = {}  # recorders with rows, in order
+        # Recorders with rows, in order, and when their rows are due (loop time).
+        self._waiting: dict[RunRecorder, float] = {}
+        self._asked: set[RunRecorder] = set()  # due now: an urgent chunk, flush()
         self._finals: dict[RunRecorder, _Final] = {}
         self._flushes: set[RunRecorder] = set()  # asked for by flush(): not held back
         self._held: dict[RunRecorder, float] = {}  # held for their finish(), until (loop time)
@@ -180,18 +185,22 @@ class LogWriter:
     def schedule(self, recorder: RunRecorder, *, urgent: bool = False) -> None:
         """``recorder`` has rows to store: now (``urgent``), or within its
         interval."""
-        self._waiting[recorder] = None
+        now = self.loop.time()
         if urgent or recorder.interval <= 0:
+            self._waiting[recorder] = now
+            self._asked.add(recorder)
             self._wake.set()
         else:
-            self._set_timer(self.loop.time() + recorder.interval)
+            due = self._waiting.setdefault(recorder, now + recorder.interval)
+            self._set_timer(due)
         self._ensure_running()
 
     def flush(self, recorder: RunRecorder) -> asyncio.Future[None]:
         """A future that is done when everything ``recorder`` added so far
         is stored (with the write's error when it failed)."""
         if recorder._has_pending:
-            self._waiting[recorder] = None
+            self._waiting[recorder] = self.loop.time()
+            self._asked.add(recorder)
             self._flushes.add(recorder)
             return self._member_of(self._next_round(), recorder)
         writing = self._writing.get(recorder)
@@ -274,11 +283,20 @@ class LogWriter:
 
     async def _write_round(self) -> bool:
         """One round; True when it wrote on the writer thread."""
-        waiting, self._waiting = self._waiting, {}
+        now = self.loop.time()
+        asked, self._asked = self._asked, set()
         finals, self._finals = self._finals, {}
         flushes, self._flushes = self._flushes, set()
         round_, self._round = self._round, None
-        now = self.loop.time()
+        if any(due <= now for recorder, due in self._waiting.items() if recorder not in asked):
+            # An interval is up: everything pending goes (group commit,
+            # invariant 3), and the recorders' next rows are due together.
+            waiting, self._waiting = self._waiting, {}
+        else:
+            # Only what was asked for: at the end of a burst, each run's
+            # end would otherwise take every other run's few rows, and the
+            # writer would go round every few milliseconds with all of them.
+            waiting = {r: self._waiting.pop(r) for r in [*self._waiting] if r in asked or r in finals}
         for recorder in [r for r in waiting if r._ended and r not in finals and r not in flushes and r.interval > 0]:
             # Its stream has ended: its ``finish`` follows within a few
             # turns of the loop, and its last chunks go with it, one
@@ -287,8 +305,7 @@ class LogWriter:
             until = self._held.setdefault(recorder, now + recorder.interval)
             if now < until:
                 del waiting[recorder]
-                self._waiting[recorder] = None
-                self._set_timer(until)
+                self._waiting[recorder] = until
         for recorder in waiting:
             self._held.pop(recorder, None)
         for recorder in finals:
@@ -333,9 +350,11 @@ class LogWriter:
                     errors[job.recorder] = job.error
                     # Try again after an interval, not in a tight loop.
                     if job.recorder._has_pending:
-                        self._waiting.setdefault(job.recorder, None)
-                        self._set_timer(self.loop.time() + max(job.recorder.interval, 0.05))
+                        self._waiting.setdefault(job.recorder, self.loop.time() + max(job.recorder.interval, 0.05))
             self.rounds += 1
+            if self._waiting:
+                # The rows left wait for the first of their intervals.
+                self._set_timer(min(self._waiting.values()))
             if not outcome.done():
                 outcome.set_result(errors)
         for recorder, error in errors.items():
