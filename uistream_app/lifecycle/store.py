@@ -41,6 +41,7 @@ from ..owners import Owner
 from ..protocol.jsonbody import LARGE_JSON_BYTES
 from ..protocol.ui.parts import is_tool_part, tool_name, tool_parts
 from ..recording import log_writes_inline, one_writer
+from ..recording.one_writer import turn_coming
 from ..runs import ClientToolResult, ToolApproval
 from ..runs.steering import SteeringInbox
 from ..runs.tools import validate_json
@@ -283,6 +284,21 @@ class ConversationStore:
         ``record_turn`` gives what the run row stores for a process that
         continues the run if this one dies (``Run.turn``), written with the
         row: a run lost before its first log write can be continued too."""
+        with turn_coming():
+            return await self._prepare(
+                turn, owner, version=version, model_name=model_name, claim_owner=claim_owner, record_turn=record_turn
+            )
+
+    async def _prepare(
+        self,
+        turn: Turn,
+        owner: Owner,
+        *,
+        version: int,
+        model_name: str,
+        claim_owner: Callable[[], Awaitable[Owner]] | None,
+        record_turn: TurnRecorder | None,
+    ) -> PreparedRun:
         opens_chat = turn.opens_chat and turn.kind == "submit" and turn.edit_of is None
         if not opens_chat:
             # The chat's orphans are found in the same hop to the database.
