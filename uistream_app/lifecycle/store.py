@@ -364,8 +364,8 @@ class ConversationStore:
         the slot is let go, and the chat's key and orphans are returned
         for the usual path. Under a burst of new chats every hop waits
         behind the others' (the database thread is shared): 500 sockets'
-        first messages had their first chunk ~0.7 s sooner at the median
-        (docs/benchmarks.md, "The socket's set-up")."""
+        ownership checks alone took 0.85-0.95 s of it (docs/benchmarks.md,
+        "The socket's set-up")."""
         run_id = str(uuid.uuid4())
         channel = await get_broker().open_run(new_conversation_key(), run_id)
         try:
