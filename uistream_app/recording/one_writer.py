@@ -26,7 +26,7 @@ were as long as in SQLite's handler. A turn counts from its set-up's first
 hop (``turn_coming``, ``ConversationStore.prepare``), not only once it is
 at the gate: a burst's turns reach the gate one at a time (their hops
 queue on one thread), and the log writer's rounds took the lock between
-them (500 sockets' first messages: up to 0.47 s a wait, 2-4 s in all).
+them (500 sockets' first messages: up to 0.47 s a wait, 1.7-3.8 s in all).
 
 Writes of other code (Django's sessions, a project's) and of other
 processes still meet SQLite's lock and its busy handler, as before. The
