@@ -145,3 +145,32 @@ async def test_two_owners_first_messages_under_one_chat_id_start_two_chats() -> 
     stored = Conversation.objects.filter(client_id="same").order_by("session_key").values_list("session_key", flat=True)
     assert [key async for key in stored] == ["a" * 32, "b" * 32]
     assert await Run.objects.filter(conversation__client_id="same", status="completed").acount() == 2
+
+
+async def test_a_lone_message_to_a_chat_the_owner_has_goes_on_in_that_chat() -> None:
+    """A client that sends only its new message, not the history (which
+    reads like a chat's first message), still adds to the chat it has: the
+    turn is stored after the first answer, in the same conversation."""
+    owner = Owner.of_session("s" * 32)
+    first = await start(submit("lone-1", "u-1", "hello"), owner)
+    await first.task
+    second = await start(submit("lone-1", "u-2", "again"), owner)
+    await second.task
+    assert second.run.conversation_id == first.run.conversation_id
+    messages = Message.objects.filter(conversation__client_id="lone-1").order_by("position")
+    assert [m.role async for m in messages] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_a_lone_message_while_the_chat_streams_is_refused_and_writes_nothing() -> None:
+    owner = Owner.of_session("s" * 32)
+    view = ChatView(model=ScriptedModel(text(" ".join(["word"] * 200), words=True), delay=0.01))
+    chat = submit("lone-2", "u-1", "a long answer")
+    streaming = await view.start_turn(chat_turn(chat), TurnContext(owner, chat.chat_id, "http"), version=7)
+    with pytest.raises(BadRequest) as refused:
+        await start(submit("lone-2", "u-2", "meanwhile"), owner)
+    assert refused.value.status == 409
+    streaming.task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await streaming.task
+    assert not await Message.objects.filter(pk="u-2").aexists()
+    assert await Run.objects.filter(conversation__client_id="lone-2").acount() == 1

@@ -41,6 +41,7 @@ from ..owners import Owner
 from ..protocol.jsonbody import LARGE_JSON_BYTES
 from ..protocol.ui.parts import is_tool_part, tool_name, tool_parts
 from ..recording import log_writes_inline, one_writer
+from ..recording.one_writer import turn_coming
 from ..runs import ClientToolResult, ToolApproval
 from ..runs.steering import SteeringInbox
 from ..runs.tools import validate_json
@@ -136,6 +137,11 @@ class Turn:
     #: What the transport read besides (useChat's extra body keys, the
     #: AG-UI input): for the view's hooks, never interpreted here.
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The request reads as a chat's first message (a submit sent with no
+    #: earlier message): ``prepare`` then looks for the chat in the hop of
+    #: the turn's transaction, not in a hop of its own. A guess only: a
+    #: chat that exists after all takes the usual path.
+    opens_chat: bool = False
 
 
 @dataclass(frozen=True)
@@ -278,8 +284,25 @@ class ConversationStore:
         ``record_turn`` gives what the run row stores for a process that
         continues the run if this one dies (``Run.turn``), written with the
         row: a run lost before its first log write can be continued too."""
-        # The chat's orphans are found in the same hop to the database.
-        key, orphans = await sync_to_async(_check_chat, thread_sensitive=True)(turn.chat_id, owner)
+        with turn_coming():
+            return await self._prepare(
+                turn, owner, version=version, model_name=model_name, claim_owner=claim_owner, record_turn=record_turn
+            )
+
+    async def _prepare(
+        self,
+        turn: Turn,
+        owner: Owner,
+        *,
+        version: int,
+        model_name: str,
+        claim_owner: Callable[[], Awaitable[Owner]] | None,
+        record_turn: TurnRecorder | None,
+    ) -> PreparedRun:
+        opens_chat = turn.opens_chat and turn.kind == "submit" and turn.edit_of is None
+        if not opens_chat:
+            # The chat's orphans are found in the same hop to the database.
+            key, orphans = await sync_to_async(_check_chat, thread_sensitive=True)(turn.chat_id, owner)
         # Attached files are decoded and checked (413, 415) before anything
         # is written, the visitor's session included (off the event loop:
         # base64 of a large file takes a while).
@@ -288,6 +311,13 @@ class ConversationStore:
             files = await sync_to_async(decode_files)(turn.message)
         if claim_owner is not None:
             owner = await claim_owner()
+        if opens_chat:
+            first = await self._prepare_first(
+                turn, owner, version=version, model_name=model_name, files=files, record_turn=record_turn
+            )
+            if isinstance(first, PreparedRun):
+                return first
+            key, orphans = first  # the chat exists after all: the usual path, its check done
         new_chat = key is None
         if key is None:
             key = new_conversation_key()
@@ -315,6 +345,73 @@ class ConversationStore:
         except BaseException:
             await asyncio.shield(channel.close())
             raise
+
+    async def _prepare_first(
+        self,
+        turn: Turn,
+        owner: Owner,
+        *,
+        version: int,
+        model_name: str,
+        files: StagedFiles | None,
+        record_turn: TurnRecorder | None,
+    ) -> PreparedRun | tuple[str, list[str]]:
+        """``prepare`` of a turn that reads as a chat's first message, in one
+        hop to the database instead of two: the slot is taken first, on the
+        key a new chat gets (no other request can hold it), then the hop
+        looks for the owner's chat and, when there is none, applies the
+        turn. When the owner has the chat after all, nothing is written,
+        the slot is let go, and the chat's key and orphans are returned
+        for the usual path. Under a burst of new chats every hop waits
+        behind the others' (the database thread is shared): 500 sockets'
+        ownership checks alone took 0.85-0.95 s of it (docs/benchmarks.md,
+        "The socket's set-up")."""
+        run_id = str(uuid.uuid4())
+        channel = await get_broker().open_run(new_conversation_key(), run_id)
+        try:
+            first = await sync_to_async(self._prepare_first_sync, thread_sensitive=True)(
+                turn,
+                owner,
+                run_id=run_id,
+                channel=channel,
+                version=version,
+                model_name=model_name,
+                files=files,
+                record_turn=record_turn,
+            )
+        except BaseException:
+            await asyncio.shield(channel.close())
+            raise
+        if not isinstance(first, PreparedRun):
+            await asyncio.shield(channel.close())
+        return first
+
+    def _prepare_first_sync(
+        self,
+        turn: Turn,
+        owner: Owner,
+        *,
+        run_id: str,
+        channel: RunChannel,
+        version: int,
+        model_name: str,
+        files: StagedFiles | None,
+        record_turn: TurnRecorder | None,
+    ) -> PreparedRun | tuple[str, list[str]]:
+        key, orphans = _check_chat(turn.chat_id, owner)
+        if key is not None:
+            return key, orphans
+        return self.prepare_sync(
+            turn,
+            owner,
+            run_id=run_id,
+            channel=channel,
+            version=version,
+            model_name=model_name,
+            files=files,
+            new_chat=True,
+            record_turn=record_turn,
+        )
 
     async def load(
         self,

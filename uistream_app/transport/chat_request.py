@@ -216,7 +216,9 @@ def chat_turn(chat: ChatRequest) -> Turn:
             raise BadRequest("a continuation names the assistant message it continues", field="messageId")
         where = f"messages[{len(chat.messages) - 1}]"
         return Turn(chat.chat_id, "continue", answers=resent_message_answers(last, where), extra=chat.extra)
-    return Turn(chat.chat_id, "submit", message=last, edit_of=chat.message_id, extra=chat.extra)
+    # useChat sends the whole history: a lone message is likely a new chat's first.
+    opens_chat = len(chat.messages) == 1 and chat.message_id is None
+    return Turn(chat.chat_id, "submit", message=last, edit_of=chat.message_id, extra=chat.extra, opens_chat=opens_chat)
 
 
 def resent_message_answers(claimed: dict[str, Any], where: str = "messages[-1]") -> AnswerReader:
