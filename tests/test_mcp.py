@@ -271,7 +271,8 @@ def test_a_turn_waits_for_a_servers_first_tool_list_without_holding_the_event_lo
     with override_settings(UISTREAM={"MCP_SERVERS": servers}):
         ticks = asyncio.run(first_turn())
         (conn,) = [c for c in mcp.open_connections() if c.name == "tests"]
-        assert conn._tools is not None and conn._listing is None  # listed, nothing under way
+        assert conn._tools is not None  # listed
+        assert conn._listing is None  # nothing under way
         tools = ChatHooks().get_tools()
         assert conn._listing is None  # the hook started no listing to wait for
     # The loop went round while the server started (a Python process: far
