@@ -212,31 +212,66 @@ SERVER_COMMANDS: dict[str, list[str]] = {
 }
 
 
+def listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` itself listens on 127.0.0.1:``port`` (Linux:
+    its sockets' inodes against the kernel's table of listening ones). A
+    connect alone can reach another listener on the port: a server of
+    another test worker that drew the same port, when this one could not
+    bind it (seen in CI: a demo server's first request cut off)."""
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                listening.add(f"socket:[{fields[9]}]")
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd) in listening:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 @contextmanager
 def demo_server(server: str, env: dict[str, str]) -> Iterator[ServerProcess]:
     """``server`` ("daphne" or "uvicorn") serving the demo in its own
-    process, with ``env`` added; killed at the end if still running."""
-    port = free_port()
-    command = [sys.executable, *(arg.format(port=port) for arg in SERVER_COMMANDS[server])]
-    # A file, not a pipe: a chatty server never blocks on it.
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=log)
-        handle = ServerProcess(proc, f"http://127.0.0.1:{port}", log)
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                        break
-                except OSError:
+    process, with ``env`` added; killed at the end if still running. Ready
+    when the process itself listens on its port; one that could not bind
+    it (another worker's server drew the same port) is started again on
+    another."""
+    for attempt in range(3):
+        port = free_port()
+        command = [sys.executable, *(arg.format(port=port) for arg in SERVER_COMMANDS[server])]
+        # A file, not a pipe: a chatty server never blocks on it.
+        with tempfile.TemporaryFile() as log:
+            proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=log)
+            handle = ServerProcess(proc, f"http://127.0.0.1:{port}", log)
+            try:
+                deadline = time.monotonic() + 30
+                while not listens(proc.pid, port):
                     if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"{server} did not start: {handle.output()[-2000:]}") from None
+                        output = handle.output()
+                        if proc.poll() is not None and "in use" in output and attempt < 2:
+                            break  # the port was taken meanwhile: another one
+                        raise RuntimeError(f"{server} did not start: {output[-2000:]}")
                     time.sleep(0.05)
-            yield handle
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=10)
+                else:
+                    yield handle
+                    return
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait(timeout=10)
+    raise AssertionError("unreachable")
 
 
 @contextmanager
