@@ -217,7 +217,7 @@ def listens(pid: int, port: int) -> bool:
     its sockets' inodes against the kernel's table of listening ones). A
     connect alone can reach another listener on the port: a server of
     another test worker that drew the same port, when this one could not
-    bind it (seen in CI: a demo server's first request cut off)."""
+    bind it (seen in a full run: a demo server's first request cut off)."""
     listening = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
