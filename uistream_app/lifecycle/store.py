@@ -312,106 +312,78 @@ class ConversationStore:
         if claim_owner is not None:
             owner = await claim_owner()
         if opens_chat:
-            first = await self._prepare_first(
-                turn, owner, version=version, model_name=model_name, files=files, record_turn=record_turn
+            # Likely a new chat: its slot, on the key a new chat gets (no
+            # other request can hold it), then the ownership check and the
+            # transaction in one hop to the database instead of two. Under
+            # a burst every hop waits behind the others' (the database
+            # thread is shared): 500 sockets' ownership checks alone took
+            # 0.85-0.95 s of it (docs/benchmarks.md, "The socket's set-up").
+            first = await self._in_slot(
+                new_conversation_key(),
+                turn,
+                owner,
+                check_first=True,
+                version=version,
+                model_name=model_name,
+                files=files,
+                new_chat=True,
+                record_turn=record_turn,
             )
             if isinstance(first, PreparedRun):
                 return first
-            key, orphans = first  # the chat exists after all: the usual path, its check done
+            key, orphans = first  # the owner has the chat after all: nothing written, the usual path
         new_chat = key is None
         if key is None:
             key = new_conversation_key()
         elif orphans:
             await self.settle_orphans(key)
-        # The slot is taken before anything is written: of two requests
-        # racing for one chat, the loser writes nothing.
+        prepared = await self._in_slot(
+            key,
+            turn,
+            owner,
+            check_first=False,
+            version=version,
+            model_name=model_name,
+            files=files,
+            new_chat=new_chat,
+            record_turn=record_turn,
+        )
+        assert isinstance(prepared, PreparedRun)
+        return prepared
+
+    async def _in_slot(
+        self, key: str, turn: Turn, owner: Owner, *, check_first: bool, **prepare: Any
+    ) -> PreparedRun | tuple[str, list[str]]:
+        """Take the run slot of conversation ``key``, then ``prepare_sync``
+        in one hop to the database. The slot is taken before anything is
+        written: of two requests racing for one chat, the loser writes
+        nothing. ``check_first``: in the same hop, look for the owner's
+        chat ``turn.chat_id`` first; when there is one, write nothing and
+        return its key and orphans (the slot let go)."""
         run_id = str(uuid.uuid4())
         try:
             channel = await get_broker().open_run(key, run_id)
         except RunAlreadyActive:
             raise Conflict("a reply is still streaming in this chat", code=Codes.RUN_ACTIVE) from None
         try:
-            return await sync_to_async(self.prepare_sync, thread_sensitive=True)(
-                turn,
-                owner,
-                run_id=run_id,
-                channel=channel,
-                version=version,
-                model_name=model_name,
-                files=files,
-                new_chat=new_chat,
-                record_turn=record_turn,
+            prepared = await sync_to_async(self._checked_prepare_sync, thread_sensitive=True)(
+                turn, owner, check_first, run_id=run_id, channel=channel, **prepare
             )
         except BaseException:
             await asyncio.shield(channel.close())
             raise
-
-    async def _prepare_first(
-        self,
-        turn: Turn,
-        owner: Owner,
-        *,
-        version: int,
-        model_name: str,
-        files: StagedFiles | None,
-        record_turn: TurnRecorder | None,
-    ) -> PreparedRun | tuple[str, list[str]]:
-        """``prepare`` of a turn that reads as a chat's first message, in one
-        hop to the database instead of two: the slot is taken first, on the
-        key a new chat gets (no other request can hold it), then the hop
-        looks for the owner's chat and, when there is none, applies the
-        turn. When the owner has the chat after all, nothing is written,
-        the slot is let go, and the chat's key and orphans are returned
-        for the usual path. Under a burst of new chats every hop waits
-        behind the others' (the database thread is shared): 500 sockets'
-        ownership checks alone took 0.85-0.95 s of it (docs/benchmarks.md,
-        "The socket's set-up")."""
-        run_id = str(uuid.uuid4())
-        channel = await get_broker().open_run(new_conversation_key(), run_id)
-        try:
-            first = await sync_to_async(self._prepare_first_sync, thread_sensitive=True)(
-                turn,
-                owner,
-                run_id=run_id,
-                channel=channel,
-                version=version,
-                model_name=model_name,
-                files=files,
-                record_turn=record_turn,
-            )
-        except BaseException:
+        if not isinstance(prepared, PreparedRun):
             await asyncio.shield(channel.close())
-            raise
-        if not isinstance(first, PreparedRun):
-            await asyncio.shield(channel.close())
-        return first
+        return prepared
 
-    def _prepare_first_sync(
-        self,
-        turn: Turn,
-        owner: Owner,
-        *,
-        run_id: str,
-        channel: RunChannel,
-        version: int,
-        model_name: str,
-        files: StagedFiles | None,
-        record_turn: TurnRecorder | None,
+    def _checked_prepare_sync(
+        self, turn: Turn, owner: Owner, check_first: bool, **prepare: Any
     ) -> PreparedRun | tuple[str, list[str]]:
-        key, orphans = _check_chat(turn.chat_id, owner)
-        if key is not None:
-            return key, orphans
-        return self.prepare_sync(
-            turn,
-            owner,
-            run_id=run_id,
-            channel=channel,
-            version=version,
-            model_name=model_name,
-            files=files,
-            new_chat=True,
-            record_turn=record_turn,
-        )
+        if check_first:
+            key, orphans = _check_chat(turn.chat_id, owner)
+            if key is not None:
+                return key, orphans
+        return self.prepare_sync(turn, owner, **prepare)
 
     async def load(
         self,
