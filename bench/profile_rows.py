@@ -23,10 +23,24 @@ difference is uistream's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["ROWS", "classify", "read_profile"]
+__all__ = [
+    "ROWS",
+    "WRAPPERS",
+    "Frame",
+    "calls",
+    "classify",
+    "frames_of",
+    "innermost",
+    "innermost_ours",
+    "innermost_under",
+    "raw_stacks",
+    "read_profile",
+    "under",
+]
 
 #: A frame: (function, file as py-spy names it: relative to its
 #: ``site-packages`` or ``sys.path`` entry, e.g. ``django/db/models/query.py``).
@@ -34,55 +48,60 @@ Frame = tuple[str, str]
 
 #: Ours, but around every request (the floor's too): the demo's ASGI
 #: wrappers and the middleware adapter.
-_WRAPPERS = ("uistream_app/lifecycle/threads.py", "uistream_app/transport/body_limits.py", "uistream_app/middleware.py")
+WRAPPERS = ("uistream_app/lifecycle/threads.py", "uistream_app/transport/body_limits.py", "uistream_app/middleware.py")
 
 
-def _under(file: str, *parts: str) -> bool:
+def under(file: str, *parts: str) -> bool:
+    """Whether ``file`` is in one of ``parts`` (a folder ``x/`` or a file)."""
     return any(file.startswith(part) or f"/{part}" in file for part in parts)
 
 
+def _stdlib(file: str) -> bool:
+    return file.startswith("<") or file.split("/")[0].removesuffix(".py") in sys.stdlib_module_names
+
+
 def _ours(file: str) -> bool:
-    return _under(file, "uistream_app/", "demo_project/") and not _under(file, *_WRAPPERS)
+    return under(file, "uistream_app/", "demo_project/") and not under(file, *WRAPPERS)
 
 
-def _innermost(stack: list[Frame]) -> str:
+def innermost(stack: list[Frame]) -> str:
     """The file of the innermost frame that is not the standard library's."""
     for _, file in reversed(stack):
-        if not _under(file, "asyncio/", "concurrent/", "threading.py", "functools.py", "contextlib.py", "<"):
+        if not _stdlib(file):
             return file
     return ""
 
 
 def _rows_of_the_chat(stack: list[Frame]) -> bool:
     files = [file for _, file in stack]
-    return any(_under(f, "django/db/") for f in files) and any(_ours(f) or _under(f, "stored_chat.py") for f in files)
+    return any(under(f, "django/db/") for f in files) and any(_ours(f) or under(f, "stored_chat.py") for f in files)
 
 
 def _orm(stack: list[Frame]) -> bool:
-    return any(_under(file, "django/db/") for _, file in stack)
+    return any(under(file, "django/db/") for _, file in stack)
 
 
 def _session_or_user(stack: list[Frame]) -> bool:
-    return _orm(stack) and any(_under(file, "django/contrib/sessions/", "django/contrib/auth/") for _, file in stack)
+    return _orm(stack) and any(under(file, "django/contrib/sessions/", "django/contrib/auth/") for _, file in stack)
 
 
-def _function(*names: str) -> Callable[[list[Frame]], bool]:
+def calls(*names: str) -> Callable[[list[Frame]], bool]:
     return lambda stack: any(function in names for function, _ in stack)
 
 
-def _innermost_under(*parts: str) -> Callable[[list[Frame]], bool]:
-    return lambda stack: _under(_innermost(stack), *parts)
+def innermost_under(*parts: str) -> Callable[[list[Frame]], bool]:
+    return lambda stack: under(innermost(stack), *parts)
 
 
-def _innermost_ours(stack: list[Frame]) -> bool:
-    return _ours(_innermost(stack))
+def innermost_ours(stack: list[Frame]) -> bool:
+    return _ours(innermost(stack))
 
 
 def _stored_floor(stack: list[Frame]) -> bool:
     function, file = next(
-        ((f, p) for f, p in reversed(stack) if _under(p, "request_floor.py", "stored_chat.py")), ("", "")
+        ((f, p) for f, p in reversed(stack) if under(p, "request_floor.py", "stored_chat.py")), ("", "")
     )
-    return _under(file, "stored_chat.py") or "stored_floor" in function
+    return under(file, "stored_chat.py") or "stored_floor" in function
 
 
 #: (row, rule): a sample goes to the first row whose rule its stack matches.
@@ -90,19 +109,20 @@ ROWS: list[tuple[str, Callable[[list[Frame]], bool]]] = [
     ("Django's ORM and the database: the session, the user", _session_or_user),
     ("Django's ORM and the database: the chat's rows", _rows_of_the_chat),
     ("Django's ORM and the database: Django's async queries (the session's)", _orm),
-    ("thread hops: asgiref, the lanes", _innermost_under("asgiref/", "uistream_app/lifecycle/threads.py")),
-    ("uistream: the run (model, tool loop, encoder, recorder, broker)", _function("execute_run")),
-    ("uistream: the log writer", _function("_write_jobs", "LogWriter._run")),
-    ("uistream: the response (subscription, rendering)", _function("render_subscription")),
-    ("uistream: the set-up (view, pipeline, hooks, runner, store)", _innermost_ours),
-    ("uistream: the request's wrappers (lanes, body limits, middleware)", _innermost_under(*_WRAPPERS)),
+    ("thread hops: asgiref, the lanes", innermost_under("asgiref/", "uistream_app/lifecycle/threads.py")),
+    ("uistream: the run (model, tool loop, encoder, recorder, broker)", calls("execute_run")),
+    ("uistream: the log writer", calls("_write_jobs", "LogWriter._run")),
+    ("uistream: the response (subscription, rendering)", calls("render_subscription")),
+    ("uistream: the set-up (view, pipeline, hooks, runner, store)", innermost_ours),
+    ("uistream: the request's wrappers (lanes, body limits, middleware)", innermost_under(*WRAPPERS)),
     ("the stored floor's view", _stored_floor),
-    ("Django's request path: handler, middleware, session, CSRF, response", _innermost_under("django/")),
+    ("Django's request path: handler, middleware, session, CSRF, response", innermost_under("django/")),
     ("the rest: the event loop, libraries, the client", lambda stack: True),
 ]
 
 
-def _frames(stack: str) -> list[Frame]:
+def frames_of(stack: str) -> list[Frame]:
+    """A raw profile's stack, root first, as frames."""
     frames = []
     for frame in stack.split(";"):
         function, _, where = frame.partition(" (")
@@ -110,17 +130,21 @@ def _frames(stack: str) -> list[Frame]:
     return frames
 
 
+def raw_stacks(path: str | Path) -> Iterator[tuple[list[Frame], int]]:
+    """Every stack of a raw py-spy profile (one a line, root first, then a
+    space and a count) and its count."""
+    for line in Path(path).read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack:
+            yield frames_of(stack), int(count)
+
+
 def read_profile(path: str | Path) -> Iterable[tuple[list[Frame], int]]:
     """The stacks of a raw py-spy profile and their counts, less the
     imports' and the set-up's."""
-    for line in Path(path).read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
-        frames = _frames(stack)
-        if any(function in ("_find_and_load", "_setup", "_install_floor") for function, _ in frames):
-            continue
-        yield frames, int(count)
+    for frames, count in raw_stacks(path):
+        if not any(function in ("_find_and_load", "_setup", "_install_floor") for function, _ in frames):
+            yield frames, count
 
 
 def classify(path: str | Path) -> dict[str, float]:

@@ -30,74 +30,44 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-#: A frame: (function, file as py-spy names it, relative to its
-#: ``site-packages`` or ``sys.path`` entry, e.g. ``django/db/models/query.py``).
-Frame = tuple[str, str]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: profile_rows
+
+from profile_rows import (
+    WRAPPERS,
+    Frame,
+    calls,
+    innermost,
+    innermost_ours,
+    innermost_under,
+    raw_stacks,
+    under,
+)
 
 _DAPHNE = ("daphne/", "twisted/", "autobahn/", "txaio/", "zope/", "incremental/")
 _UVICORN = ("uvicorn/", "h11/", "httptools/")
-#: Ours, but around every request: the demo's ASGI wrappers and the middleware adapter.
-_WRAPPERS = ("uistream_app/lifecycle/threads.py", "uistream_app/transport/body_limits.py", "uistream_app/middleware.py")
-
-
-def _under(file: str, *parts: str) -> bool:
-    return any(file.startswith(part) or f"/{part}" in file for part in parts)
-
-
-def _stdlib(file: str) -> bool:
-    return file.startswith("<") or file.split("/")[0].removesuffix(".py") in sys.stdlib_module_names
-
-
-def _innermost(stack: list[Frame]) -> str:
-    """The file of the innermost frame that is not the standard library's."""
-    for _, file in reversed(stack):
-        if not _stdlib(file):
-            return file
-    return ""
-
-
-def _innermost_under(*parts: str) -> Callable[[list[Frame]], bool]:
-    return lambda stack: _under(_innermost(stack), *parts)
 
 
 def _any_under(*parts: str) -> Callable[[list[Frame]], bool]:
-    return lambda stack: any(_under(file, *parts) for _, file in stack)
-
-
-def _function(*names: str) -> Callable[[list[Frame]], bool]:
-    return lambda stack: any(function in names for function, _ in stack)
-
-
-def _ours(stack: list[Frame]) -> bool:
-    file = _innermost(stack)
-    return _under(file, "uistream_app/", "demo_project/") and not _under(file, *_WRAPPERS)
+    return lambda stack: any(under(file, *parts) for _, file in stack)
 
 
 #: (row, rule): a sample goes to the first row whose rule its stack matches.
 ROWS: list[tuple[str, Callable[[list[Frame]], bool]]] = [
     ("Django's ORM and SQLite (turns, log, session; every thread)", _any_under("django/db/")),
-    ("thread hops: asgiref, the lanes", _innermost_under("asgiref/", "uistream_app/lifecycle/threads.py")),
-    ("the server: daphne, Twisted, autobahn", _innermost_under(*_DAPHNE)),
-    ("the server: uvicorn, h11", _innermost_under(*_UVICORN)),
-    ("the demo's model (its deltas, its pacing's timers)", _innermost_under("demo_project/")),
-    ("uistream: the run (tool loop, encoder, recorder, broker)", _function("execute_run")),
-    ("uistream: the log writer (less its SQL)", _function("_write_jobs", "LogWriter._run")),
-    ("uistream: the response (subscription, rendering)", _function("render_subscription")),
-    ("uistream: the set-up (view, pipeline, hooks, runner, store)", _ours),
-    ("uistream: the request's wrappers (lanes, body limits, middleware)", _innermost_under(*_WRAPPERS)),
-    ("django-stored's view", _innermost_under("django_stored.py", "stored_chat.py")),
-    ("Django's request path: handler, middleware, session, CSRF, response", _innermost_under("django/")),
-    ("the event loop: asyncio's callbacks, timers, select", lambda stack: _innermost(stack) == ""),
+    ("thread hops: asgiref, the lanes", innermost_under("asgiref/", "uistream_app/lifecycle/threads.py")),
+    ("the server: daphne, Twisted, autobahn", innermost_under(*_DAPHNE)),
+    ("the server: uvicorn, h11", innermost_under(*_UVICORN)),
+    ("the demo's model (its deltas, its pacing's timers)", innermost_under("demo_project/")),
+    ("uistream: the run (tool loop, encoder, recorder, broker)", calls("execute_run")),
+    ("uistream: the log writer (less its SQL)", calls("_write_jobs", "LogWriter._run")),
+    ("uistream: the response (subscription, rendering)", calls("render_subscription")),
+    ("uistream: the set-up (view, pipeline, hooks, runner, store)", innermost_ours),
+    ("uistream: the request's wrappers (lanes, body limits, middleware)", innermost_under(*WRAPPERS)),
+    ("django-stored's view", innermost_under("django_stored.py", "stored_chat.py")),
+    ("Django's request path: handler, middleware, session, CSRF, response", innermost_under("django/")),
+    ("the event loop: asyncio's callbacks, timers, select", lambda stack: innermost(stack) == ""),
     ("the rest (other libraries, the GIL's waits)", lambda stack: True),
 ]
-
-
-def _frames(stack: str) -> list[Frame]:
-    frames = []
-    for frame in stack.split(";"):
-        function, _, where = frame.partition(" (")
-        frames.append((function, where.rpartition(":")[0]))
-    return frames
 
 
 def _callback(frames: list[Frame]) -> list[Frame]:
@@ -117,14 +87,9 @@ def _callback(frames: list[Frame]) -> list[Frame]:
 def read_profile(path: Path) -> Iterator[tuple[list[Frame], int]]:
     """The stacks of a raw py-spy profile (each cut to its callback on the
     event loop's thread) and their counts, less imports'."""
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
-        frames = _frames(stack)
-        if any(function == "_find_and_load" for function, _ in frames):
-            continue
-        yield _callback(frames), int(count)
+    for frames, count in raw_stacks(path):
+        if not any(function == "_find_and_load" for function, _ in frames):
+            yield _callback(frames), count
 
 
 def rows_of(paths: list[Path]) -> dict[str, int]:
