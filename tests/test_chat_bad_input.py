@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import AsyncClient, override_settings
+from django.test import AsyncClient, RequestFactory, override_settings
 
 from uistream_app.models import Conversation, Message, Run
-from uistream_app.protocol.jsonbody import LARGE_JSON_BYTES
+from uistream_app.protocol.jsonbody import LARGE_JSON_BYTES, is_json
 from uistream_app.testing import chat_body, user_message
+from uistream_app.transport.pipeline import resolve_sdk_version
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -202,6 +203,32 @@ async def test_bad_request(
 
 
 @pytest.mark.asyncio
+async def test_an_unknown_sdk_version_in_the_header_is_refused_like_the_query_parameters() -> None:
+    client = AsyncClient()
+    with override_settings(UISTREAM={"ALLOW_ANONYMOUS": True}):
+        response = await client.post(
+            "/api/chat", data=raw(body()), content_type=JSON, headers={"x-uistream-sdk-version": "9"}
+        )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "bad_sdk_version"
+    assert await Run.objects.acount() == 0
+
+
+@pytest.mark.parametrize(
+    ("query", "header", "version"),
+    [("", None, 7), ("", "5", 5), ("?v=6", "5", 6), ("?chat=1", "6", 6), ("?v=", "5", 5), ("?v=5", None, 5)],
+)
+def test_the_sdk_version_comes_from_the_query_then_the_header_then_the_default(
+    query: str, header: str | None, version: int
+) -> None:
+    """The dialect a client gets: ``?v=`` first, ``x-uistream-sdk-version``
+    when the query names none, else the view's default."""
+    headers = {"x-uistream-sdk-version": header} if header is not None else {}
+    request = RequestFactory().post(f"/api/chat{query}", headers=headers)
+    assert resolve_sdk_version(request, 7) == version
+
+
+@pytest.mark.asyncio
 async def test_oversized_body_is_refused_before_it_is_read() -> None:
     client = AsyncClient()
     with override_settings(UISTREAM={"ALLOW_ANONYMOUS": True, "MAX_REQUEST_BYTES": 1000}):
@@ -290,3 +317,25 @@ async def test_a_large_body_with_an_emoji_is_read_whole(escaped: bool) -> None:
     assert b'"delta":" 3"' in answer
     stored = await Message.objects.aget(id="u-big")
     assert stored.parts == [{"type": "text", "text": text}]
+
+
+@pytest.mark.parametrize(
+    ("value", "stored"),
+    [
+        (None, True),
+        ("text", True),
+        (3, True),
+        (2.5, True),
+        (True, True),
+        ({"a": [1, "b", None]}, True),
+        ({1: "a key JSON turns into a string"}, True),
+        ({"a": {1, 2}}, False),
+        (object(), False),
+        (b"bytes", False),
+        ([float("nan")], True),  # json.dumps writes NaN, as the JSONField does
+    ],
+)
+def test_is_json_says_what_a_json_field_stores_as_it_is(value: Any, stored: bool) -> None:
+    """What a turn's record keeps of its metadata and extras (a value that
+    is not JSON is left out rather than failing the run's write)."""
+    assert is_json(value) is stored

@@ -72,6 +72,7 @@ from ..protocol.events import (
     ToolDenied,
     ToolResult,
 )
+from ..protocol.jsonbody import is_json
 from ..runs import ClientToolResult
 from ..runs.messages import (
     AssistantMessage,
@@ -436,7 +437,7 @@ class _Translator:
                     ToolResult(call_id, answer.output, is_error=answer.is_error, tool_name=self.announced.get(call_id))
                 ]
             output = getattr(item, "output", None) if kind == "tool_call_output_item" else None
-            if output is None or not _is_json(output):
+            if output is None or not is_json(output):
                 output = _get(raw, "output")
             failed = output == DEFAULT_TOOL_ERROR
             return [ToolResult(call_id, output, is_error=failed, tool_name=self.announced.get(call_id))]
@@ -465,14 +466,6 @@ def _call_of(raw: Any) -> tuple[str, str, str]:
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments) if arguments is not None else "{}"
     return str(call_id), str(_get(raw, "name") or ""), arguments
-
-
-def _is_json(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def input_items(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:

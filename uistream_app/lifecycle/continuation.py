@@ -44,6 +44,7 @@ from ..live import get_broker
 from ..models import Conversation, Message, Run
 from ..owners import Owner
 from ..protocol.events import Event, ReasoningDelta, StepFinished, TextDelta, ToolCall, ToolDenied, ToolResult
+from ..protocol.jsonbody import is_json
 from ..protocol.ui.chunks import TERMINAL_CHUNKS, Chunk
 from ..protocol.ui.reader import UIMessageReader, UIMessageStreamError
 from ..recording import STARTED_CALLS, iter_log, last_offset_ms, write_log
@@ -110,20 +111,12 @@ def turn_record(
         "client_results": {call: [r.output, r.is_error] for call, r in client_results.items()},
         "transport": setup.context.transport,
         "context_extra": _json_only(setup.context.extra),
-        "metadata": metadata if _is_json(metadata) else None,
+        "metadata": metadata if is_json(metadata) else None,
     }
 
 
-def _is_json(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
 def _json_only(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in values.items() if _is_json(value)}
+    return {key: value for key, value in values.items() if is_json(value)}
 
 
 # -- the log: what is kept, what is dropped -------------------------------------------------

@@ -7,7 +7,8 @@ is not UTF-8, a body that is not an object, and nesting deeper than
 all raise ``JSONBodyError`` with a stable ``code`` and the
 HTTP status the endpoint answers with (``errors.Codes``: the codes are the
 house's, and that module imports nothing). ``json_size`` measures a
-value as JSON, for the bounds on what a process keeps.
+value as JSON, for the bounds on what a process keeps; ``is_json`` says
+whether a value can be stored in a ``JSONField`` as it is.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "NestingError",
     "depth_ok",
     "has_surrogate_escape",
+    "is_json",
     "json_size",
     "json_text",
     "load_json_object",
@@ -173,3 +175,20 @@ def json_size(value: Any) -> int:
         return len(orjson.dumps(value, default=repr))
     except (orjson.JSONEncodeError, RecursionError):
         return len(repr(value))
+
+
+def is_json(value: Any) -> bool:
+    """Whether ``json.dumps`` takes ``value`` as it is (what a
+    ``JSONField`` stores without an encoder of its own). ``None`` and the
+    plain scalars are answered without encoding: a turn asks this of its
+    metadata and extras on every chat's path."""
+    if value is None or type(value) in _SCALARS:
+        return True
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+_SCALARS: Final = frozenset({str, int, float, bool})

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypeVar, overload
 
+from ..protocol.jsonbody import is_json
 from ..protocol.ui.encoder import parse_tool_input
 from .messages import ModelMessage, ToolSpec
 
@@ -490,7 +491,7 @@ class Tool:
                 schema = {**schema, "description": param_docs[param.name]}
             if param.default is param.empty:
                 required.append(param.name)
-            elif _is_json(param.default):
+            elif is_json(param.default):
                 schema = {**schema, "default": param.default}
             properties[param.name] = schema
             if conv is not None:
@@ -569,14 +570,6 @@ def _positional_count(function: Callable[..., Any]) -> int:
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             count += 1
     return count
-
-
-def _is_json(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 @overload

@@ -79,6 +79,7 @@ SSE_HEADERS: dict[str, str] = {
     "X-Accel-Buffering": "no",
 }
 SDK_VERSION_HEADER = "x-uistream-sdk-version"
+_SDK_VERSION_META = HttpHeaders.to_wsgi_name(SDK_VERSION_HEADER)
 #: The run a POST started, on every response that streams a run (the
 #: header ``WorkflowChatTransport`` reads to reconnect by run id).
 RUN_ID_HEADER = "x-workflow-run-id"
@@ -233,7 +234,7 @@ def check_json_request(request: HttpRequest, *, also_text: bool = False) -> int:
     CSRF was checked before, whatever the type: a cross-site form can send
     ``text/plain`` without a preflight, so the check is what keeps it out."""
     max_bytes = uistream_settings.MAX_REQUEST_BYTES
-    length = request.headers.get("content-length")
+    length = request.META.get("CONTENT_LENGTH")
     if length is not None and length.isdigit() and int(length) > max_bytes:
         raise too_large(max_bytes)
     content_type = request.content_type or ""
@@ -277,7 +278,10 @@ def release_body(request: HttpRequest) -> None:
 
 def resolve_sdk_version(request: HttpRequest, default: int) -> int:
     """The client's AI SDK major version: ``?v=``, the header, else ``default``."""
-    raw = request.GET.get("v") or request.headers.get(SDK_VERSION_HEADER)
+    # From ``META`` (and the query string only when there is one): the
+    # request's ``GET`` and ``headers`` are parsed whole on first use, for
+    # one key of each, on every chat's path.
+    raw = (request.META.get("QUERY_STRING") and request.GET.get("v")) or request.META.get(_SDK_VERSION_META)
     if raw is None:
         return default
     try:
