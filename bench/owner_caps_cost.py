@@ -1,7 +1,7 @@
 """What the owner caps cost a turn, against how many runs the owner
 started today (issue 29).
 
-    PYTHONPATH=.:bench .venv/bin/python bench/owner_caps_cost.py [--runs 10 100 1000 5000] [--calls 200]
+    PYTHONPATH=.:bench .venv/bin/python bench/owner_caps_cost.py [--runs 10 100 1000 5000] [--calls 200] [--rounds 6]
 
 ``bench_settings`` (a fresh SQLite file, WAL; ``UISTREAM_BENCH_DATABASE_URL``
 for PostgreSQL). One anonymous visitor's completed runs, one conversation
@@ -17,6 +17,13 @@ each, added up to each ``--runs`` figure; at each, ``--calls`` times:
 
 Both in one transaction per figure, rolled back (a turn's transaction
 commits its rows whichever way the caps are counted).
+
+Then an owner's first turn of a day, which deletes the owner's days
+before yesterday: ``OwnerDay.objects.filter(…).delete()`` against
+``caps._forget_days_before`` (one ``DELETE`` written out), ``--calls``
+owners with no such days each (a new visitor's first turn), alternately
+in ``--rounds`` rounds, CPU time of this process; the medians and their
+ratio.
 
 On PostgreSQL the tables are analysed after each load, as autovacuum
 keeps them (freshly loaded, the running runs were counted through every
@@ -95,10 +102,49 @@ def main(args: argparse.Namespace) -> None:
             transaction.set_rollback(True)
         ratio = new / old
         print(f"{runs:6,d} runs today: reference {old:8,.0f}  OwnerDay {new:6,.0f}  OwnerDay ÷ reference {ratio:.3f}x")
+    first_turn_of_a_day(args.calls, args.rounds)
+
+
+def first_turn_of_a_day(calls: int, rounds: int) -> None:
+    """The days before yesterday of ``calls`` new owners deleted, through
+    the ORM and written out, alternately: CPU µs per owner."""
+    import datetime as dt
+    import statistics
+
+    from django.db import transaction
+
+    from uistream_app.lifecycle.caps import _forget_days_before
+    from uistream_app.models import OwnerDay
+
+    before = dt.date.today() - dt.timedelta(days=1)
+
+    def orm(key: str) -> None:
+        OwnerDay.objects.filter(owner_key=key, day__lt=before).delete()
+
+    def written_out(key: str) -> None:
+        _forget_days_before(key, before)
+
+    times: dict[str, list[float]] = {"orm": [], "written": []}
+    for r in range(rounds):
+        pair = [("orm", orm), ("written", written_out)]
+        for name, fn in pair if r % 2 else reversed(pair):
+            keys = [f"session:{uuid.uuid4().hex}" for _ in range(calls)]
+            with transaction.atomic():
+                start = time.process_time()
+                for key in keys:
+                    fn(key)
+                times[name].append((time.process_time() - start) / calls * 1e6)
+                transaction.set_rollback(True)
+    orm_us, written_us = statistics.median(times["orm"]), statistics.median(times["written"])
+    print(
+        f"an owner's first turn of a day, the days before yesterday deleted (CPU µs, medians of {rounds} rounds): "
+        f"delete() {orm_us:,.0f}  written out {written_us:,.0f}  written ÷ delete() {written_us / orm_us:.2f}x"
+    )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, nargs="+", default=[10, 100, 1000, 5000])
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=6, help="rounds of the first turn of a day's two deletes")
     main(parser.parse_args())

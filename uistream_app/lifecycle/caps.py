@@ -143,7 +143,7 @@ class OwnerCaps:
             if stored == adding:
                 # The owner's first turn of the day (or of a day emptied by
                 # deletions): the rows of their days before yesterday go.
-                OwnerDay.objects.filter(owner_key=self.owner.row_key, day__lt=day - timedelta(days=1)).delete()
+                _forget_days_before(self.owner.row_key, day - timedelta(days=1))
             # The total holds the new run's ``adding``.
             self._refuse_stored(stored - adding, adding, end)
 
@@ -212,6 +212,21 @@ def add_stored_bytes(owner: Owner, day: date, adding: int, *, count_running: boo
         )
         row = cursor.fetchone()
     return int(row[0]), (int(row[1]) if count_running else None)
+
+
+def _forget_days_before(owner_key: str, day: date) -> None:
+    """Delete ``owner_key``'s ``OwnerDay`` rows of the days before ``day``.
+    One ``DELETE`` written out: a new owner's first turn has none to delete,
+    and the ORM's ``delete()`` (its collector, the query's building) cost
+    several times the statement on that path (docs/benchmarks.md, "Issue
+    29's targets, one by one")."""
+    quote = connection.ops.quote_name
+    table = quote(OwnerDay._meta.db_table)
+    day_value = OwnerDay._meta.get_field("day").get_db_prep_value(day, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {table} WHERE {quote('owner_key')} = %s AND {quote('day')} < %s", [owner_key, day_value]
+        )
 
 
 def _add_stored_bytes_orm(owner_key: str, day: date, adding: int) -> int:
