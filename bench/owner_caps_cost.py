@@ -1,5 +1,6 @@
 """What the owner caps cost a turn, against how many runs the owner
-started today (issue 29).
+started today, and the turn's statements written out rather than built
+by the ORM (issue 29).
 
     PYTHONPATH=.:bench .venv/bin/python bench/owner_caps_cost.py [--runs 10 100 1000 5000] [--calls 200] [--rounds 6]
 
@@ -18,12 +19,18 @@ each, added up to each ``--runs`` figure; at each, ``--calls`` times:
 Both in one transaction per figure, rolled back (a turn's transaction
 commits its rows whichever way the caps are counted).
 
-Then an owner's first turn of a day, which deletes the owner's days
-before yesterday: ``OwnerDay.objects.filter(…).delete()`` against
-``caps._forget_days_before`` (one ``DELETE`` written out), ``--calls``
-owners with no such days each (a new visitor's first turn), alternately
-in ``--rounds`` rounds, CPU time of this process; the medians and their
-ratio.
+Then two statements of every new chat's turn, each through the ORM
+against written out, alternately in ``--rounds`` rounds of ``--calls``
+calls, CPU time of this process; the medians and their ratio:
+
+* an owner's first turn of a day deletes the owner's days before
+  yesterday: ``OwnerDay.objects.filter(…).delete()`` against
+  ``caps._forget_days_before`` (one ``DELETE``), for owners with no such
+  days (a new visitor's first turn);
+* a turn looks its chat id up among the owner's conversations:
+  ``Conversation.objects.owned_by(owner).with_client_id(id)``'s first key
+  against ``store._owned_chat_key``, for ids the owner has no chat of (a
+  new chat).
 
 On PostgreSQL the tables are analysed after each load, as autovacuum
 keeps them (freshly loaded, the running runs were counted through every
@@ -102,49 +109,66 @@ def main(args: argparse.Namespace) -> None:
             transaction.set_rollback(True)
         ratio = new / old
         print(f"{runs:6,d} runs today: reference {old:8,.0f}  OwnerDay {new:6,.0f}  OwnerDay ÷ reference {ratio:.3f}x")
-    first_turn_of_a_day(args.calls, args.rounds)
+    written_out(args.calls, args.rounds, owner)
 
 
-def first_turn_of_a_day(calls: int, rounds: int) -> None:
-    """The days before yesterday of ``calls`` new owners deleted, through
-    the ORM and written out, alternately: CPU µs per owner."""
+def written_out(calls: int, rounds: int, owner: Any) -> None:
+    """Two statements of a new chat's turn, through the ORM and written
+    out, alternately: CPU µs per call."""
     import datetime as dt
+
+    from uistream_app.lifecycle.caps import _forget_days_before
+    from uistream_app.lifecycle.store import _owned_chat_key
+    from uistream_app.models import Conversation, OwnerDay
+
+    before = dt.date.today() - dt.timedelta(days=1)
+    pairs: list[tuple[str, Callable[[str], Any], Callable[[str], Any]]] = [
+        (
+            "an owner's first turn of a day, the days before yesterday deleted",
+            lambda key: OwnerDay.objects.filter(owner_key=key, day__lt=before).delete(),
+            lambda key: _forget_days_before(key, before),
+        ),
+        (
+            "a new chat's id looked up among the owner's conversations",
+            lambda key: Conversation.objects.owned_by(owner).with_client_id(key).values_list("pk", flat=True).first(),
+            lambda key: _owned_chat_key(key, owner),
+        ),
+    ]
+    for label, orm, written in pairs:
+        orm_us, written_us = alternately(orm, written, calls, rounds)
+        print(
+            f"{label} (CPU µs, medians of {rounds} rounds): ORM {orm_us:,.0f}  written out {written_us:,.0f}  "
+            f"written ÷ ORM {written_us / orm_us:.2f}x"
+        )
+
+
+def alternately(
+    orm: Callable[[str], Any], written: Callable[[str], Any], calls: int, rounds: int
+) -> tuple[float, float]:
+    """The median CPU µs per call of each, over ``rounds`` rounds of
+    ``calls`` fresh keys, in alternating order, each round in a
+    transaction rolled back."""
     import statistics
 
     from django.db import transaction
 
-    from uistream_app.lifecycle.caps import _forget_days_before
-    from uistream_app.models import OwnerDay
-
-    before = dt.date.today() - dt.timedelta(days=1)
-
-    def orm(key: str) -> None:
-        OwnerDay.objects.filter(owner_key=key, day__lt=before).delete()
-
-    def written_out(key: str) -> None:
-        _forget_days_before(key, before)
-
-    times: dict[str, list[float]] = {"orm": [], "written": []}
+    times: tuple[list[float], list[float]] = ([], [])
     for r in range(rounds):
-        pair = [("orm", orm), ("written", written_out)]
-        for name, fn in pair if r % 2 else reversed(pair):
-            keys = [f"session:{uuid.uuid4().hex}" for _ in range(calls)]
+        order = [(0, orm), (1, written)]
+        for which, fn in order if r % 2 else reversed(order):
+            keys = [uuid.uuid4().hex for _ in range(calls)]
             with transaction.atomic():
                 start = time.process_time()
                 for key in keys:
                     fn(key)
-                times[name].append((time.process_time() - start) / calls * 1e6)
+                times[which].append((time.process_time() - start) / calls * 1e6)
                 transaction.set_rollback(True)
-    orm_us, written_us = statistics.median(times["orm"]), statistics.median(times["written"])
-    print(
-        f"an owner's first turn of a day, the days before yesterday deleted (CPU µs, medians of {rounds} rounds): "
-        f"delete() {orm_us:,.0f}  written out {written_us:,.0f}  written ÷ delete() {written_us / orm_us:.2f}x"
-    )
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, nargs="+", default=[10, 100, 1000, 5000])
     parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=6, help="rounds of the first turn of a day's two deletes")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds of the statements, through the ORM and not")
     main(parser.parse_args())

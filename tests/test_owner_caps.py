@@ -298,7 +298,7 @@ async def test_a_new_chats_statements_do_not_grow_with_the_owners_day() -> None:
     assert len(first) == len(second) + 1  # the old days' DELETE
     # Five (and SQLite's BEGIN): the two messages in one insert (no savepoint), both caps in the day's upsert.
     assert [" ".join(sql.split()[:3]) for sql in second if not sql.startswith("BEGIN")] == [
-        'SELECT "uistream_app_conversation"."id" AS',
+        'SELECT c."id" FROM',  # the chat id looked up, written out (store._owned_chat_key)
         'INSERT INTO "uistream_app_conversation"',
         'INSERT INTO "uistream_app_message"',
         'INSERT INTO "uistream_app_run"',

@@ -108,6 +108,28 @@ class ConversationQuerySet(models.QuerySet["Conversation"]):
         return self.filter(client_id=client_id)
 
 
+def owned_sql(owner: Owner, alias: str, database: BaseDatabaseWrapper) -> tuple[str, list[Any]]:
+    """``ConversationQuerySet.owned_by``'s condition written out, on the
+    conversation table named ``alias`` in the statement, and its
+    parameters (``Owner.filter_kwargs``: the user's, or an anonymous
+    session's with no user). For the statements on every turn's path
+    whose building through the ORM cost more than running them
+    (``lifecycle.caps``, ``lifecycle.store``). ``owner`` must be known
+    (``Owner.is_known``): one who can own nothing has no condition.
+    ``database``: the connection the statement runs on (its quoting)."""
+    if not owner.is_known:
+        raise ValueError("an owner who can own nothing has no condition")
+    quote = database.ops.quote_name
+    fields = Conversation._meta
+    owner_field = fields.get_field("owner")
+    owner_column = f"{alias}.{quote(str(owner_field.column))}"
+    if owner.user is not None:
+        # As the ORM passes it (a UUID primary key is text on SQLite).
+        return f"{owner_column} = %s", [owner_field.get_db_prep_value(owner.user.pk, database)]
+    session_column = f"{alias}.{quote(str(fields.get_field('session_key').column))}"
+    return f"{owner_column} IS NULL AND {session_column} = %s", [owner.session_key or ""]
+
+
 class RunQuerySet(models.QuerySet["Run"]):
     def owned_by(self, owner: Owner) -> RunQuerySet:
         """The runs of ``owner``'s conversations."""

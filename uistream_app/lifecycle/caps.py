@@ -45,7 +45,7 @@ from django.utils import timezone
 
 from ..conf import settings as uistream_settings
 from ..errors import Codes, Throttled
-from ..models import Conversation, OwnerDay, Run
+from ..models import Conversation, OwnerDay, Run, owned_sql
 from ..owners import Owner
 from .spend import period_bounds
 
@@ -255,12 +255,7 @@ def _running_sql(owner: Owner) -> tuple[str, list[Any]]:
     def column(model: Any, name: str) -> str:
         return quote(str(model._meta.get_field(name).column))
 
-    owner_column = column(Conversation, "owner")
-    if owner.user is not None:
-        whose, params = f"c.{owner_column} = %s", [owner.user.pk]
-    else:
-        whose = f"c.{owner_column} IS NULL AND c.{column(Conversation, 'session_key')} = %s"
-        params = [owner.session_key or ""]
+    whose, params = owned_sql(owner, "c", connection)
     sql = (
         f"SELECT COUNT(*) FROM {quote(Run._meta.db_table)} r INNER JOIN {quote(Conversation._meta.db_table)} c "
         f"ON r.{column(Run, 'conversation')} = c.{column(Conversation, 'id')} "
