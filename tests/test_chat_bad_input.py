@@ -203,7 +203,7 @@ async def test_bad_request(
 
 
 @pytest.mark.asyncio
-async def test_an_unknown_sdk_version_in_the_header_is_refused_like_the_query_parameters() -> None:
+async def test_an_unknown_sdk_version_in_the_header_is_refused_as_in_the_query() -> None:
     client = AsyncClient()
     with override_settings(UISTREAM={"ALLOW_ANONYMOUS": True}):
         response = await client.post(

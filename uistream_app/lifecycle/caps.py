@@ -221,11 +221,13 @@ def _forget_days_before(owner_key: str, day: date) -> None:
     several times the statement on that path (docs/benchmarks.md, "Issue
     29's targets, one by one")."""
     quote = connection.ops.quote_name
-    table = quote(OwnerDay._meta.db_table)
-    day_value = OwnerDay._meta.get_field("day").get_db_prep_value(day, connection)
+    fields = OwnerDay._meta
+    day_field = fields.get_field("day")
+    owner_column, day_column = quote(str(fields.get_field("owner_key").column)), quote(str(day_field.column))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"DELETE FROM {table} WHERE {quote('owner_key')} = %s AND {quote('day')} < %s", [owner_key, day_value]
+            f"DELETE FROM {quote(fields.db_table)} WHERE {owner_column} = %s AND {day_column} < %s",
+            [owner_key, day_field.get_db_prep_value(day, connection)],
         )
 
 
