@@ -158,11 +158,25 @@ def copilotkit_page(copilotkit_node: str, demo: Demo) -> Iterator[str]:
 def send(page: Any, text: str) -> None:
     """Type ``text`` and send it once the chat takes it: the button says
     "Send" (not "Loading" before the runtime answered, not "Stop" while the
-    client connects the agent or a run goes on) and is enabled."""
-    page.get_by_placeholder("Type a message...").fill(text)
+    client connects the agent or a run goes on) and is enabled.
+
+    The chat takes a message by emptying its box. A click that lands as
+    the button turns to "Stop" (the client starting to connect the agent,
+    seen once on a loaded CI machine) is that button's, and sends nothing:
+    the text stays in the box, and the click is made again on "Send". A
+    message taken is never sent twice: its box is empty."""
+    box = page.get_by_placeholder("Type a message...")
+    box.fill(text)
     button = page.get_by_role("button", name="Send", exact=True)
-    expect(button).to_be_enabled()
-    button.click()
+    for attempt in range(3):
+        expect(button).to_be_enabled()
+        button.click()
+        try:
+            expect(box).to_have_value("", timeout=5_000)
+            break
+        except AssertionError:
+            if attempt == 2:
+                raise
     expect(page.locator(".copilotKitUserMessage", has_text=text)).to_be_visible()
 
 
