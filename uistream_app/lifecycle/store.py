@@ -12,6 +12,7 @@ the truth: of the client's history only the new user message is taken.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import secrets
 import uuid
@@ -333,6 +334,16 @@ class ConversationStore:
             files = await sync_to_async(decode_files)(turn.message)
         if claim_owner is not None:
             owner = await claim_owner()
+        # The two ways below into the slot differ only by the key and the check.
+        in_slot = functools.partial(
+            self._in_slot,
+            turn=turn,
+            owner=owner,
+            version=version,
+            model_name=model_name,
+            files=files,
+            record_turn=record_turn,
+        )
         if opens_chat:
             # Likely a new chat: its slot, on the key a new chat gets (no
             # other request can hold it), then the ownership check and the
@@ -340,17 +351,7 @@ class ConversationStore:
             # a burst every hop waits behind the others' (the database
             # thread is shared): 500 sockets' ownership checks alone took
             # 0.85-0.95 s of it (docs/benchmarks.md, "The socket's set-up").
-            first = await self._in_slot(
-                new_conversation_key(),
-                turn,
-                owner,
-                check_first=True,
-                version=version,
-                model_name=model_name,
-                files=files,
-                new_chat=True,
-                record_turn=record_turn,
-            )
+            first = await in_slot(new_conversation_key(), check_first=True, new_chat=True)
             if isinstance(first, PreparedRun):
                 return first
             key, orphans = first  # the owner has the chat after all: nothing written, the usual path
@@ -359,17 +360,7 @@ class ConversationStore:
             key = new_conversation_key()
         elif orphans:
             await self.settle_orphans(key)
-        prepared = await self._in_slot(
-            key,
-            turn,
-            owner,
-            check_first=False,
-            version=version,
-            model_name=model_name,
-            files=files,
-            new_chat=new_chat,
-            record_turn=record_turn,
-        )
+        prepared = await in_slot(key, check_first=False, new_chat=new_chat)
         assert isinstance(prepared, PreparedRun)
         return prepared
 
